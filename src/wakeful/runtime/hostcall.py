@@ -1,0 +1,171 @@
+"""The host-call router: the pending table and the calls into the embedder's ``host_handler``.
+
+runtime-protocol.md §9 and §14: a plain return is delivered in the same batch with no task; an awaitable
+runs as a task that is cancelled on timeout or object stop; ``HostCallError`` → SF_HOST_ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from wakeful.errors import HostCallError
+from wakeful.runtime.clock import Clock
+
+if TYPE_CHECKING:
+    from wakeful.runtime.scheduler import Run, Scheduler
+
+__all__ = ["MAX_PENDING", "MAX_RESULT_BYTES", "HostCall", "HostCalls", "HostHandler"]
+
+log = logging.getLogger("wakeful.runtime")
+
+MAX_PENDING = 16_384  # §9.3: calls pending in the runtime
+MAX_RESULT_BYTES = 16_384  # §9.2 max_result_bytes
+
+SF_HOST_ERROR = -5
+SF_CLOSED = -6
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    """What ``host_handler`` receives (§14): the fields of the ``host.call`` params of §9.2 plus its id."""
+
+    id: str
+    object_id: str
+    label: str | None
+    capability: str
+    arguments: Any
+    timeout_ms: int
+    deadline_unix_ms: int
+    max_result_bytes: int = MAX_RESULT_BYTES
+
+
+HostHandler = Callable[[HostCall], Any]
+
+
+class _Pending:
+    """One host call waiting for its awaitable (the only kind that enters the table)."""
+
+    __slots__ = ("call", "run", "task")
+
+    def __init__(self, call: HostCall, run: Run, task: asyncio.Future[Any]) -> None:
+        self.call = call
+        self.run = run
+        self.task = task
+
+
+class HostCalls:
+    """Routes guests' host calls to the handler and answers them through the scheduler."""
+
+    def __init__(self, handler: HostHandler, scheduler: Scheduler, clock: Clock, *, session_id: str) -> None:
+        self._handler = handler
+        self._scheduler = scheduler
+        self._clock = clock
+        self._session_id = session_id
+        self._counter = 0
+        self._pending: dict[str, _Pending] = {}
+        self.calls = 0  # calls handed to the handler
+        self.ignored = 0  # results that arrived for no pending entry (never for our own cancels)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    # §9.2 ids are "sf:<session_id>:<n>", n counting from 1 per session
+    def _new_call(self, run: Run, request: Any) -> HostCall:
+        self._counter += 1
+        return HostCall(
+            id=f"sf:{self._session_id}:{self._counter}",
+            object_id=run.owner.object_id,
+            label=run.owner.label,
+            capability=request.capability,
+            arguments=request.arguments,
+            timeout_ms=request.timeout_ms,
+            deadline_unix_ms=self._clock.unix_ms() + request.timeout_ms,
+        )
+
+    def submit(self, run: Run, request: Any) -> int | None:
+        """Call the handler. Returns the guest's r0 now (plain return or error), or ``None`` when an
+        awaitable is pending (the scheduler then arms the call's deadline)."""
+        call = self._new_call(run, request)
+        self.calls += 1
+        try:
+            result = self._handler(call)
+        except HostCallError:
+            return SF_HOST_ERROR
+        except Exception:  # a broken handler is the embedder's error; the guest sees SF_HOST_ERROR
+            log.exception("host handler raised for %s", call.id)
+            return SF_HOST_ERROR
+        if inspect.isawaitable(result):
+            return self._start_task(run, call, result)
+        return self._deliver(run, result)
+
+    def _start_task(self, run: Run, call: HostCall, awaitable: Awaitable[Any]) -> int | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            _discard(awaitable)
+            log.error("host handler returned an awaitable with no running event loop")
+            return SF_HOST_ERROR
+        task = asyncio.ensure_future(awaitable, loop=loop)
+        entry = _Pending(call, run, task)
+        self._pending[call.id] = entry
+        run.host_call = entry
+        task.add_done_callback(partial(self._task_done, call.id))
+        return None
+
+    def _task_done(self, call_id: str, task: asyncio.Future[Any]) -> None:
+        entry = self._pending.pop(call_id, None)
+        if entry is None:
+            if not task.cancelled():
+                self.ignored += 1
+                task.exception()  # retrieve it so asyncio does not warn
+            return
+        entry.run.host_call = None
+        self._scheduler.wake(entry.run, self._outcome(entry, task))
+
+    def _outcome(self, entry: _Pending, task: asyncio.Future[Any]) -> int:
+        """§9.4: result → handle (or SF_LIMIT); error → SF_HOST_ERROR."""
+        if task.cancelled():
+            return SF_HOST_ERROR
+        exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, HostCallError):
+                log.error("host handler failed for %s", entry.call.id, exc_info=exc)
+            return SF_HOST_ERROR
+        return self._deliver(entry.run, task.result())
+
+    def _deliver(self, run: Run, result: Any) -> int:
+        r0: int = run.ctx.finish_host_call(result)
+        return r0
+
+    # §9.3 On timeout: the pending entry is removed and the handler's task cancelled
+    def expire(self, run: Run) -> None:
+        self._drop(run)
+
+    # §9.3 On object stop or end: every pending call is cancelled the same way (resolved as closed)
+    def cancel(self, run: Run) -> None:
+        self._drop(run)
+
+    def cancel_all(self) -> None:
+        for entry in list(self._pending.values()):
+            self._drop(entry.run)
+
+    def _drop(self, run: Run) -> None:
+        entry = run.host_call
+        if entry is None:
+            return
+        run.host_call = None
+        self._pending.pop(entry.call.id, None)
+        entry.task.cancel()
+
+
+def _discard(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()

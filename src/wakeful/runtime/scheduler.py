@@ -1,0 +1,477 @@
+"""The guest scheduler: one run queue, a timer heap, batches, fuel refills, throttling and CPU accounting.
+
+Implements the scheduler model of vm.md §7 on one thread; asyncio only calls ``run_batch`` (tests call it
+directly with a ``ManualClock``). Suspending helpers (sdk.md §9.1-9.3) are executed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import heapq
+import logging
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+from wakeful.errors import GuestFault
+from wakeful.runtime.clock import Clock
+from wakeful.vm.guest import PREEMPT
+
+if TYPE_CHECKING:
+    from wakeful.runtime.hostcall import HostCalls
+    from wakeful.runtime.mailbox import Mailbox
+
+__all__ = [
+    "BATCH_NS",
+    "BATCH_SLICES",
+    "MAX_DURATION_MS",
+    "THROTTLE_AFTER",
+    "THROTTLE_NS",
+    "Ending",
+    "Run",
+    "Scheduler",
+]
+
+log = logging.getLogger("wakeful.runtime")
+
+# vm.md §7 constants
+BATCH_NS = 2_000_000  # a batch lasts at most 2 ms on the scheduler clock ...
+BATCH_SLICES = 64  # ... or 64 slices' worth of fuel
+THROTTLE_AFTER = 16  # preemptions in a row without a real wait
+THROTTLE_NS = 20_000_000  # then the instance sleeps 20 ms
+HYGIENE_LOADS = 1_000  # a load burst of at least this many loads ...
+HYGIENE_QUIET_NS = 100_000_000  # ... followed by 100 ms without a load → gc.collect + gc.freeze
+MAX_DURATION_MS = 86_400_000  # sdk.md §4: durations clamp to 24 h
+
+SF_TIMEOUT = -3
+
+WAIT_NONE = "none"
+WAIT_TIMER = "timer"
+WAIT_EVENT = "event"
+WAIT_HOST = "host_rpc"
+
+Value = tuple[int, int] | None  # what a guest generator is sent: None first, then (r0, fuel)
+Guest = Generator[tuple[str, int, tuple[int, ...]], Value, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended: ``exit_code`` (signed i64) or ``fault``; neither when it was cancelled."""
+
+    exit_code: int | None = None
+    fault: GuestFault | None = None
+
+
+class Run:
+    """One started guest as the scheduler sees it: its generator, wait state and counters."""
+
+    __slots__ = (
+        "cpu_limit_ns", "ctx", "deadline_ns", "done", "gen", "guest_ns", "host_call", "mailbox",
+        "max_step_work", "owner", "preempts", "resume", "slices", "started", "stepping",
+        "stop_requested", "throttled", "throttles", "token", "wait", "work",
+    )
+
+    def __init__(self, gen: Guest, ctx: Any, mailbox: Mailbox, owner: Any, cpu_limit_ms: int | None) -> None:
+        self.gen: Guest | None = gen
+        self.ctx = ctx  # the object's GuestContext (runtime/helpers.py)
+        self.mailbox = mailbox
+        self.owner = owner  # the runtime's record of the object
+        self.cpu_limit_ns = None if cpu_limit_ms is None else cpu_limit_ms * 1_000_000
+        self.wait = WAIT_NONE
+        self.token = 0  # bumped by every suspension and wake: stale timers are ignored
+        self.deadline_ns: int | None = None  # deadline of the current timer, if any
+        self.throttled = False
+        self.resume: Value = None  # send value kept across a throttle sleep
+        self.host_call: Any = None  # pending host-call entry (runtime/hostcall.py)
+        self.preempts = 0  # preemptions in a row without a real wait
+        self.throttles = 0
+        self.slices = 0
+        self.guest_ns = 0
+        self.work = 0  # fuel units spent: instructions plus helper charges (vm.md §6.3)
+        self.max_step_work = 0  # most fuel spent in one step (S6: ≤ slice + one helper's charge)
+        self.started = False
+        self.stepping = False
+        self.stop_requested = False
+        self.done = False
+
+
+class Scheduler:
+    """Run queue, timer heap and batches (vm.md §7).
+
+    ``on_running(run)`` is called before a run's first slice; ``on_end(run, ending)`` when a run exits or
+    faults (never for a cancellation, which the caller initiates).
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        slice_insns: int,
+        on_running: Callable[[Run], None],
+        on_end: Callable[[Run, Ending], None],
+    ) -> None:
+        self.clock = clock
+        self.slice_insns = slice_insns
+        self.on_running = on_running
+        self.on_end = on_end
+        self.hostcalls: HostCalls | None = None  # set by the runtime (host-call router)
+        self._runq: deque[tuple[Run, Value]] = deque()
+        self._later: deque[tuple[Run, Value]] = deque()  # preempted and yielded: the next batch
+        self._timers: list[tuple[int, int, Run | None, int]] = []
+        self._seq = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.Handle | None = None
+        self._handle_soon = False
+        self._loads_in_burst = 0
+        self._last_load_ns = 0
+        # counters for wakeful.stats
+        self.batches = 0
+        self.batch_start_ns = 0
+        self.total_slices = 0
+        self.total_preemptions = 0
+        self.total_throttles = 0
+        self.gc_freezes = 0
+
+    # ------------------------------------------------------------------ asyncio hook
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let asyncio drive batches (one ``call_soon`` or one ``call_at`` at a time)."""
+        self._loop = loop
+        self._rearm()
+
+    def detach(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        self._loop = None
+
+    def _batch_hook(self) -> None:
+        self._handle = None
+        self.run_batch()
+
+    def _kick(self) -> None:
+        """Ensure one batch is scheduled soon (§7: never one Future per guest request)."""
+        if self._loop is None or (self._handle is not None and self._handle_soon):
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._loop.call_soon(self._batch_hook)
+        self._handle_soon = True
+
+    def _rearm(self) -> None:
+        """After a batch: more work → one call_soon; else one call_at for the earliest timer."""
+        if self._loop is None:
+            return
+        if self._runq:
+            self._kick()
+            return
+        self._drop_stale_timers()
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._timers:
+            delay = max(0.0, (self._timers[0][0] - self.clock.monotonic_ns()) / 1e9)
+            self._handle = self._loop.call_later(delay, self._batch_hook)
+            self._handle_soon = False
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def runnable(self) -> int:
+        return len(self._runq)
+
+    @property
+    def timers(self) -> int:
+        return len(self._timers)
+
+    def has_work(self) -> bool:
+        return bool(self._runq)
+
+    def next_deadline_ns(self) -> int | None:
+        self._drop_stale_timers()
+        return self._timers[0][0] if self._timers else None
+
+    # ------------------------------------------------------------------ batches
+
+    def run_batch(self) -> int:
+        """vm.md §7 batch: due timers first, then the queue until empty or the budget is spent.
+
+        Returns the number of steps run. A preempted or yielded instance runs again only in a later batch.
+        """
+        start = self.clock.monotonic_ns()
+        self.batches += 1
+        self.batch_start_ns = start
+        self._fire_due(start)
+        budget = BATCH_SLICES * self.slice_insns
+        steps = spent = 0
+        runq = self._runq
+        while runq:
+            run, value = runq.popleft()
+            if run.done:
+                continue
+            spent += self._step(run, value)
+            steps += 1
+            if spent >= budget or self.clock.monotonic_ns() - start >= BATCH_NS:
+                break
+        runq.extend(self._later)
+        self._later.clear()
+        self._rearm()
+        return steps
+
+    def _fire_due(self, now: int) -> None:
+        """Move every timer due at ``now`` to the front of the queue, earliest first."""
+        fired: list[tuple[Run, Value]] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, _, run, token = heapq.heappop(timers)
+            if run is None:
+                self._hygiene(now)
+            elif token == run.token and not run.done:
+                fired.append((run, self._timer_value(run)))
+        self._runq.extendleft(reversed(fired))
+
+    def _timer_value(self, run: Run) -> Value:
+        """What a run is sent when its timer fires, by wait reason (§7, sdk.md §9.1-9.3)."""
+        run.token += 1
+        run.deadline_ns = None
+        if run.throttled:
+            run.throttled = False
+            value, run.resume = run.resume, None
+            return value
+        wait, run.wait = run.wait, WAIT_NONE
+        run.preempts = 0
+        if wait == WAIT_HOST and self.hostcalls is not None:
+            self.hostcalls.expire(run)
+            return (SF_TIMEOUT, self.slice_insns)
+        if wait == WAIT_EVENT:
+            return (SF_TIMEOUT, self.slice_insns)
+        return (0, self.slice_insns)
+
+    def _arm(self, run: Run, deadline_ns: int) -> None:
+        run.token += 1
+        run.deadline_ns = deadline_ns
+        self._seq += 1
+        heapq.heappush(self._timers, (deadline_ns, self._seq, run, run.token))
+
+    def _drop_stale_timers(self) -> None:
+        timers = self._timers
+        while timers:
+            _, _, run, token = timers[0]
+            if run is not None and (run.done or token != run.token):
+                heapq.heappop(timers)
+            else:
+                break
+
+    # ------------------------------------------------------------------ steps
+
+    def _step(self, run: Run, value: Value) -> int:
+        """Send to the guest until it suspends, is requeued, ends or faults; returns fuel spent."""
+        gen = run.gen
+        if gen is None:
+            return 0
+        if not run.started:
+            run.started = True
+            self.on_running(run)
+        run.slices += 1
+        self.total_slices += 1
+        budget = self.slice_insns if value is None else value[1]
+        spent = 0
+        run.stepping = True
+        t0 = perf_counter_ns()
+        try:
+            while True:
+                kind, fuel, args = gen.send(value)
+                spent += budget - fuel
+                if run.stop_requested:
+                    break
+                value = self._dispatch(run, kind, fuel, args)
+                if value is None or run.stop_requested:
+                    break
+                budget = value[1]
+        except StopIteration as stop:
+            self._end(run, Ending(exit_code=_signed(stop.value)))
+        except GuestFault as fault:
+            self._end(run, Ending(fault=fault))
+        except Exception as exc:  # a VM or helper bug: fault INTERNAL (vm.md §8), never escapes
+            log.exception("internal error in guest step")
+            self._end(run, Ending(fault=GuestFault("INTERNAL", f"internal error: {type(exc).__name__}")))
+        finally:
+            run.stepping = False
+            run.guest_ns += perf_counter_ns() - t0
+        return self._account(run, spent)
+
+    def _account(self, run: Run, spent: int) -> int:
+        """CPU accounting (§7): fuel → instructions; guest time checked against ``cpu_limit_ms``."""
+        run.work += spent
+        if spent > run.max_step_work:
+            run.max_step_work = spent
+        if run.stop_requested and not run.done:
+            self.cancel(run)
+        elif run.cpu_limit_ns is not None and not run.done and run.guest_ns > run.cpu_limit_ns:
+            limit_ms = run.cpu_limit_ns // 1_000_000
+            self._close(run)
+            self._end(run, Ending(fault=GuestFault("CPU_LIMIT", f"cpu limit exceeded: {limit_ms} ms")))
+        return spent
+
+    def _dispatch(self, run: Run, kind: str, fuel: int, args: tuple[int, ...]) -> Value:
+        """One suspension request → a value to continue with now, or ``None`` (suspended/requeued)."""
+        if kind == PREEMPT:
+            return self._preempt(run, fuel)
+        if kind == "sf_sleep_ms":
+            return self._sleep(run, args[0])
+        if kind == "sf_event_next":
+            return self._event_next(run, fuel, args[0])
+        if kind == "sf_host_call_raw":
+            return self._host_call(run, fuel, args)
+        if kind == "sf_yield":
+            # sdk.md §9.1: back of the queue once; keeps its fuel; not a wait (no preemption reset)
+            self._later.append((run, (0, fuel)))
+            return None
+        raise GuestFault("INTERNAL", f"internal error: unknown suspension {kind!r}")
+
+    # vm.md §7 Throttle: 16 preemptions in a row without a real wait → sleep 20 ms, wait stays none
+    def _preempt(self, run: Run, fuel: int) -> Value:
+        self.total_preemptions += 1
+        value = (0, self.slice_insns + fuel)  # the debt carries over (vm/guest.py)
+        run.preempts += 1
+        if run.preempts < THROTTLE_AFTER:
+            self._later.append((run, value))
+            return None
+        run.preempts = 0
+        run.throttles += 1
+        self.total_throttles += 1
+        run.throttled = True
+        run.resume = value
+        self._arm(run, self.clock.monotonic_ns() + THROTTLE_NS)
+        return None
+
+    # sdk.md §9.1 sf_sleep_ms: clamped to 24 h; wait reason timer
+    def _sleep(self, run: Run, ms: int) -> Value:
+        run.wait = WAIT_TIMER
+        self._arm(run, self.clock.monotonic_ns() + min(ms, MAX_DURATION_MS) * 1_000_000)
+        return None
+
+    # sdk.md §9.2 sf_event_next: a ready event at once (even timeout 0); empty + timeout 0 → SF_TIMEOUT
+    def _event_next(self, run: Run, fuel: int, timeout_ms: int) -> Value:
+        envelope = run.mailbox.pop()
+        if envelope is not None:
+            return (run.ctx.event_to_handle(envelope), fuel)
+        timeout_ms = min(timeout_ms, MAX_DURATION_MS)
+        if timeout_ms == 0:
+            return (SF_TIMEOUT, fuel)
+        run.wait = WAIT_EVENT
+        self._arm(run, self.clock.monotonic_ns() + timeout_ms * 1_000_000)
+        return None
+
+    # sdk.md §9.3 sf_host_call_raw: guest-side checks by the context, then the host-call router
+    def _host_call(self, run: Run, fuel: int, args: tuple[int, ...]) -> Value:
+        hostcalls = self.hostcalls
+        if hostcalls is None:
+            raise GuestFault("INTERNAL", "internal error: no host-call router")
+        request = run.ctx.begin_host_call(*args, pending=hostcalls.pending_count)
+        if isinstance(request, int):
+            return (request, fuel)
+        r0 = hostcalls.submit(run, request)
+        if r0 is not None:
+            return (r0, fuel)
+        run.wait = WAIT_HOST
+        self._arm(run, self.clock.monotonic_ns() + request.timeout_ms * 1_000_000)
+        return None
+
+    # ------------------------------------------------------------------ waking, starting, ending
+
+    def start(self, run: Run) -> None:
+        """Queue a run's first slice (the generator is sent ``None``)."""
+        self._runq.append((run, None))
+        self._kick()
+
+    def wake(self, run: Run, r0: int) -> None:
+        """End a real wait (event delivered, host reply): fuel refills, the preemption count resets."""
+        if run.done or run.wait == WAIT_NONE:
+            return
+        run.wait = WAIT_NONE
+        run.token += 1
+        run.deadline_ns = None
+        run.preempts = 0
+        self._runq.append((run, (r0, self.slice_insns)))
+        self._kick()
+
+    def event_arrived(self, run: Run) -> None:
+        """A delivery to a run waiting in sf_event_next hands it the oldest envelope (§6.9)."""
+        if run.done or run.wait != WAIT_EVENT:
+            return
+        envelope = run.mailbox.pop()
+        if envelope is not None:
+            self.wake(run, run.ctx.event_to_handle(envelope))
+
+    def cancel(self, run: Run) -> None:
+        """Stop a run at its current suspension point (§7 Cancellation): no guest code runs again."""
+        if run.done:
+            return
+        if run.stepping:  # a host callback asked to stop the guest that is running it
+            run.stop_requested = True
+            return
+        self._close(run)
+        run.done = True
+
+    def _close(self, run: Run) -> None:
+        self._release_waits(run)
+        gen, run.gen = run.gen, None
+        if gen is not None:
+            try:
+                gen.close()
+            except Exception:  # closing must never fail the caller
+                log.exception("error while closing a guest")
+
+    def _release_waits(self, run: Run) -> None:
+        run.wait = WAIT_NONE
+        run.token += 1
+        run.deadline_ns = None
+        run.throttled = False
+        run.resume = None
+        if self.hostcalls is not None:
+            self.hostcalls.cancel(run)
+
+    def _end(self, run: Run, ending: Ending) -> None:
+        if run.done:
+            return
+        self._release_waits(run)
+        run.gen = None
+        run.done = True
+        self.on_end(run, ending)
+
+    # ------------------------------------------------------------------ memory hygiene
+
+    def note_load(self) -> None:
+        """vm.md §7: after ≥ 1,000 loads then 100 ms without one, gc.collect() then gc.freeze()."""
+        now = self.clock.monotonic_ns()
+        self._loads_in_burst += 1
+        self._last_load_ns = now
+        if self._loads_in_burst == HYGIENE_LOADS:
+            self._arm_hygiene(now + HYGIENE_QUIET_NS)
+
+    def _arm_hygiene(self, deadline_ns: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (deadline_ns, self._seq, None, 0))
+        self._rearm()
+
+    def _hygiene(self, now: int) -> None:
+        if self._loads_in_burst < HYGIENE_LOADS:
+            return
+        quiet_until = self._last_load_ns + HYGIENE_QUIET_NS
+        if now < quiet_until:
+            self._arm_hygiene(quiet_until)
+            return
+        self._loads_in_burst = 0
+        gc.collect()
+        gc.freeze()
+        self.gc_freezes += 1
+
+
+def _signed(r0: int) -> int:
+    """A guest's r0 (u64) read as signed i64: the exit code (sdk.md §7)."""
+    r0 &= 0xFFFF_FFFF_FFFF_FFFF
+    return r0 - (1 << 64) if r0 >> 63 else r0
