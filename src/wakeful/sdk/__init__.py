@@ -1,0 +1,104 @@
+"""The guest SDK as package data: `wakeful.h`, the programming guides and the examples (sdk.md §1).
+
+Small read-only accessors so build, runtime, harness and the faces never compute file paths themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+
+__all__ = [
+    "SDK_ABI",
+    "SDK_EXT",
+    "Example",
+    "example",
+    "examples",
+    "guide_text",
+    "header_bytes",
+    "header_text",
+    "headers",
+    "include_dir",
+    "script_guide_text",
+    "write_examples",
+]
+
+SDK_ABI = 1  # WAKEFUL_SDK_ABI in wakeful.h
+SDK_EXT = 1  # WAKEFUL_SDK_EXT in wakeful.h
+
+
+@dataclass(frozen=True)
+class Example:
+    """One shipped example: its C source and its scripted host replies (interfaces.md §4.2)."""
+
+    name: str
+    source: str
+    replies: str
+
+
+def _root() -> Traversable:
+    return resources.files(__name__)
+
+
+def include_dir() -> Path:
+    """Directory holding the SDK headers (the `-I sdk` of build.md §2.1)."""
+    return Path(str(_root().joinpath("include")))
+
+
+def headers() -> dict[str, bytes]:
+    """Every SDK header by file name; their bytes are part of the toolchain fingerprint."""
+    inc = _root().joinpath("include")
+    return {
+        p.name: p.read_bytes() for p in sorted(inc.iterdir(), key=lambda p: p.name) if p.name.endswith(".h")
+    }
+
+
+def header_bytes() -> bytes:
+    """The bytes of `wakeful.h`."""
+    return _root().joinpath("include", "wakeful.h").read_bytes()
+
+
+def header_text() -> str:
+    """`wakeful.h` as text (`wakeful sdk header`, `wakeful runtime --dump-sdk`, `loop.sdk`)."""
+    return header_bytes().decode("utf-8")
+
+
+def guide_text() -> str:
+    """The agent-facing programming guide for Loops (sdk.md §15)."""
+    return _root().joinpath("guide.md").read_text(encoding="utf-8")
+
+
+def script_guide_text() -> str:
+    """The shorter programming guide for scripts (sdk.md §15, harness.md §18)."""
+    return _root().joinpath("script-guide.md").read_text(encoding="utf-8")
+
+
+def examples() -> list[Example]:
+    """Every shipped example, sorted by name."""
+    folder = _root().joinpath("examples")
+    names = sorted(p.name[:-2] for p in folder.iterdir() if p.name.endswith(".c"))
+    return [example(name) for name in names]
+
+
+def example(name: str) -> Example:
+    """One example by base name (e.g. ``"heartbeat"``); raises ``KeyError`` when absent."""
+    folder = _root().joinpath("examples")
+    src, rep = folder.joinpath(f"{name}.c"), folder.joinpath(f"{name}.replies.json")
+    if "/" in name or not src.is_file():
+        raise KeyError(name)
+    replies = rep.read_text(encoding="utf-8") if rep.is_file() else "{}\n"
+    return Example(name, src.read_text(encoding="utf-8"), replies)
+
+
+def write_examples(directory: Path) -> list[Path]:
+    """Write every example (`NAME.c`, `NAME.replies.json`) into ``directory``; returns the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for ex in examples():
+        for suffix, text in ((".c", ex.source), (".replies.json", ex.replies)):
+            path = directory / f"{ex.name}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written

@@ -1,0 +1,224 @@
+"""The `wakeful` command line (interfaces.md §4): typer app, global options, and the error/exit-code seam.
+
+Commands here: `build`, `run`, `vm dump`, `sdk`, `version`. No Python traceback ever reaches the user.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wakeful import __version__
+from wakeful.cli import build_cmd, run, sdk_cmd, vm_cmd
+from wakeful.cli.output import EXIT_FAILED, EXIT_USAGE, CliExit, Out, UsageError, exit_code_for
+from wakeful.errors import WakefulError
+
+app = typer.Typer(
+    name="wakeful",
+    help="wakeful: an outer loop for always-on AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+vm_app = typer.Typer(help="Inspect programs as the VM runs them.", no_args_is_help=True)
+sdk_app = typer.Typer(help="The guest SDK: header, guides, examples.", no_args_is_help=True)
+app.add_typer(vm_app, name="vm")
+app.add_typer(sdk_app, name="sdk")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+# ---- global options (interfaces.md §4.1) ----
+
+
+@app.callback()
+def _globals(
+    ctx: typer.Context,
+    json_: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Only results and errors.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours.")] = False,
+    verbose: Annotated[int, typer.Option("-v", count=True, help="More detail on stderr.")] = 0,
+    config: Annotated[Path | None, typer.Option("--config", help="Configuration file (TOML).")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory.")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="Store URL.")] = None,
+    server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode).")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="API key (remote mode).")] = None,
+) -> None:
+    del config, data_dir, db, server, key  # used by the store and remote commands, not by these
+    ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
+
+
+def _out(ctx: typer.Context, json_: bool = False) -> Out:
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    if json_ and not out.json:
+        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
+    return out
+
+
+# ---- commands ----
+
+
+@app.command("build")
+def build(
+    ctx: typer.Context,
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="C files of the bundle.", show_default=False)
+    ] = None,
+    entry: Annotated[str | None, typer.Option("--entry", help="Entry file (default: the first).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the ELF here.")] = None,
+    check: Annotated[Path | None, typer.Option("--check", help="Verify a prebuilt ELF instead.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Compile a C bundle to a verified BPF ELF, or verify one with --check."""
+    out = _out(ctx, json_)
+    if (check is None) == (not files):
+        raise UsageError("give either FILE… to build or --check ELF")
+    if check is not None:
+        raise CliExit(build_cmd.check_command(out, check))
+    raise CliExit(build_cmd.build_command(out, list(files or []), entry, output))
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    program: Annotated[Path, typer.Argument(help="OBJ.o (prebuilt ELF) or SRC.c (built first).")],
+    config: Annotated[str | None, typer.Option("--config", help="Config as a JSON object.")] = None,
+    event: Annotated[
+        list[str] | None, typer.Option("--event", help="TOPIC=JSON, delivered before the start.")
+    ] = None,
+    host_replies: Annotated[
+        Path | None, typer.Option("--host-replies", help="Scripted replies per capability.")
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="translate or interp.")] = "translate",
+    timeout: Annotated[float, typer.Option("--timeout", help="Stop after this many seconds.")] = 30.0,
+    json_: JsonOpt = False,
+) -> None:
+    """Run one program locally against a scripted host (no store, no server)."""
+    out = _out(ctx, json_)
+    request = run.parse_request(program, config, event or [], host_replies, engine, timeout)
+    raise CliExit(run.run_command(out, request))
+
+
+@vm_app.command("dump")
+def vm_dump(
+    ctx: typer.Context,
+    obj: Annotated[Path, typer.Argument(help="A BPF ELF object.")],
+    function: Annotated[str | None, typer.Option("--function", help="Only this function.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Print the verifier report, disassembly and generated Python of a program."""
+    raise CliExit(vm_cmd.dump_command(_out(ctx, json_), obj, function))
+
+
+@sdk_app.command("header")
+def sdk_header(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Print wakeful.h."""
+    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "header"))
+
+
+@sdk_app.command("guide")
+def sdk_guide(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Print the Loop programming guide."""
+    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "guide"))
+
+
+@sdk_app.command("script-guide")
+def sdk_script_guide(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Print the script programming guide."""
+    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "script-guide"))
+
+
+@sdk_app.command("examples")
+def sdk_examples(
+    ctx: typer.Context,
+    directory: Annotated[Path, typer.Argument(help="Directory to write the examples into.")],
+    json_: JsonOpt = False,
+) -> None:
+    """Write the examples and their host-replies files into DIR."""
+    raise CliExit(sdk_cmd.examples_command(_out(ctx, json_), directory))
+
+
+@app.command("version")
+def version(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Package, SDK, protocol and schema versions."""
+    out = _out(ctx, json_)
+    doc = versions()
+    if out.json:
+        out.document(doc)
+    else:
+        for name, value in doc.items():
+            out.text(f"{name}: {value if value is not None else '-'}")
+
+
+def versions() -> dict[str, object]:
+    """interfaces.md §4.2 `wakeful version`."""
+    from wakeful import sdk
+
+    return {
+        "wakeful": __version__,
+        "sdk_version": sdk.SDK_ABI,
+        "sdk_extensions": sdk.SDK_EXT,
+        "protocol_version": 1,
+        "schema_version": _schema_version(),
+    }
+
+
+def _schema_version() -> int | None:
+    try:
+        from wakeful import harness  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    found = getattr(harness, "SCHEMA_VERSION", None)
+    return found if isinstance(found, int) else None
+
+
+# ---- the error seam: typed errors → message + exit code; never a traceback ----
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point `wakeful`."""
+    try:
+        app(args=argv, prog_name="wakeful", standalone_mode=False)
+    except CliExit as done:
+        return _exit(done.code)
+    except WakefulError as exc:
+        out = Out(json="--json" in (argv if argv is not None else sys.argv))
+        out.error(exc)
+        return _exit(exit_code_for(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return _exit(EXIT_FAILED)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback to the user
+        return _exit(_click_or_internal(exc))
+    return _exit(0)
+
+
+def _click_or_internal(exc: Exception) -> int:
+    # typer vendors click; its exceptions are reachable through typer's public names only
+    if isinstance(exc, typer.Exit):
+        return int(getattr(exc, "exit_code", 0))
+    if isinstance(exc, typer.Abort):
+        sys.stderr.write("aborted\n")
+        return EXIT_FAILED
+    if isinstance(exc, typer.TyperException):
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        return code if isinstance(code, int) else EXIT_USAGE
+    sys.stderr.write(f"error internal: {type(exc).__name__}: {exc}\n")
+    return EXIT_FAILED
+
+
+def _exit(code: int) -> int:
+    sys.stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Output conventions of the `wakeful` command (interfaces.md §4.1): people get rich text, `--json` gets JSON.
+
+Also the exit codes and the one place where typed errors become a printed message and an exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.markup import escape
+
+from wakeful.errors import BuildUnavailable, InvalidParams, WakefulError
+
+# interfaces.md §4.1: exit codes
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+
+class CliExit(Exception):
+    """Ends a command with ``code`` after its output was written (raised, never printed)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class UsageError(InvalidParams):
+    """A bad argument or input file given to a command (exit code 2)."""
+
+
+def exit_code_for(error: WakefulError) -> int:
+    """interfaces.md §4.1: 2 for usage, 3 for unavailable, 1 for every other refusal."""
+    if isinstance(error, UsageError):
+        return EXIT_USAGE
+    if isinstance(error, BuildUnavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_FAILED
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, UTF-8 text unescaped (sdk.md §6 encoding)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+
+
+@dataclass
+class Out:
+    """Where a command writes: stdout carries results only; logs and progress go to stderr."""
+
+    json: bool = False
+    quiet: bool = False
+    color: bool = True
+    verbose: int = 0
+    console: Console = field(init=False)
+    err: Console = field(init=False)
+
+    def __post_init__(self) -> None:
+        no_color = not self.color
+        self.console = Console(file=sys.stdout, no_color=no_color, highlight=False, soft_wrap=True)
+        self.err = Console(file=sys.stderr, no_color=no_color, highlight=False, soft_wrap=True)
+
+    def document(self, value: Any) -> None:
+        """The single JSON document of a `--json` command."""
+        sys.stdout.write(dumps(value) + "\n")
+        sys.stdout.flush()
+
+    def line(self, value: Any) -> None:
+        """One JSON Lines record of a streaming command (`run`)."""
+        self.document(value)
+
+    def text(self, markup: str) -> None:
+        """Rich text for people on stdout (suppressed by `--quiet`)."""
+        if not self.quiet:
+            self.console.print(markup)
+
+    def plain(self, text: str) -> None:
+        """Verbatim text on stdout (headers, guides), never reformatted."""
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def note(self, markup: str) -> None:
+        """Progress or context on stderr (suppressed by `--quiet` and `--json`)."""
+        if not self.quiet and not self.json:
+            self.err.print(markup)
+
+    def fail(self, error: WakefulError, *, extra: dict[str, Any] | None = None) -> NoReturn:
+        """Print a typed error (JSON with `--json`) and end with its exit code."""
+        self.error(error, extra=extra)
+        raise CliExit(exit_code_for(error))
+
+    def error(self, error: WakefulError, *, extra: dict[str, Any] | None = None) -> None:
+        """Print a typed error without exiting."""
+        detail = {"error": error.code, "message": error.message, **_details(error), **(extra or {})}
+        if self.json:
+            self.document(detail)
+        else:
+            self.err.print(f"[bold red]error[/] [red]{escape(error.code)}[/]: {escape(error.message)}")
+
+
+def _details(error: WakefulError) -> dict[str, Any]:
+    rule = getattr(error, "rule", None)
+    path = getattr(error, "path", None)
+    found: dict[str, Any] = {}
+    if rule:
+        found["rule"] = rule
+    if path:
+        found["path"] = path
+    return found

@@ -1,0 +1,300 @@
+"""`wakeful run` — the local playground: one program in an in-process runtime (interfaces.md §4.2).
+
+Builds a `.c` file or reads a prebuilt ELF, delivers `--event`s, answers host calls from the replies file,
+prints logs, host calls and state changes, and ends when the guest ends, at `--timeout`, or on SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, dumps
+from wakeful.cli.program import load_program
+from wakeful.cli.replies import HostReplies, Reply
+from wakeful.cli.runtime_api import RuntimeSession, status_dict
+from wakeful.errors import HostCallError, WakefulError
+
+# interfaces.md §4.2: keys the harness injects (harness.md §6), so Loop examples run unchanged
+INJECTED_CONFIG: dict[str, Any] = {"loop_id": "lp_local", "incarnation": 1, "state": None}
+TERMINAL = frozenset({"stopped", "exited", "failed"})
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The validated arguments of one `wakeful run`."""
+
+    program: Path
+    config: dict[str, Any]
+    events: list[tuple[str, Any]]
+    replies: HostReplies
+    engine: str
+    timeout_s: float
+
+
+def parse_request(
+    program: Path,
+    config: str | None,
+    events: list[str],
+    host_replies: Path | None,
+    engine: str,
+    timeout_s: float,
+) -> RunRequest:
+    """Validate the arguments; every problem is a ``UsageError`` (exit code 2)."""
+    if engine not in ("translate", "interp"):
+        raise UsageError(f"--engine must be translate or interp, not {engine!r}")
+    if not timeout_s > 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if not program.is_file():
+        raise UsageError(f"no such file: {program}")
+    return RunRequest(
+        program=program,
+        config={**INJECTED_CONFIG, **_parse_config(config)},
+        events=[_parse_event(text) for text in events],
+        replies=HostReplies.load(host_replies),
+        engine=engine,
+        timeout_s=timeout_s,
+    )
+
+
+def _strict_json(text: str, what: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{what}: not valid JSON: {exc}") from exc
+
+
+def _parse_config(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    value = _strict_json(text, "--config")
+    if not isinstance(value, dict):
+        raise UsageError("--config must be a JSON object")
+    return value
+
+
+def _parse_event(text: str) -> tuple[str, Any]:
+    topic, sep, payload = text.partition("=")
+    if not sep or not topic:
+        raise UsageError(f"--event must be TOPIC=JSON, got {text!r}")
+    if len(topic.encode()) > 128:
+        raise UsageError(f"--event topic longer than 128 bytes: {topic[:40]!r}…")
+    return topic, _strict_json(payload, f"--event {topic}")
+
+
+def run_command(out: Out, request: RunRequest) -> int:
+    """Build or read the program, run it, print its story; returns the process exit code."""
+    elf = load_program(out, request.program)
+    printer = RunPrinter(out)
+    try:
+        return asyncio.run(_run(request, elf, printer))
+    except WakefulError as exc:
+        out.fail(exc)
+
+
+# ---- running (interfaces.md §4.2: events before start, replies per capability, end) ----
+
+
+@dataclass
+class _Ending:
+    """Why the run ended, set by whichever comes first."""
+
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    stopped_by: str | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.stopped_by is None and not self.done.is_set():
+            self.stopped_by = reason
+        self.done.set()
+
+
+async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
+    ending = _Ending()
+    session = RuntimeSession(
+        engine=request.engine,
+        host_handler=_scripted_host(request.replies, printer),
+        on_log=lambda _object_id, message: printer.log(message),
+        on_state=lambda _status: ending.done.set(),
+    )
+    async with session:
+        status = await _load_or_refuse(session, elf, request, printer)
+        object_id = status["object_id"]
+        printer.state(status)
+        await _deliver_events(session, object_id, request.events)
+        printer.state(await session.start(object_id))
+        final = await _watch(session, object_id, ending, request.timeout_s, printer)
+        printer.final(final, ending.stopped_by)
+    return _exit_code(final, ending.stopped_by)
+
+
+async def _load_or_refuse(
+    session: RuntimeSession, elf: bytes, request: RunRequest, printer: RunPrinter
+) -> dict[str, Any]:
+    caps = [{"name": name} for name in request.replies.capabilities()]
+    try:
+        return await session.load(elf, config=request.config, capabilities=caps)
+    except WakefulError as exc:
+        printer.refused(exc)
+        raise CliExit(EXIT_FAILED) from exc
+
+
+async def _deliver_events(session: RuntimeSession, object_id: str, events: list[tuple[str, Any]]) -> None:
+    # interfaces.md §4.2: delivered in order before the start, with event ids e1, e2, …
+    for index, (topic, payload) in enumerate(events, start=1):
+        try:
+            await session.deliver(object_id, f"e{index}", topic, payload)
+        except WakefulError as exc:
+            raise UsageError(f"--event {topic} (e{index}) refused: {exc.message}") from exc
+
+
+async def _watch(
+    session: RuntimeSession,
+    object_id: str,
+    ending: _Ending,
+    timeout_s: float,
+    printer: RunPrinter,
+) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, ending.stop, "sigint")
+    timer = loop.call_later(timeout_s, ending.stop, "timeout")
+    try:
+        status = await _poll_until_terminal(session, object_id, ending, printer)
+    finally:
+        timer.cancel()
+        loop.remove_signal_handler(signal.SIGINT)
+    if status["state"] not in TERMINAL:
+        status = await session.stop(object_id)
+    if status["state"] in ("exited", "failed"):
+        ending.stopped_by = None  # the guest ended on its own before the stop took effect
+    return status
+
+
+async def _poll_until_terminal(
+    session: RuntimeSession, object_id: str, ending: _Ending, printer: RunPrinter
+) -> dict[str, Any]:
+    while True:
+        status = await session.get(object_id)
+        if status["state"] in TERMINAL:
+            return status
+        printer.state(status)
+        if ending.done.is_set() and ending.stopped_by is not None:
+            return status
+        ending.done.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ending.done.wait(), POLL_S)
+
+
+def _scripted_host(replies: HostReplies, printer: RunPrinter) -> Callable[[Any], Any]:
+    def handle(call: Any) -> Any:
+        capability = _field(call, "capability")
+        reply = replies.answer(capability)
+        printer.host_call(capability, _field(call, "arguments"), reply)
+        if reply.error is not None:
+            raise HostCallError(reply.error["code"], reply.error["message"])
+        return reply.result
+
+    return handle
+
+
+def _field(call: Any, name: str) -> Any:
+    return call[name] if isinstance(call, dict) else getattr(call, name)
+
+
+def _exit_code(final: dict[str, Any], stopped_by: str | None) -> int:
+    # interfaces.md §4.2: 0 for exit 0 or a stop by timeout/SIGINT; 1 for a fault or a non-zero exit
+    if final["state"] == "exited":
+        outcome = final.get("outcome") or {}
+        return EXIT_OK if outcome.get("exit_code") == 0 else EXIT_FAILED
+    if final["state"] == "stopped" and stopped_by is not None:
+        return EXIT_OK
+    return EXIT_FAILED
+
+
+# ---- output (interfaces.md §4.2: logs, host calls, state changes, final status) ----
+
+
+class RunPrinter:
+    """Prints the run's story in time order, as rich text or JSON Lines."""
+
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.start = time.monotonic()
+        self.last_state: tuple[str, str] | None = None
+
+    def _t(self) -> int:
+        return int((time.monotonic() - self.start) * 1000)
+
+    def _emit(self, kind: str, record: dict[str, Any], human: str) -> None:
+        if self.out.json:
+            self.out.line({"type": kind, "t_ms": self._t(), **record})
+        else:
+            self.out.text(f"[dim]{self._t() / 1000:8.3f}s[/] {human}")
+
+    def log(self, message: str) -> None:
+        self._emit("log", {"message": message}, f"[cyan]log[/]       {escape(message)}")
+
+    def host_call(self, capability: str, arguments: Any, reply: Reply) -> None:
+        answer = reply.to_json()
+        verdict = "[red]error[/]" if reply.error is not None else "[green]result[/]"
+        text = (
+            f"[magenta]host_call[/] {escape(capability)} {escape(dumps(arguments))} "
+            f"→ {verdict} {escape(dumps(next(iter(answer.values()))))}"
+        )
+        self._emit("host_call", {"capability": capability, "arguments": arguments, "reply": answer}, text)
+
+    def state(self, status: dict[str, Any]) -> None:
+        key = (status["state"], status.get("wait") or "none")
+        if key == self.last_state:
+            return
+        self.last_state = key
+        wait = "" if key[1] == "none" else f" (wait: {key[1]})"
+        self._emit("state", {"state": key[0], "wait": key[1]}, f"[yellow]state[/]     {key[0]}{wait}")
+
+    def refused(self, error: WakefulError) -> None:
+        record = {"state": "refused", "error": error.code, "message": error.message}
+        if self.out.json:
+            self.out.line({"type": "final", **record, "rule": getattr(error, "rule", None)})
+        else:
+            self.out.err.print(f"[bold red]load refused[/] {escape(error.code)}: {escape(error.message)}")
+
+    def final(self, status: dict[str, Any], stopped_by: str | None) -> None:
+        self.state(status)
+        outcome = status.get("outcome") or {}
+        record = {
+            "state": status["state"],
+            "wait": status.get("wait") or "none",
+            "outcome": status.get("outcome"),
+            "exit_code": outcome.get("exit_code"),
+            "fault": outcome.get("error"),
+            "stopped_by": stopped_by,
+            "guest_ms": status.get("guest_ms"),
+            "instructions": status.get("instructions"),
+        }
+        self._emit("final", record, _final_text(record))
+
+
+def _final_text(record: dict[str, Any]) -> str:
+    state = record["state"]
+    if state == "exited":
+        colour = "green" if record["exit_code"] == 0 else "red"
+        return f"[bold {colour}]final[/]     exited with exit code {record['exit_code']}"
+    if state == "failed":
+        return f"[bold red]final[/]     failed: {escape(str(record['fault']))}"
+    why = f" by {record['stopped_by']}" if record["stopped_by"] else ""
+    return f"[bold]final[/]     {state}{why} (wait: {record['wait']})"
+
+
+__all__ = ["INJECTED_CONFIG", "RunRequest", "parse_request", "run_command", "status_dict"]
