@@ -1,0 +1,115 @@
+"""Guest handles (sdk.md §5): one runtime-wide number counter and byte guard, one table per object.
+A handle owns a JSON value (a ``jsonval.Json`` box) or a ``bytes`` string; numbers are never reused.
+"""
+
+from __future__ import annotations
+
+from wakeful.runtime.jsonval import Json
+
+__all__ = ["MAX_HANDLE", "MAX_HANDLE_BYTES", "MAX_LIVE", "SF_INVALID", "SF_LIMIT", "HandleSpace", "HandleTable"]
+
+# sdk.md §3 statuses used by the table
+SF_INVALID = -1
+SF_LIMIT = -2
+
+# sdk.md §5 and README limits
+MAX_LIVE = 128
+MAX_HANDLE = (1 << 63) - 1
+MAX_HANDLE_BYTES = 512 * 1024 * 1024
+
+Entry = Json | bytes
+
+
+def entry_size(entry: Entry) -> int:
+    """Bytes an entry counts against the runtime guard: the encoded size of a JSON value, a blob's length."""
+    return entry.size if isinstance(entry, Json) else len(entry)
+
+
+class HandleSpace:
+    """The runtime-wide part of the handle model: the number counter and the live-bytes guard (sdk.md §5).
+
+    One per ``Runtime``; every object's ``HandleTable`` draws from it. ``first`` and ``last`` exist so tests
+    can reach counter exhaustion.
+    """
+
+    def __init__(self, *, first: int = 1, last: int = MAX_HANDLE, max_bytes: int = MAX_HANDLE_BYTES) -> None:
+        self.next = first
+        self.last = last
+        self.max_bytes = max_bytes
+        self.live_bytes = 0
+        self.live_handles = 0
+
+    def table(self, *, limit: int = MAX_LIVE) -> HandleTable:
+        """A new, empty per-object table."""
+        return HandleTable(self, limit=limit)
+
+
+class HandleTable:
+    """One object's live handles (sdk.md §5): at most ``limit`` entries, numbers from the shared space."""
+
+    __slots__ = ("bytes", "entries", "limit", "space")
+
+    def __init__(self, space: HandleSpace, *, limit: int = MAX_LIVE) -> None:
+        self.space = space
+        self.limit = limit
+        self.entries: dict[int, Entry] = {}
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # sdk.md §5: 128 live handles, counter up to 2^63-1, 512 MiB runtime guard; all give SF_LIMIT
+    def add(self, entry: Entry) -> int:
+        """Store ``entry`` under a fresh number and return it, or ``SF_LIMIT`` (nothing consumed)."""
+        space = self.space
+        size = entry_size(entry)
+        if len(self.entries) >= self.limit or space.next > space.last:
+            return SF_LIMIT
+        if space.live_bytes + size > space.max_bytes:
+            return SF_LIMIT
+        handle = space.next
+        space.next = handle + 1
+        self.entries[handle] = entry
+        self.bytes += size
+        space.live_bytes += size
+        space.live_handles += 1
+        return handle
+
+    def get(self, handle: int) -> Entry | None:
+        """The entry of a live handle of this table, else ``None`` (unknown, dropped or foreign)."""
+        return self.entries.get(handle)
+
+    def json(self, handle: int) -> Json | None:
+        """The JSON box of a live JSON handle, else ``None``."""
+        entry = self.entries.get(handle)
+        return entry if type(entry) is Json else None
+
+    def replace(self, handle: int, entry: Entry) -> int:
+        """Swap the entry of a live handle (builders); ``SF_LIMIT`` if the guard would be crossed."""
+        old = self.entries[handle]
+        delta = entry_size(entry) - entry_size(old)
+        if delta > 0 and self.space.live_bytes + delta > self.space.max_bytes:
+            return SF_LIMIT
+        self.entries[handle] = entry
+        self.bytes += delta
+        self.space.live_bytes += delta
+        return 0
+
+    # sdk.md §5: sf_drop releases a handle; unknown numbers are SF_INVALID
+    def drop(self, handle: int) -> int:
+        """Release a handle: 0, or ``SF_INVALID`` if it is not live here."""
+        entry = self.entries.pop(handle, None)
+        if entry is None:
+            return SF_INVALID
+        size = entry_size(entry)
+        self.bytes -= size
+        self.space.live_bytes -= size
+        self.space.live_handles -= 1
+        return 0
+
+    def clear(self) -> None:
+        """Discard every handle (the object ended, runtime-protocol.md §7.1)."""
+        self.space.live_bytes -= self.bytes
+        self.space.live_handles -= len(self.entries)
+        self.entries.clear()
+        self.bytes = 0

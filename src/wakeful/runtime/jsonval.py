@@ -1,0 +1,322 @@
+"""Strict JSON for guests and the protocol: RFC 8259 parsing, compact encoding and the limits of sdk.md §6.
+Values are plain Python objects; a checked value travels in a ``Json`` box with its size, nodes and depth.
+
+Error tree (all under ``wakeful.errors.InvalidParams``)::
+
+    JsonError            INVALID_PARAMS  any refusal
+    ├── JsonSyntaxError  PARSE_ERROR     not RFC 8259 text (NaN, lone surrogates, 1e400, bad UTF-8, …)
+    ├── JsonLimitError   INVALID_PARAMS  valid JSON over a limit (size, depth, nodes; RecursionError)
+    └── JsonTypeError    INVALID_PARAMS  a Python object that is not a JSON value (tuple, NaN, int key, …)
+
+Values held in ``Json`` boxes are never mutated in place: builders make a shallow copy and replace the
+box, so boxes may share sub-values (sdk.md §5 allows sharing immutable parts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from wakeful.errors import InvalidParams
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "Json",
+    "JsonError",
+    "JsonLimitError",
+    "JsonSyntaxError",
+    "JsonTypeError",
+    "JsonValue",
+    "check",
+    "dumps",
+    "encode",
+    "equal",
+    "from_python",
+    "measure",
+    "parse",
+    "parse_value",
+]
+
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+
+# sdk.md §6: limits of a valid value
+MAX_BYTES = 16384
+MAX_DEPTH = 32
+MAX_NODES = 4096
+
+# sdk.md §6 number rule: integer literals in [-2^63, 2^64-1] are integers
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 64) - 1
+_INT_TEXT_MAX = 21  # "-9223372036854775808" has 20 chars, "18446744073709551615" 20; anything longer is a float
+_STACK_DEPTH = 800  # walks stop here, well inside the interpreter's recursion limit
+
+
+class JsonError(InvalidParams):
+    """A JSON text or value was refused."""
+
+
+class JsonSyntaxError(JsonError):
+    """The text is not strict RFC 8259 JSON (a guest sees SF_INVALID, a protocol frame -32700)."""
+
+    code = "PARSE_ERROR"
+
+
+class JsonLimitError(JsonError):
+    """The value is valid JSON but over the limits of sdk.md §6 (a guest sees SF_LIMIT)."""
+
+
+class JsonTypeError(JsonError):
+    """A Python object handed in as a value is not a JSON value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Json:
+    """A JSON value with its compact encoded size, node count and deepest node depth (sdk.md §6)."""
+
+    value: JsonValue
+    size: int
+    nodes: int
+    depth: int
+
+    def within_limits(self) -> bool:
+        return self.size <= MAX_BYTES and self.nodes <= MAX_NODES and self.depth <= MAX_DEPTH
+
+
+class _Refused(Exception):
+    """Raised from inside ``json.loads`` hooks; turned into ``JsonSyntaxError``."""
+
+
+class _Over(Exception):
+    """Raised by the walk when a cap is crossed."""
+
+
+# ---------------------------------------------------------------- parsing (sdk.md §6, §6.1)
+
+
+# sdk.md §6.1: NaN, Infinity and -Infinity are not JSON
+def _refuse_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON value")
+
+
+# sdk.md §6.1: no non-finite floats (1e400 would become inf)
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _Refused(f"number {text[:32]} is out of range")
+    return number
+
+
+# sdk.md §6 number rule; §6.1: never call int() on more than 4,300 digits
+def _parse_int(text: str) -> int | float:
+    if len(text) <= _INT_TEXT_MAX:
+        number = int(text)
+        if INT_MIN <= number <= INT_MAX:
+            return number
+    return _parse_float(text)
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=_parse_float, parse_int=_parse_int, parse_constant=_refuse_constant, strict=True
+)
+
+
+def parse_value(text: str | bytes) -> JsonValue:
+    """Parse strict JSON text (bytes must be UTF-8) into a fresh value; no limits, no surrogate check.
+
+    Raises ``JsonSyntaxError``, or ``JsonLimitError`` when the nesting exhausts the interpreter stack.
+    """
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonSyntaxError(f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        value: JsonValue = _DECODER.decode(text)
+    except RecursionError:  # sdk.md §6.1: deep nesting is over the limits, never a traceback
+        raise JsonLimitError("JSON nested too deeply") from None
+    except _Refused as exc:
+        raise JsonSyntaxError(str(exc)) from None
+    except ValueError as exc:  # JSONDecodeError and friends
+        raise JsonSyntaxError(f"invalid JSON: {exc}") from None
+    return value
+
+
+def parse(text: str | bytes, *, limits: bool = True) -> Json:
+    """Parse strict JSON text into a checked ``Json`` box (sdk.md §6).
+
+    Syntax is checked before limits: a lone surrogate escape is a ``JsonSyntaxError`` even in a value
+    over the limits (except nesting deep enough to exhaust the parser, which is a ``JsonLimitError``).
+    """
+    value = parse_value(text)
+    try:
+        encoded = _encode_checked(value)
+    except JsonTypeError as exc:
+        raise JsonSyntaxError(str(exc)) from None
+    box = _box(value, encoded)
+    if limits:
+        check(box)
+    return box
+
+
+# ---------------------------------------------------------------- encoding (sdk.md §6 Encoding)
+
+# sdk.md §6.1: compact, UTF-8 unescaped, no NaN
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=True)
+
+
+def _encode_checked(value: JsonValue) -> bytes:
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        raise JsonTypeError("string contains a lone surrogate") from None
+    except RecursionError:
+        raise JsonLimitError("JSON nested too deeply") from None
+    except (ValueError, TypeError) as exc:
+        raise JsonTypeError(f"not a JSON value: {exc}") from None
+
+
+def encode(value: JsonValue | Json) -> bytes:
+    """Compact UTF-8 encoding of a value (sdk.md §6); raises ``JsonTypeError`` if it cannot be encoded."""
+    if isinstance(value, Json):
+        value = value.value
+    return _encode_checked(value)
+
+
+def dumps(value: JsonValue | Json) -> str:
+    """Compact encoding as text."""
+    return encode(value).decode("utf-8")
+
+
+# ---------------------------------------------------------------- measuring and limits
+
+
+def _walk(value: JsonValue, depth: int, caps: list[int]) -> int:
+    """Count the nodes of ``value`` (a node at ``depth``) into ``caps[0]``; return its deepest node depth.
+
+    ``caps`` is ``[nodes_so_far, max_nodes, max_depth]``; crossing a cap raises ``_Over``. Scalars are
+    type-checked here so a single pass validates a Python object.
+    """
+    caps[0] += 1
+    kind = type(value)
+    if kind is list:
+        members: Any = value
+    elif kind is dict:
+        for key in value:  # type: ignore[union-attr]
+            if type(key) is not str:
+                raise JsonTypeError(f"object key {key!r} is not a string")
+        members = value.values()  # type: ignore[union-attr]
+    else:
+        _check_scalar(value, kind)
+        return depth
+    deepest = depth
+    child = depth + 1
+    for member in members:
+        mkind = type(member)
+        if mkind is list or mkind is dict:
+            if child > caps[2]:
+                raise _Over
+            got = _walk(member, child, caps)
+            if got > deepest:
+                deepest = got
+        else:
+            if mkind is not str and member is not None:
+                _check_scalar(member, mkind)
+            caps[0] += 1
+            deepest = child if child > deepest else deepest
+    if caps[0] > caps[1] or deepest > caps[2]:
+        raise _Over
+    return deepest
+
+
+def _check_scalar(value: object, kind: type) -> None:
+    if kind is str or kind is bool or value is None:
+        return
+    if kind is int:
+        if not INT_MIN <= value <= INT_MAX:  # type: ignore[operator]
+            raise JsonTypeError("integer outside [-2^63, 2^64-1]")
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise JsonTypeError("non-finite number")
+        return
+    raise JsonTypeError(f"{kind.__name__} is not a JSON type")
+
+
+def _count(value: JsonValue, max_nodes: int, max_depth: int) -> tuple[int, int]:
+    """(nodes, deepest depth) of a value; ``JsonLimitError`` past the caps or the interpreter stack."""
+    caps = [0, max_nodes, min(max_depth, _STACK_DEPTH)]
+    try:
+        depth = _walk(value, 0, caps)
+    except _Over:
+        raise JsonLimitError("JSON value over the node or depth limit") from None
+    except RecursionError:
+        raise JsonLimitError("JSON nested too deeply") from None
+    return caps[0], depth
+
+
+def _box(value: JsonValue, encoded: bytes) -> Json:
+    nodes, depth = _count(value, 1 << 30, 1 << 30)
+    return Json(value, len(encoded), nodes, depth)
+
+
+def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 << 30) -> Json:
+    """Box a value we own, without copying: validates types, counts nodes and depth, encodes for the size.
+
+    ``max_nodes``/``max_depth`` stop the walk early with ``JsonLimitError`` (the size is not capped).
+    """
+    nodes, depth = _count(value, max_nodes, max_depth)
+    return Json(value, len(_encode_checked(value)), nodes, depth)
+
+
+def check(box: Json) -> Json:
+    """Raise ``JsonLimitError`` unless the value is within the limits of sdk.md §6."""
+    if box.size > MAX_BYTES:
+        raise JsonLimitError(f"JSON value of {box.size} bytes exceeds {MAX_BYTES}")
+    if box.depth > MAX_DEPTH:
+        raise JsonLimitError(f"JSON value nested {box.depth} deep exceeds {MAX_DEPTH}")
+    if box.nodes > MAX_NODES:
+        raise JsonLimitError(f"JSON value of {box.nodes} nodes exceeds {MAX_NODES}")
+    return box
+
+
+def from_python(value: object, *, limits: bool = True) -> Json:
+    """Validate a Python object as a JSON value and box an independent copy of it.
+
+    Only exact ``None``/``bool``/``int``/``float``/``str``/``list``/``dict`` (string keys) are accepted;
+    integers must lie in [-2^63, 2^64-1] and floats be finite, else ``JsonTypeError``. With ``limits`` the
+    sdk.md §6 limits apply (``JsonLimitError``; the walk stops early past them). A ``Json`` box is taken
+    as is (boxes are immutable).
+    """
+    if isinstance(value, Json):
+        return check(value) if limits else value
+    cap_nodes, cap_depth = (MAX_NODES, MAX_DEPTH) if limits else (1 << 30, 1 << 30)
+    nodes, depth = _count(value, cap_nodes, cap_depth)  # type: ignore[arg-type]
+    encoded = _encode_checked(value)  # type: ignore[arg-type]
+    if limits and len(encoded) > MAX_BYTES:
+        raise JsonLimitError(f"JSON value of {len(encoded)} bytes exceeds {MAX_BYTES}")
+    try:
+        copy: JsonValue = json.loads(encoded)  # our own encoding of a checked value: plain loads is exact
+    except RecursionError:
+        raise JsonLimitError("JSON nested too deeply") from None
+    return Json(copy, len(encoded), nodes, depth)
+
+
+# ---------------------------------------------------------------- equality (sdk.md §6 Equality)
+
+
+def equal(a: JsonValue, b: JsonValue) -> bool:
+    """sdk.md §6 equality: same JSON type and value; ints never equal floats, bools never equal numbers."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is list:
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    if kind is dict:
+        if a.keys() != b.keys():  # type: ignore[union-attr]
+            return False
+        return all(equal(v, b[k]) for k, v in a.items())  # type: ignore[index, union-attr]
+    return a == b

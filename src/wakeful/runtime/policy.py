@@ -1,0 +1,99 @@
+"""Capability policy of an object (runtime-protocol.md §9.1): which host calls may leave the runtime.
+Also decodes the ``capabilities`` load parameter (runtime-protocol.md §6.3) into a policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from wakeful.errors import InvalidParams
+from wakeful.runtime import jsonval
+from wakeful.runtime.jsonval import JsonValue
+
+__all__ = ["MAX_CAPABILITIES", "MAX_NAME_BYTES", "Capability", "CapabilityPolicy", "parse_capabilities"]
+
+# runtime-protocol.md §6.3 / README limits
+MAX_CAPABILITIES = 1024
+MAX_NAME_BYTES = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """One entry: a capability name and optional exact-argument constraints (top-level keys)."""
+
+    name: str
+    arguments: dict[str, JsonValue] | None = None
+
+
+class CapabilityPolicy:
+    """The capability entries of one object, indexed by name; entries with one name are alternatives."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self, entries: Iterable[Capability] = ()) -> None:
+        self._by_name: dict[str, list[dict[str, JsonValue] | None]] = {}
+        for entry in entries:
+            self._by_name.setdefault(entry.name, []).append(entry.arguments or None)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_name.values())
+
+    # runtime-protocol.md §9.1: exact name; no/empty arguments, or every constrained key strictly equal
+    def allows(self, name: str, params: JsonValue) -> bool:
+        """True when some entry named exactly ``name`` accepts ``params``."""
+        alternatives = self._by_name.get(name)
+        if alternatives is None:
+            return False
+        return any(_matches(arguments, params) for arguments in alternatives)
+
+
+def _matches(arguments: dict[str, JsonValue] | None, params: JsonValue) -> bool:
+    if arguments is None:
+        return True
+    if type(params) is not dict:
+        return False
+    for key, wanted in arguments.items():
+        if key not in params or not jsonval.equal(params[key], wanted):
+            return False
+    return True
+
+
+# runtime-protocol.md §6.3: at most 1,024 entries {name, arguments?}, unknown fields refused,
+# name 1..128 bytes, arguments an object within JSON limits; else -32602 "invalid capabilities"
+def parse_capabilities(raw: object) -> CapabilityPolicy:
+    """Decode the load parameter (a list of ``{name, arguments?}``) or raise ``InvalidParams``."""
+    if raw is None:
+        return CapabilityPolicy()
+    if type(raw) is not list and type(raw) is not tuple:
+        raise InvalidParams("invalid capabilities")
+    if len(raw) > MAX_CAPABILITIES:
+        raise InvalidParams("invalid capabilities")
+    return CapabilityPolicy(_parse_entry(item) for item in raw)
+
+
+def _parse_entry(item: object) -> Capability:
+    if isinstance(item, Capability):
+        item = {"name": item.name, **({"arguments": item.arguments} if item.arguments is not None else {})}
+    if not isinstance(item, Mapping) or not set(item) <= {"name", "arguments"}:
+        raise InvalidParams("invalid capabilities")
+    name = item.get("name")
+    if type(name) is not str or not 1 <= _utf8_len(name) <= MAX_NAME_BYTES:
+        raise InvalidParams("invalid capabilities")
+    arguments = item.get("arguments")
+    if arguments is None:
+        return Capability(name)
+    try:
+        box = jsonval.from_python(arguments)
+    except jsonval.JsonError:
+        raise InvalidParams("invalid capabilities") from None
+    if type(box.value) is not dict:
+        raise InvalidParams("invalid capabilities")
+    return Capability(name, box.value)
+
+
+def _utf8_len(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return -1
