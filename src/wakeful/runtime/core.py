@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -22,8 +22,11 @@ from wakeful.errors import (
 )
 from wakeful.runtime import jsonval
 from wakeful.runtime.clock import Clock, SystemClock
+from wakeful.runtime.handles import HandleSpace
+from wakeful.runtime.helpers import GuestContext
 from wakeful.runtime.hostcall import HostCalls, HostHandler
 from wakeful.runtime.mailbox import Mailbox
+from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 from wakeful.runtime.scheduler import Ending, Run, Scheduler
 
 __all__ = ["Delivery", "ObjectStatus", "Runtime", "RuntimeOptions"]
@@ -120,11 +123,11 @@ class _Object:
         self.cpu_limit_ms = cpu_limit_ms
         self.state = LOADED
         self.mailbox = Mailbox()
-        self.ctx: Any = None
+        self.ctx: GuestContext | None = None
         self.inst: Any = None
         self.run: Run | None = None
         self.config: Any = None
-        self.capabilities: list[dict[str, Any]] = []
+        self.capabilities: CapabilityPolicy | None = None
         self.outcome: dict[str, Any] | None = None
         self.fault: dict[str, Any] | None = None
         self.loaded_ms = 0
@@ -194,7 +197,7 @@ class Runtime:
         elf: bytes,
         *,
         config: Any = None,
-        capabilities: Iterable[Mapping[str, Any]] = (),
+        capabilities: Iterable[Any] = (),
         cpu_limit_ms: int | None = None,
         label: str | None = None,
     ) -> ObjectStatus:
@@ -208,7 +211,7 @@ class Runtime:
         elf: bytes,
         *,
         config: Any = None,
-        capabilities: Iterable[Mapping[str, Any]] = (),
+        capabilities: Iterable[Any] = (),
         cpu_limit_ms: int | None = None,
         label: str | None = None,
     ) -> ObjectStatus:
@@ -217,7 +220,7 @@ class Runtime:
             raise InvalidParams("elf must be bytes")
         _check_load_options(cpu_limit_ms, label)
         config_box = _checked_json(config, "config exceeds JSON limits")
-        caps = _check_capabilities(capabilities)
+        caps = parse_capabilities(capabilities)
         if len(self._objects) >= self.options.max_objects:
             raise Busy("object limit reached")
         self._counter += 1
@@ -248,17 +251,15 @@ class Runtime:
                 raise InvalidParams("missing spinfoam.main section") from None
             raise
 
-    def _new_context(self, obj: _Object) -> Any:
-        from wakeful.runtime.helpers import GuestContext
-
+    def _new_context(self, obj: _Object) -> GuestContext:
         return GuestContext(
-            handles=self.handles,
-            object_id=obj.object_id,
-            config=obj.config,
+            self.handles,
+            obj.object_id,
             layout=obj.program.layout,
+            config=obj.config,
             clock=self.clock,
             log=self._log_sink(obj.object_id),
-            capabilities=obj.capabilities,
+            capabilities=obj.capabilities or (),
         )
 
     def _log_sink(self, object_id: str) -> Callable[[str], None]:
@@ -285,7 +286,8 @@ class Runtime:
         obj.state = STARTING
         obj.started_ms = self.clock.unix_ms()
         obj.run = Run(obj.inst.gen, obj.ctx, obj.mailbox, obj, obj.cpu_limit_ms)
-        _mark_started(obj.ctx)
+        if obj.ctx is not None:
+            obj.ctx.mark_started()
         self.scheduler.start(obj.run)
         return self._status(obj)
 
@@ -359,7 +361,9 @@ class Runtime:
             self.scheduler.cancel(obj.run)  # wait → none; pending host calls resolved as closed
         obj.mailbox.clear()
         _release_context(obj.ctx)
-        obj.inst = None
+        obj.ctx = obj.inst = None  # handles and guest memory go back to Python
+        if obj.run is not None:
+            obj.run.ctx = None
         if obj.done is not None and not obj.done.done():
             obj.done.set_result(None)
         status = self._status(obj)
@@ -388,11 +392,10 @@ class Runtime:
             raise InvalidParams("event_id over 128 bytes")
         if obj.mailbox.is_duplicate(event_id):
             return Delivery(accepted=True, duplicate=True)
-        envelope = {"event_id": event_id, "topic": topic, "payload": payload_box.value}
-        size = len(jsonval.encode(envelope))
-        if size > MAX_ENVELOPE_BYTES:
-            raise InvalidParams(f"event exceeds limits: envelope of {size} bytes over {MAX_ENVELOPE_BYTES}")
-        obj.mailbox.offer(event_id, envelope, size)
+        envelope = _envelope(event_id, topic, payload_box)
+        if envelope.size > MAX_ENVELOPE_BYTES:
+            raise InvalidParams(f"event exceeds limits: envelope of {envelope.size} bytes over {MAX_ENVELOPE_BYTES}")
+        obj.mailbox.offer(event_id, envelope, envelope.size)
         if obj.run is not None:
             self.scheduler.event_arrived(obj.run)
         return Delivery(accepted=True, duplicate=False)
@@ -559,29 +562,11 @@ def _checked_json(value: Any, message: str) -> Any:
         raise InvalidParams(f"{message}: {exc.message}") from None
 
 
-def _check_capabilities(capabilities: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """§6.3: at most 1,024 entries ``{name, arguments?}``, name 1..128 bytes, arguments an object."""
-    if isinstance(capabilities, str | bytes | Mapping) or not isinstance(capabilities, Iterable):
-        raise InvalidParams("invalid capabilities: not an array")
-    entries = list(capabilities)
-    if len(entries) > MAX_CAPABILITIES:
-        raise InvalidParams(f"invalid capabilities: more than {MAX_CAPABILITIES} entries")
-    return [_check_capability(entry) for entry in entries]
-
-
-def _check_capability(entry: Any) -> dict[str, Any]:
-    if not isinstance(entry, Mapping) or set(entry) - {"name", "arguments"} or "name" not in entry:
-        raise InvalidParams("invalid capabilities: an entry must be {name, arguments?}")
-    name = entry["name"]
-    if not isinstance(name, str) or not 1 <= _utf8_len(name) <= MAX_NAME_BYTES:
-        raise InvalidParams("invalid capabilities: name must be 1..128 bytes")
-    out: dict[str, Any] = {"name": name}
-    if "arguments" in entry and entry["arguments"] is not None:
-        arguments = entry["arguments"]
-        if not isinstance(arguments, dict):
-            raise InvalidParams("invalid capabilities: arguments must be an object")
-        out["arguments"] = _checked_json(arguments, "invalid capabilities").value
-    return out
+def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
+    """§6.9 envelope ``{event_id, topic, payload}`` boxed with its encoded size (root + 2 strings + payload)."""
+    value = {"event_id": event_id, "topic": topic, "payload": payload.value}
+    size = len(jsonval.encode(value))
+    return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1)
 
 
 def _check_load_options(cpu_limit_ms: int | None, label: str | None) -> None:
@@ -605,39 +590,25 @@ def _utf8_len(text: str) -> int:
 # ---------------------------------------------------------------------- seams to runtime/helpers.py
 
 
-def _new_handle_space() -> Any:
-    from wakeful.runtime.handles import HandleSpace
-
+def _new_handle_space() -> HandleSpace:
     return HandleSpace()
 
 
-def _attach_memory(ctx: Any, inst: Any) -> None:
+def _attach_memory(ctx: GuestContext, inst: Any) -> None:
     ctx.mem = inst.mem
 
 
-def _mark_started(ctx: Any) -> None:
-    started = getattr(ctx, "mark_started", None)
-    if callable(started):
-        started()
+def _release_context(ctx: GuestContext | None) -> None:
+    if ctx is not None:
+        ctx.close()
 
 
-def _release_context(ctx: Any) -> None:
-    if ctx is None:
-        return
-    release = getattr(ctx, "release", None) or getattr(ctx, "close", None)
-    if callable(release):
-        release()
-    ctx.mem = None
+def _handle_count(ctx: GuestContext | None) -> int:
+    return ctx.handle_count if ctx is not None else 0
 
 
-def _handle_count(ctx: Any) -> int:
-    table = getattr(ctx, "table", None)
-    return len(table) if table is not None and hasattr(table, "__len__") else 0
-
-
-def _handle_bytes(ctx: Any) -> int:
-    table = getattr(ctx, "table", None)
-    return int(getattr(table, "bytes", 0) or 0) if table is not None else 0
+def _handle_bytes(ctx: GuestContext | None) -> int:
+    return ctx.handle_bytes if ctx is not None else 0
 
 
 def _memory_bytes(obj: _Object) -> int:

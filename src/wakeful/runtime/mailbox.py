@@ -24,7 +24,7 @@ class Mailbox:
     __slots__ = ("_entries", "_ids", "_recent", "bytes")
 
     def __init__(self) -> None:
-        self._entries: deque[tuple[dict[str, Any], int]] = deque()
+        self._entries: deque[tuple[Any, int]] = deque()
         self._recent: deque[str] = deque()
         self._ids: set[str] = set()
         self.bytes = 0
@@ -43,7 +43,7 @@ class Mailbox:
         if self.bytes + size > MAILBOX_BYTES:
             raise MailboxFull(f"mailbox full: {self.bytes} + {size} bytes exceeds {MAILBOX_BYTES}")
 
-    def offer(self, event_id: str, envelope: dict[str, Any], size: int) -> bool:
+    def offer(self, event_id: str, envelope: Any, size: int) -> bool:
         """Queue an envelope; returns ``True`` if ``event_id`` was a duplicate (nothing queued).
 
         §6.9 order: duplicate (even when full) → room → append and remember the id.
@@ -56,7 +56,7 @@ class Mailbox:
         self._remember(event_id)
         return False
 
-    def pop(self) -> dict[str, Any] | None:
+    def pop(self) -> Any:
         """The oldest envelope, or ``None`` when empty (sf_event_next, §8)."""
         if not self._entries:
             return None
