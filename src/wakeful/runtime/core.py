@@ -190,6 +190,10 @@ class Runtime:
         """Run one scheduler batch now (vm.md §7); returns the number of steps."""
         return self.scheduler.run_batch()
 
+    def run_of(self, object_id: str) -> Run | None:
+        """The scheduler's view of a started object (wait deadline, counters), for tests and tools."""
+        return self._find(object_id).run
+
     # ------------------------------------------------------------------ load (§6.3)
 
     async def load(

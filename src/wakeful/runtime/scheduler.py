@@ -119,7 +119,7 @@ class Scheduler:
         self.on_end = on_end
         self.hostcalls: HostCalls | None = None  # set by the runtime (host-call router)
         self._runq: deque[tuple[Run, Value]] = deque()
-        self._later: deque[tuple[Run, Value]] = deque()  # preempted and yielded: the next batch
+        self._later: deque[tuple[Run, Value]] = deque()  # preempted: runs again in the next batch
         self._timers: list[tuple[int, int, Run | None, int]] = []
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -199,7 +199,7 @@ class Scheduler:
     def run_batch(self) -> int:
         """vm.md §7 batch: due timers first, then the queue until empty or the budget is spent.
 
-        Returns the number of steps run. A preempted or yielded instance runs again only in a later batch.
+        Returns the number of steps run. A preempted instance runs again only in a later batch.
         """
         start = self.clock.monotonic_ns()
         self.batches += 1
@@ -327,8 +327,8 @@ class Scheduler:
         if kind == "sf_host_call_raw":
             return self._host_call(run, fuel, args)
         if kind == "sf_yield":
-            # sdk.md §9.1: back of the queue once; keeps its fuel; not a wait (no preemption reset)
-            self._later.append((run, (0, fuel)))
+            # sdk.md §9.1: back of the run queue once; keeps its fuel; not a wait (no preemption reset)
+            self._runq.append((run, (0, fuel)))
             return None
         raise GuestFault("INTERNAL", f"internal error: unknown suspension {kind!r}")
 

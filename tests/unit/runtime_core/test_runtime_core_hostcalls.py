@@ -1,0 +1,168 @@
+"""Host calls through the in-process API (runtime-protocol.md §9, §14): sync and coroutine handlers,
+timeout, error and stop while pending."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import rtcore_guests as g
+
+from wakeful.errors import HostCallError
+from wakeful.runtime import HostCall, ManualClock
+
+SF_TIMEOUT, SF_DENIED, SF_HOST_ERROR, SF_LIMIT = -3, -4, -5, -2
+CAP = [{"name": "cap"}]
+
+
+@pytest.fixture(scope="module")
+def caller(compile_c: Any) -> bytes:
+    return bytes(compile_c(g.HOST_CALLER))
+
+
+def test_sync_handler_answers_in_the_same_batch_with_no_task(caller: bytes) -> None:
+    clock = ManualClock()
+    seen: list[HostCall] = []
+
+    def handler(call: HostCall) -> Any:
+        seen.append(call)
+        return {"v": call.arguments["x"] * 2}
+
+    rt = g.make_runtime(clock, handler)
+    oid = g.load_started(rt, caller, capabilities=CAP, config={"x": 20, "timeout_ms": 5000}, label="L")
+    rt.run_batch()  # no event loop at all: a plain return needs none
+    assert rt.get_nowait(oid).outcome == {"exit_code": 41}
+    (call,) = seen
+    assert call.object_id == oid and call.capability == "cap" and call.arguments == {"x": 20}
+    assert call.timeout_ms == 5000 and call.deadline_unix_ms == clock.unix_ms() + 5000
+    assert call.max_result_bytes == 16384 and call.label == "L"
+    assert call.id.startswith(f"sf:{rt.session_id}:")
+
+
+def test_coroutine_handler(caller: bytes) -> None:
+    async def handler(call: HostCall) -> Any:
+        await asyncio.sleep(0)
+        return {"v": 99}
+
+    async def main() -> None:
+        clock = ManualClock()
+        rt = g.make_runtime(clock, handler)
+        oid = g.load_started(rt, caller, capabilities=CAP)
+        rt.run_batch()
+        assert rt.get_nowait(oid).wait == "host_rpc"
+        assert rt.stats_nowait()["host"]["pending_host_calls"] == 1
+        for _ in range(3):
+            await asyncio.sleep(0)
+        rt.run_batch()
+        assert rt.get_nowait(oid).outcome == {"exit_code": 100}
+        assert rt.stats_nowait()["host"]["pending_host_calls"] == 0
+
+    asyncio.run(main())
+
+
+def test_timeout_cancels_the_task(caller: bytes) -> None:
+    cancelled: list[bool] = []
+
+    async def handler(call: HostCall) -> Any:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def main() -> None:
+        clock = ManualClock()
+        rt = g.make_runtime(clock, handler)
+        oid = g.load_started(rt, caller, capabilities=CAP, config={"timeout_ms": 50})
+        rt.run_batch()
+        await asyncio.sleep(0)
+        clock.advance(ms=49)
+        rt.run_batch()
+        assert rt.get_nowait(oid).wait == "host_rpc"
+        clock.advance(ms=1)
+        rt.run_batch()
+        assert rt.get_nowait(oid).outcome == {"exit_code": SF_TIMEOUT}
+        assert rt.stats_nowait()["host"]["pending_host_calls"] == 0
+        await asyncio.sleep(0)
+        assert cancelled == [True]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("mode", ["raise", "raise-async", "broken", "not-json"])
+def test_errors_become_sf_host_error(caller: bytes, mode: str) -> None:
+    async def failing(call: HostCall) -> Any:
+        raise HostCallError("nope", "no such thing")
+
+    def handler(call: HostCall) -> Any:
+        if mode == "raise":
+            raise HostCallError("nope")
+        if mode == "broken":
+            raise RuntimeError("handler bug")
+        if mode == "not-json":
+            return {"v": float("nan")}
+        return failing(call)
+
+    async def main() -> None:
+        clock = ManualClock()
+        rt = g.make_runtime(clock, handler)
+        oid = g.load_started(rt, caller, capabilities=CAP)
+        rt.run_batch()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        rt.run_batch()
+        assert rt.get_nowait(oid).outcome == {"exit_code": SF_HOST_ERROR}
+
+    asyncio.run(main())
+
+
+def test_result_over_limits_is_sf_limit(caller: bytes) -> None:
+    clock = ManualClock()
+    rt = g.make_runtime(clock, lambda call: {"v": 1, "pad": "x" * 16_400})
+    oid = g.load_started(rt, caller, capabilities=CAP)
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_LIMIT}
+
+
+def test_denied_capability_never_reaches_the_handler(caller: bytes) -> None:
+    clock = ManualClock()
+    rt = g.make_runtime(clock)  # the default handler fails the test if called
+    oid = g.load_started(rt, caller, capabilities=[{"name": "cap", "arguments": {"x": 2}}], config={"x": 1})
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_DENIED}
+
+
+def test_timeout_zero_is_immediate(caller: bytes) -> None:
+    clock = ManualClock()
+    rt = g.make_runtime(clock)
+    oid = g.load_started(rt, caller, capabilities=CAP, config={"timeout_ms": 0})
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_TIMEOUT}
+
+
+def test_stop_while_pending_cancels_the_task(caller: bytes) -> None:
+    cancelled: list[str] = []
+
+    async def handler(call: HostCall) -> Any:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(call.id)
+            raise
+
+    async def main() -> None:
+        clock = ManualClock()
+        rt = g.make_runtime(clock, handler)
+        oid = g.load_started(rt, caller, capabilities=CAP, config={"timeout_ms": 60000})
+        rt.run_batch()
+        await asyncio.sleep(0)
+        status = await rt.stop(oid)
+        assert status.state == "stopped" and rt.stats_nowait()["host"]["pending_host_calls"] == 0
+        await asyncio.sleep(0)
+        assert len(cancelled) == 1
+        clock.advance(ms=60000)
+        rt.run_batch()
+        assert rt.get_nowait(oid).state == "stopped"
+
+    asyncio.run(main())

@@ -1,0 +1,140 @@
+"""Load validation, ids, object limit, list, stats, inspect and verify (runtime-protocol.md §6.3, §6.8,
+§6.11, §13)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import rtcore_guests as g
+
+from wakeful.errors import BuildUnavailable, Busy, InvalidObject, InvalidParams, ObjectNotFound
+from wakeful.runtime import ManualClock
+
+
+@pytest.fixture(scope="module")
+def exit_elf(compile_c: Any) -> bytes:
+    return bytes(compile_c(g.EXIT_CODE))
+
+
+def test_load_param_checks(exit_elf: bytes) -> None:
+    rt = g.make_runtime()
+    with pytest.raises(InvalidParams, match="config exceeds JSON limits"):
+        rt.load_nowait(exit_elf, config={"a": "x" * 16_400})
+    with pytest.raises(InvalidParams, match="config"):
+        rt.load_nowait(exit_elf, config={"nan": float("nan")})
+    bad_caps: list[Any] = [
+        [{"name": "c"}] * 1025,
+        [{"name": ""}],
+        [{"name": "n" * 129}],
+        [{"name": "c", "extra": 1}],
+        [{"name": "c", "arguments": [1]}],
+        [{"name": "c", "arguments": {"a": "x" * 16_400}}],
+        [{"arguments": {}}],
+        "cap",
+    ]
+    for caps in bad_caps:
+        with pytest.raises(InvalidParams, match="invalid capabilities"):
+            rt.load_nowait(exit_elf, capabilities=caps)
+    with pytest.raises(InvalidParams, match="cpu_limit_ms"):
+        rt.load_nowait(exit_elf, cpu_limit_ms=0)
+    with pytest.raises(InvalidParams, match="label"):
+        rt.load_nowait(exit_elf, label="l" * 129)
+    with pytest.raises(InvalidParams):
+        rt.load_nowait("not bytes")  # type: ignore[arg-type]
+    ok = rt.load_nowait(exit_elf, capabilities=[{"name": "c"}] * 1024 + [], config={"k": [1, 2]},
+                        cpu_limit_ms=86_400_000, label="l" * 128)
+    assert ok.state == "loaded" and ok.object_id == "o1"  # param failures take no id
+
+
+def test_ids_advance_after_loader_failures(exit_elf: bytes) -> None:
+    rt = g.make_runtime()
+    assert rt.load_nowait(exit_elf).object_id == "o1"
+    with pytest.raises(InvalidObject):
+        rt.load_nowait(b"\x7fELF" + b"\0" * 100)
+    with pytest.raises(InvalidParams, match="spinfoam.main"):
+        rt.load_nowait(exit_elf.replace(b"spinfoam.main", b"spinfoam.mair"))
+    assert rt.load_nowait(exit_elf).object_id == "o4"
+
+
+def test_object_limit(exit_elf: bytes) -> None:
+    rt = g.make_runtime(max_objects=3)
+    ids = [rt.load_nowait(exit_elf).object_id for _ in range(3)]
+    with pytest.raises(Busy, match="object limit"):
+        rt.load_nowait(exit_elf)
+    rt.start_nowait(ids[0])
+    rt.run_batch()
+    assert rt.get_nowait(ids[0]).state == "exited"
+    with pytest.raises(Busy):  # terminal but not unloaded still counts
+        rt.load_nowait(exit_elf)
+    rt.unload_nowait(ids[0])
+    assert rt.load_nowait(exit_elf).object_id == "o5"  # the refused load still took o4
+
+
+def test_list_string_order_and_paging(exit_elf: bytes) -> None:
+    rt = g.make_runtime()
+    for _ in range(12):
+        rt.load_nowait(exit_elf)
+    page, nxt = rt.list_nowait(limit=5)
+    assert [s.object_id for s in page] == ["o1", "o10", "o11", "o12", "o2"] and nxt == "o2"
+    page, nxt = rt.list_nowait(after=nxt, limit=5)
+    assert [s.object_id for s in page] == ["o3", "o4", "o5", "o6", "o7"] and nxt == "o7"
+    page, nxt = rt.list_nowait(after=nxt)
+    assert [s.object_id for s in page] == ["o8", "o9"] and nxt is None
+    for bad in (0, 257, True, "5"):
+        with pytest.raises(InvalidParams):
+            rt.list_nowait(limit=bad)  # type: ignore[arg-type]
+
+
+def test_unknown_ids(exit_elf: bytes) -> None:
+    rt = g.make_runtime()
+    for call in (rt.get_nowait, rt.start_nowait, rt.stop_nowait, rt.inspect_nowait):
+        with pytest.raises(ObjectNotFound):
+            call("o1")
+    rt.unload_nowait("o1")
+
+
+def test_stats_inspect_and_verify(exit_elf: bytes) -> None:
+    clock = ManualClock()
+    rt = g.make_runtime(clock)
+    oid = rt.load_nowait(exit_elf, label="mine").object_id
+    info = rt.inspect_nowait(oid)
+    assert info["label"] == "mine" and info["program"]["sha256"] == info["sha256"]
+    assert info["memory"]["stack_bytes"] > 0 and info["cpu"]["slices"] == 0
+    rt.start_nowait(oid)
+    rt.run_batch()
+    info = rt.inspect_nowait(oid)
+    assert info["state"] == "exited" and info["cpu"]["slices"] == 1 and info["times"]["ended_ms"] is not None
+    clock.advance(ms=1500)
+    stats = rt.stats_nowait()
+    assert stats["objects"] == 1 and stats["execution_threads"] == 1 and stats["uptime_ms"] == 1500
+    assert stats["host"] == {"pending_host_calls": 0, "ignored_host_responses": 0}
+    report = rt.verify_nowait(exit_elf)
+    assert report.sha256 == info["sha256"]
+    with pytest.raises(InvalidObject):
+        rt.verify_nowait(b"junk")
+
+
+def test_compile_without_builds_is_unavailable() -> None:
+    rt = g.make_runtime()
+
+    async def main() -> None:
+        with pytest.raises(BuildUnavailable):
+            await rt.compile({"sdk_version": 1, "entry": "main.c", "files": {"main.c": ""}})
+
+    asyncio.run(main())
+
+
+def test_close_stops_everything(exit_elf: bytes, compile_c: Any) -> None:
+    spin = compile_c(g.SPIN)
+
+    async def main() -> None:
+        rt = g.make_runtime()
+        a = g.load_started(rt, spin)
+        b = rt.load_nowait(exit_elf).object_id
+        rt.run_batch()
+        await rt.close()
+        assert rt.get_nowait(a).state == "stopped" and rt.get_nowait(b).state == "stopped"
+
+    asyncio.run(main())
