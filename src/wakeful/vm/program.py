@@ -1,0 +1,185 @@
+"""``load()``, the immutable ``Program`` and its ``Instance`` (vm.md §1, §5, §6.4): caches and instantiation.
+
+A Program is shared and never mutated; an Instance owns one bytearray and one not-started generator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Generator
+from typing import Any
+
+from wakeful.errors import GuestFault, InvalidParams
+from wakeful.vm.guest import SYNC_HELPERS, GuestEnv
+from wakeful.vm.interp import interpret
+from wakeful.vm.linked import Layout, LinkedCode, VerifyReport
+from wakeful.vm.shapes import Shape, ShapeCache, constants, shape_key
+from wakeful.vm.translate import MEMORY_ERRORS, fill_fault, recover_fault, translate
+
+__all__ = ["ENGINES", "Instance", "Program", "clear_caches", "load", "shape_stats", "verify_elf"]
+
+ENGINES = ("translate", "interp")
+PROGRAM_CAPACITY = 1024
+GuestGen = Generator[tuple[str, int, tuple[int, ...]], tuple[int, int], int]
+
+_SHAPES = ShapeCache()
+_PROGRAMS: OrderedDict[tuple[Any, ...], Program] = OrderedDict()
+_KEYS_BY_CODE: OrderedDict[str, tuple[str, tuple[tuple[int, int], ...]]] = OrderedDict()
+
+
+class Instance:
+    """One running guest: ``mem`` (image + zero stack) and ``gen`` (not started; first send None)."""
+
+    __slots__ = ("gen", "mem", "program")
+
+    def __init__(self, program: Program, mem: bytearray, gen: GuestGen) -> None:
+        self.program = program
+        self.mem = mem
+        self.gen = gen
+
+
+class Program:
+    """vm.md §1: linked code, layout, report and (translate engine) the shape's instance factory."""
+
+    __slots__ = ("code", "engine", "layout", "report", "sha256", "shape_key", "slice_insns",
+                 "_consts", "_instance", "_recipe", "_shape", "_sync", "_template")
+
+    def __init__(self, code: LinkedCode, layout: Layout, *, report: VerifyReport | None = None,
+                 sha256: str = "", slice_insns: int = 16384, engine: str = "translate") -> None:
+        _check_engine(engine, slice_insns)
+        self.code, self.layout, self.report, self.sha256 = code, layout, report, sha256
+        self.engine, self.slice_insns = engine, slice_insns
+        self.shape_key, self._recipe = _shape_key_for(code, report)
+        self._consts = (*constants(code, self._recipe), layout.writable)
+        self._template = layout.image + bytes(layout.size - len(layout.image))
+        self._sync = tuple(name for name in code.helpers if name in SYNC_HELPERS)
+        self._shape: Shape | None = None
+        self._instance: Callable[..., Any] | None = None
+        if engine == "translate":
+            self._bind_shape()
+
+    # -- translation (vm.md §6.4) --
+
+    def _bind_shape(self) -> Shape:
+        if self._shape is None:
+            code, key, recipe = self.code, self.shape_key, self._recipe
+            self._shape = _SHAPES.get(key, lambda: translate(code, key, recipe))
+            self._instance = self._shape.factory(*self._consts)
+        return self._shape
+
+    def translation(self) -> str:
+        """The generated Python of this program's shape (``wakeful vm dump``)."""
+        return self._bind_shape().source
+
+    # -- instances (vm.md §5) --
+
+    def instantiate(self, env: GuestEnv) -> Instance:
+        """A fresh instance: one bytearray copy, sync helpers fetched once, one factory call."""
+        mem = bytearray(self._template)
+        code = self.code
+        if self.engine == "interp":
+            sync = {name: env.helper(name) for name in self._sync}
+            return Instance(self, mem, interpret(code, self.layout, mem, env, sync, self.slice_insns))
+        helpers = tuple(env.helper(n) if n in SYNC_HELPERS else None for n in code.helpers)
+        assert self._instance is not None
+        entry = self._instance(mem, env, helpers)
+        return Instance(self, mem, _run_translated(self, entry, self.slice_insns))
+
+
+def _run_translated(program: Program, entry: Callable[..., Any], fuel: int) -> GuestGen:
+    """The guest generator around a translated entry: faults are converted here, off the hot path."""
+    shape = program._shape
+    assert shape is not None
+    end, size = program.layout.end, program.layout.size
+    try:
+        if shape.entry_is_generator:
+            r0, _ = yield from entry(end, 0, 0, 0, 0, size, fuel)
+        else:
+            r0 = entry(end, 0, 0, 0, 0, size)
+    except MEMORY_ERRORS as exc:
+        fault = recover_fault(exc, program.code, shape, program.layout.writable)
+        if fault is None:
+            raise
+        raise fault from None
+    except GuestFault as exc:
+        fill_fault(exc, program.code, shape)
+        raise
+    return int(r0)
+
+
+# ---------------------------------------------------------------- keys and caches
+
+
+def _shape_key_for(code: LinkedCode, report: VerifyReport | None) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The shape key is a function of the code key (§1.1), so data variants skip recomputing it."""
+    if report is None or not report.code_key:
+        return shape_key(code)
+    hit = _KEYS_BY_CODE.get(report.code_key)
+    if hit is None:
+        hit = _KEYS_BY_CODE[report.code_key] = shape_key(code)
+        if len(_KEYS_BY_CODE) > PROGRAM_CAPACITY:
+            _KEYS_BY_CODE.popitem(last=False)
+    return hit
+
+
+def _check_engine(engine: str, slice_insns: int) -> None:
+    if engine not in ENGINES:
+        raise InvalidParams(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if not isinstance(slice_insns, int) or slice_insns <= 0:
+        raise InvalidParams(f"slice_insns must be a positive integer, not {slice_insns!r}")
+
+
+def _check_limits(max_elf_bytes: int, max_instructions: int, max_image_bytes: int) -> None:
+    # vm.md §1 option ceilings
+    for name, value, ceiling in (("max_elf_bytes", max_elf_bytes, 1 << 20),
+                                 ("max_instructions", max_instructions, 65536),
+                                 ("max_image_bytes", max_image_bytes, 1 << 20)):
+        if not isinstance(value, int) or not 0 < value <= ceiling:
+            raise InvalidParams(f"{name} must be in 1..{ceiling}, not {value!r}")
+
+
+def load(data: bytes, *, max_elf_bytes: int = 65536, max_instructions: int = 8192,
+         max_image_bytes: int = 65536, slice_insns: int = 16384, engine: str = "translate") -> Program:
+    """vm.md §1: ELF bytes → Program (cached by SHA-256 and options); raises ``InvalidObject``."""
+    _check_limits(max_elf_bytes, max_instructions, max_image_bytes)
+    _check_engine(engine, slice_insns)
+    data = bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    key = (digest, max_elf_bytes, max_instructions, max_image_bytes, slice_insns, engine)
+    program = _PROGRAMS.get(key)
+    if program is not None:
+        _PROGRAMS.move_to_end(key)
+        return program
+    from wakeful.vm.loader import prepare  # type: ignore[import-not-found,unused-ignore]
+
+    prepared = prepare(data, max_elf_bytes=max_elf_bytes, max_instructions=max_instructions,
+                       max_image_bytes=max_image_bytes)
+    program = Program(prepared.code, prepared.layout, report=prepared.report, sha256=prepared.sha256,
+                      slice_insns=slice_insns, engine=engine)
+    _PROGRAMS[key] = program
+    if len(_PROGRAMS) > PROGRAM_CAPACITY:
+        _PROGRAMS.popitem(last=False)
+    return program
+
+
+def verify_elf(data: bytes, *, max_elf_bytes: int = 65536, max_instructions: int = 8192,
+               max_image_bytes: int = 65536) -> VerifyReport:
+    """vm.md §4.3: the VerifyReport of an ELF, or ``InvalidObject`` (delegates to the loader)."""
+    from wakeful.vm.loader import verify_elf as verify  # type: ignore[import-not-found,unused-ignore]
+
+    report: VerifyReport = verify(data, max_elf_bytes=max_elf_bytes, max_instructions=max_instructions,
+                                  max_image_bytes=max_image_bytes)
+    return report
+
+
+def shape_stats() -> dict[str, int]:
+    """Shape-cache counters: translated, hits, misses (benchmarks.md §1.4)."""
+    return _SHAPES.stats()
+
+
+def clear_caches() -> None:
+    """Forget every cached program, shape key and shape (tests; counters are kept)."""
+    _PROGRAMS.clear()
+    _KEYS_BY_CODE.clear()
+    _SHAPES.clear()
