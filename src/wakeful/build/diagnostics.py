@@ -1,0 +1,123 @@
+"""Diagnostics for agents (build.md §7): clean compiler output, rewrite paths, cut to size, explain failures.
+
+Pure text functions; the driver feeds them the captured stderr of both compiler steps and its own findings.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_DIAGNOSTIC_BYTES = 16_384
+MAX_EXPLANATIONS = 8
+
+# build.md §7: a backend crash report runs from one of these markers to the end
+CRASH_MARKERS = re.compile(r"^.*(?:PLEASE submit a bug report|Stack dump:)", re.MULTILINE)
+HEX_ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+SDK_PATH = re.compile(r"(?<![\w/.<>-])sdk/([\w.+-]+(?:/[\w.+-]+)*)")
+SRC_PATH = re.compile(r"(?<![\w/.<>-])src/(?=[\w.+-])")
+HOST_PATH = re.compile(r"(?<![\w/.<>-])/(?:[\w.+-]+/)+([\w.+-]+)")
+MESSAGE_START = re.compile(r"^(?:\S[^\n]*?: )?(?:fatal error|error|warning|note|remark): ", re.MULTILINE)
+
+# build.md §7 explanation table: (pattern in the text, one plain-words line)
+EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"built-in function '?__\w+[sdt]f\d?'?|__\w+(?:sf|df|tf)\d?\b.*not supported|call to __\w+(?:sf|df|tf)\d?\b"),
+     "floating point is not available; use integers, e.g. fixed point in thousandths"),
+    (re.compile(r"(?:built-in|builtin) (?:function )?'?(?:memcpy|memset|memmove)'? .*not supported|"
+                r"call to built-in function '(?:memcpy|memset|memmove)' is not supported"),
+     "variable-size copies must call the SDK's memcpy/memset/memmove explicitly"),
+    (re.compile(r"[Uu]nsupported signed division"),
+     "signed / and % need ISA v4 (wakeful's default); only seen with other settings"),
+    (re.compile(r"stack limit is exceeded|[Ll]ooks like the BPF stack limit"),
+     "a function may use about 4,000 bytes of locals (its frame is 4,096 bytes including the compiler's own "
+     "slots); move big buffers to static globals"),
+    (re.compile(r"too many arguments|stack arguments are not supported"),
+     "functions take at most 5 arguments; pass a pointer to a struct"),
+    (re.compile(r"aggregate returns are not supported|pass by value not supported|aggregate.*not supported"),
+     "pass and return structs by pointer"),
+    (re.compile(r"variadic functions are not supported"),
+     "no variadic functions (...); clang's backend may then crash (compiler_crashed)"),
+    (re.compile(r"\[wakeful:compiler_crashed\]"),
+     "the compiler crashed on this input, usually because of a variadic function; simplify the code near the "
+     "reported line"),
+    (re.compile(r"dynamic stack allocation|[Uu]nsupported dynamic stack"),
+     "no variable-length arrays or alloca"),
+    (re.compile(r"implicit declaration of function|'(?:stdio|stdlib|string|math|unistd|stdarg|limits|ctype|"
+                r"time|errno|assert|inttypes|stdio_ext|signal|fcntl)\.h' file not found"),
+     "there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers"),
+    (re.compile(r"\bRECURSION\b"), "recursion is not allowed; use a loop with an explicit stack array"),
+    (re.compile(r"\bCALL_DEPTH\b"),
+     "call chains are limited to 8 functions including main; inline helpers with SF_INLINE"),
+    (re.compile(r"\bUNKNOWN_HELPER\b"),
+     "only SDK helpers may be called without a definition; check the name or define the function"),
+    (re.compile(r"function pointer|\bcallx\b|\bCALLX\b|indirect call"),
+     "function pointers are not supported; use a switch"),
+    (re.compile(r"inline assembly"), "inline asm is not part of the dialect"),
+    (re.compile(r"exceeds 64 KiB|ELF_IMAGE|ELF_SIZE"), "shrink tables, strings or unrolled code"),
+    (re.compile(r"\[wakeful:scan\]"), "each message already states the rule"),
+)
+
+
+def clean(text: str, staging: str) -> str:
+    """Crash report removed, paths rewritten, addresses folded, consecutive duplicates collapsed (§7)."""
+    text = remove_crash_report(text)
+    text = rewrite_paths(text, staging)
+    text = HEX_ADDRESS.sub("0x…", text)
+    return collapse_duplicates(text)
+
+
+def remove_crash_report(text: str) -> str:
+    """Drop everything from ``PLEASE submit a bug report`` or ``Stack dump:`` to the end."""
+    m = CRASH_MARKERS.search(text)
+    return text[: m.start()] if m else text
+
+
+def rewrite_paths(text: str, staging: str) -> str:
+    """Staging paths → bundle-relative names; SDK → ``<sdk>/name``; other absolute paths → ``<host>/base``."""
+    if staging:
+        text = text.replace(staging.rstrip("/") + "/", "")
+    text = SDK_PATH.sub(lambda m: f"<sdk>/{m.group(1)}", text)
+    text = SRC_PATH.sub("", text)
+    return HOST_PATH.sub(lambda m: f"<host>/{m.group(1)}", text)
+
+
+def collapse_duplicates(text: str) -> str:
+    """Collapse identical consecutive messages (a message is its first line plus its snippet lines)."""
+    starts = [m.start() for m in MESSAGE_START.finditer(text)]
+    if not starts:
+        return text
+    blocks = [text[: starts[0]]] + [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+    kept = [blocks[0]]
+    for block in blocks[1:]:
+        if block != kept[-1]:
+            kept.append(block)
+    return "".join(kept)
+
+
+def cut(text: str, limit: int = MAX_DIAGNOSTIC_BYTES) -> tuple[str, bool]:
+    """Cut to ``limit`` UTF-8 bytes at a line boundary; returns (text, truncated)."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text, False
+    head = data[:limit]
+    nl = head.rfind(b"\n")
+    head = head[: nl + 1] if nl >= 0 else b""
+    return head.decode("utf-8", "ignore"), True
+
+
+def explanations(text: str) -> list[str]:
+    """The ``wakeful: …`` lines for known failures found in ``text`` (each at most once, at most 8)."""
+    found: list[str] = []
+    for pattern, line in EXPLANATIONS:
+        if pattern.search(text) and len(found) < MAX_EXPLANATIONS:
+            found.append(f"wakeful: {line}")
+    return found
+
+
+def with_explanations(text: str, tags: str = "") -> tuple[str, bool]:
+    """The failure ``error`` text: cleaned diagnostics cut so that the explanations fit in 16 KiB."""
+    lines = explanations(text + "\n" + tags)
+    tail = "".join(line + "\n" for line in lines)
+    body, truncated = cut(text, MAX_DIAGNOSTIC_BYTES - len(tail.encode()))
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return body + tail, truncated
