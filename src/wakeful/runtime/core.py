@@ -11,6 +11,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from wakeful.errors import (
@@ -184,7 +185,7 @@ class Runtime:
         self.scheduler.detach()
         builder, self._builder = self._builder, None
         if builder is not None:
-            await builder.close()
+            builder.close()
 
     def run_batch(self) -> int:
         """Run one scheduler batch now (vm.md §7); returns the number of steps."""
@@ -511,25 +512,28 @@ class Runtime:
         )
 
     async def compile(self, request: Any) -> Any:
-        """§6.10 through ``wakeful.build.Builder`` (bundle validation happens before availability)."""
+        """§6.10 through ``wakeful.build.Builder``: bundle validation first, then availability."""
+        from wakeful.build.bundle import validate
+
+        validate(request)
         builder = await self._open_builder()
         return await builder.compile(request)
 
     async def _open_builder(self) -> Any:
         if self._builder is not None:
             return self._builder
-        try:
-            from wakeful.build import Builder  # type: ignore[attr-defined]
-        except ImportError:
-            raise BuildUnavailable("builds are unavailable: wakeful.build has no Builder") from None
         if not self.options.enable_builds:
             raise BuildUnavailable("builds are disabled (enable_builds is off)")
-        builder = Builder(workers=self.options.build_workers, cache=self.options.build_cache)
-        opened = getattr(builder, "open", None)
-        if opened is not None:
-            await opened()
-        self._builder = builder
-        return builder
+        from wakeful.build import Builder, BuildOptions
+
+        cache = self.options.build_cache
+        options = BuildOptions(
+            workers=self.options.build_workers,
+            cache=cache != "off",
+            cache_dir=Path(cache) if cache not in (None, "off") else None,
+        )
+        self._builder = await asyncio.to_thread(Builder, options)  # starts the build helper (build.md §5.2)
+        return self._builder
 
     # ------------------------------------------------------------------ helpers
 

@@ -438,8 +438,7 @@ class Scheduler:
     def _end(self, run: Run, ending: Ending) -> None:
         if run.done:
             return
-        self._release_waits(run)
-        run.gen = None
+        self._close(run)  # a fault raised while dispatching leaves the generator suspended
         run.done = True
         self.on_end(run, ending)
 

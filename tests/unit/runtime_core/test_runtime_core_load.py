@@ -116,12 +116,14 @@ def test_stats_inspect_and_verify(exit_elf: bytes) -> None:
         rt.verify_nowait(b"junk")
 
 
-def test_compile_without_builds_is_unavailable() -> None:
-    rt = g.make_runtime()
+def test_compile_validates_the_bundle_before_availability() -> None:
+    rt = g.make_runtime()  # builds are off by default
 
     async def main() -> None:
+        with pytest.raises(InvalidParams):
+            await rt.compile({"sdk_version": 2, "entry": "main.c", "files": {"main.c": "int x;"}})
         with pytest.raises(BuildUnavailable):
-            await rt.compile({"sdk_version": 1, "entry": "main.c", "files": {"main.c": ""}})
+            await rt.compile({"sdk_version": 1, "entry": "main.c", "files": {"main.c": "int x;"}})
 
     asyncio.run(main())
 
