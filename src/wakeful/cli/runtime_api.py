@@ -14,13 +14,20 @@ from wakeful.errors import BuildUnavailable
 
 
 def status_dict(status: Any) -> dict[str, Any]:
-    """The status object of runtime-protocol.md §6.2 (+ `guest_ms`, `instructions`) as a dict."""
+    """The status object of runtime-protocol.md §6.2 (+ `guest_ms`, `instructions`, `fault`) as a dict."""
     if isinstance(status, dict):
         return dict(status)
-    to_json = getattr(status, "to_json", None)
-    if callable(to_json):
-        return dict(to_json())
-    names = ("object_id", "sha256", "state", "wait", "mailbox_entries", "outcome", "guest_ms", "instructions")
+    names = (
+        "object_id",
+        "sha256",
+        "state",
+        "wait",
+        "mailbox_entries",
+        "outcome",
+        "guest_ms",
+        "instructions",
+        "fault",
+    )
     return {name: getattr(status, name, None) for name in names}
 
 

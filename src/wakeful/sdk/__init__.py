@@ -5,6 +5,7 @@ Small read-only accessors so build, runtime, harness and the faces never compute
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
@@ -25,6 +26,7 @@ __all__ = [
     "write_examples",
 ]
 
+_RUN_ARG = re.compile(r"^\s*\*\s*run-arg:\s*(--[a-z-]+)\s+(.+)$", re.M)
 SDK_ABI = 1  # WAKEFUL_SDK_ABI in wakeful.h
 SDK_EXT = 1  # WAKEFUL_SDK_EXT in wakeful.h
 
@@ -36,6 +38,13 @@ class Example:
     name: str
     source: str
     replies: str
+
+    def run_args(self) -> list[str]:
+        """The extra `wakeful run` arguments from the source's ``run-arg: --option VALUE`` comment lines."""
+        args: list[str] = []
+        for match in _RUN_ARG.finditer(self.source):
+            args += [match.group(1), match.group(2).strip()]
+        return args
 
 
 def _root() -> Traversable:

@@ -150,7 +150,7 @@ def test_memory_helpers_stay_calls(compile_c: Compile, helper: str) -> None:
     static char a[16], b[16];
     SF_MAIN sf_i64 main(void) {{ int r = 0; {call}; return r + a[0]; }}
     """
-    assert (("spinfoam.main", R_BPF_64_32, helper) in _relocations(compile_c(src)))
+    assert ("spinfoam.main", R_BPF_64_32, helper) in _relocations(compile_c(src))
 
 
 def test_spinfoam_program_compiles_unchanged(compile_c: Compile) -> None:
