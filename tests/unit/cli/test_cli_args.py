@@ -23,7 +23,9 @@ def prog(tmp_path: Path) -> Path:
 def test_run_request_injects_the_harness_keys(prog: Path) -> None:
     req = parse_request(prog, '{"threshold": 3}', ["a={}", 'b={"x": [1]}', "c=null"], None, "interp", 2)
     assert req.config == {**INJECTED_CONFIG, "threshold": 3}
-    assert req.config["loop_id"] == "lp_local" and req.config["incarnation"] == 1 and req.config["state"] is None
+    assert (
+        req.config["loop_id"] == "lp_local" and req.config["incarnation"] == 1 and req.config["state"] is None
+    )
     assert req.events == [("a", {}), ("b", {"x": [1]}), ("c", None)]
     assert req.engine == "interp" and req.timeout_s == 2
 
@@ -48,7 +50,9 @@ def test_event_payload_may_contain_equals(prog: Path) -> None:
         (None, [], "translate", -1.0),
     ],
 )
-def test_bad_run_arguments(prog: Path, config: str | None, events: list[str], engine: str, timeout: float) -> None:
+def test_bad_run_arguments(
+    prog: Path, config: str | None, events: list[str], engine: str, timeout: float
+) -> None:
     with pytest.raises(UsageError):
         parse_request(prog, config, events, None, engine, timeout)
 
@@ -58,7 +62,9 @@ def test_missing_program_is_a_usage_error(tmp_path: Path) -> None:
         parse_request(tmp_path / "nope.c", None, [], None, "translate", 1)
 
 
-def test_exit_code_2_and_json_error_for_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exit_code_2_and_json_error_for_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--json", "run", str(tmp_path / "nope.c")]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert doc["error"] == "INVALID_PARAMS" and "no such file" in doc["message"]
@@ -81,8 +87,17 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
-        [], ["build"], ["run"], ["vm"], ["vm", "dump"], ["sdk"], ["sdk", "header"], ["sdk", "guide"],
-        ["sdk", "script-guide"], ["sdk", "examples"], ["version"],
+        [],
+        ["build"],
+        ["run"],
+        ["vm"],
+        ["vm", "dump"],
+        ["sdk"],
+        ["sdk", "header"],
+        ["sdk", "guide"],
+        ["sdk", "script-guide"],
+        ["sdk", "examples"],
+        ["version"],
     ):
         assert main([*argv, "--help"]) == 0, argv
         assert "Usage:" in capsys.readouterr().out

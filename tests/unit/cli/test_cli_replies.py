@@ -36,7 +36,13 @@ def test_capabilities_are_file_names_plus_loop_builtins() -> None:
     assert caps[: len(LOOP_BUILTINS)] == list(LOOP_BUILTINS)
     assert caps.count("decide") == 1 and "service.status" in caps
     assert set(LOOP_BUILTINS) == {
-        "agent.notify", "loop.state.put", "loop.state.get", "loop.ack", "loop.log", "decide", "web.http_request",
+        "agent.notify",
+        "loop.state.put",
+        "loop.state.get",
+        "loop.ack",
+        "loop.log",
+        "decide",
+        "web.http_request",
     }
 
 
