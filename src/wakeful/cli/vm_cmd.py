@@ -32,7 +32,7 @@ def dump_command(out: Out, obj: Path, function: str | None) -> int:
         translation = str(program.translation())
     except WakefulError as exc:
         out.fail(exc)
-    report = program.report.to_json()
+    report = program.report.to_json() if program.report is not None else {}
     if out.json:
         out.document({"report": report, "disassembly": listing, "translation": translation})
     else:
