@@ -136,7 +136,7 @@ def _exec_alu(m: _Machine, insn: Insn) -> None:
     regs = m.regs
     wide = insn.op & 0x07 == isa.ALU64
     if insn.op & 0xF0 == isa.END:
-        regs[insn.dst] = endian(insn.op, insn.src, insn.imm, regs[insn.dst])
+        regs[insn.dst] = endian(insn.op, insn.imm, regs[insn.dst])
     else:
         if insn.op & isa.X:
             b = regs[insn.src]

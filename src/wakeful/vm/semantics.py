@@ -118,10 +118,10 @@ def _bswap(value: int, nbytes: int) -> int:
     return int.from_bytes((value & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little"), "big")
 
 
-def endian(op: int, src: int, imm: int, a: int) -> int:
-    """END (ALU: to-le when ``src`` is 0, to-be when 1) and BSWAP (ALU64, src 0), width ``imm`` bits."""
+def endian(op: int, imm: int, a: int) -> int:
+    """END (ALU: to-le without the source bit, to-be with it) and BSWAP (ALU64), width ``imm`` bits."""
     nbytes = imm // 8
-    if op & 0x07 == isa.ALU and src == 0:
+    if op & 0x07 == isa.ALU and not op & isa.X:
         return a & ((1 << imm) - 1)
     return _bswap(a, nbytes)
 

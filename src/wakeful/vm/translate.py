@@ -255,7 +255,7 @@ def _divmod(insn: Insn, d: str, bits: int) -> str:
 def _endian(insn: Insn) -> str:
     d = f"r{insn.dst}"
     width = insn.imm
-    if insn.op & 0x07 == isa.ALU and insn.src == 0:  # to-le on a little-endian machine: truncate
+    if insn.op & 0x07 == isa.ALU and not insn.op & isa.X:  # to-le on a little-endian machine: truncate
         return "pass" if width == 64 else f"{d} &= {hex((1 << width) - 1)}"
     if width == 16:
         return f"{d} = ({d} & 0xFF) << 8 | ({d} >> 8 & 0xFF)"
@@ -464,11 +464,14 @@ class _FunctionEmitter:
         if b.start in self.guarded:
             self.out.add(depth, f"if L == {b.start}:")
             depth += 1
+        mark = len(self.out.lines)
         if b.start in self.self_loops:
             self._self_loop(b, nxt, depth)
-            return
-        u = self._body(b, depth, self.uncharged.get(b.start, 0))
-        self._terminator(b, nxt, depth, u)
+        else:
+            u = self._body(b, depth, self.uncharged.get(b.start, 0))
+            self._terminator(b, nxt, depth, u)
+        if len(self.out.lines) == mark:
+            self.out.add(depth, "pass", b.slots[-1])
 
     def _body(self, b: Block, depth: int, u: int) -> int:
         """Emit the block's non-terminator instructions; returns the uncharged count at its end."""
