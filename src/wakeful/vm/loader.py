@@ -1,0 +1,168 @@
+"""The load pipeline steps 1-6 of vm.md §1: parse, code key, link, verify, layout; the verification cache.
+
+``prepare()`` turns ELF bytes into linked, verified code plus its memory layout, or raises ``InvalidObject``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from wakeful.errors import InvalidParams
+from wakeful.vm import elf as elfmod
+from wakeful.vm.codekey import code_key
+from wakeful.vm.link import finish, link
+from wakeful.vm.linked import Layout, LinkedCode, VerifyReport
+from wakeful.vm.memory import DataReloc, Placement, build_image, make_layout, place
+from wakeful.vm.verify import Verdict, verify
+
+__all__ = ["CACHE", "Prepared", "VerifyCache", "prepare", "verify_elf"]
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A loaded object before translation: linked code, memory layout, report, ELF digest."""
+
+    code: LinkedCode
+    layout: Layout
+    report: VerifyReport
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    """What a verification-cache hit reuses (vm.md §1.1); the report's digest and size are per ELF."""
+
+    code: LinkedCode
+    placement: Placement
+    data_relocs: tuple[DataReloc, ...]
+    stack_bytes: int
+    report: VerifyReport
+
+
+class VerifyCache:
+    """vm.md §1.1: at most ``capacity`` code keys, least recently used evicted first."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[str, _Verified] = OrderedDict()
+
+    def get(self, key: str) -> _Verified | None:
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+        return hit
+
+    def put(self, key: str, value: _Verified) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+CACHE = VerifyCache()
+
+
+def prepare(
+    data: bytes,
+    *,
+    max_elf_bytes: int = 65536,
+    max_instructions: int = 8192,
+    max_image_bytes: int = 65536,
+    cache: VerifyCache | None = CACHE,
+) -> Prepared:
+    """vm.md §1 steps 1-6. ``cache=None`` always links and verifies (tests compare both paths)."""
+    data = _as_bytes(data)
+    _check_options(max_elf_bytes, max_instructions, max_image_bytes)
+    obj = elfmod.parse(data, max_elf_bytes=max_elf_bytes)
+    key = code_key(obj, max_instructions=max_instructions, max_image_bytes=max_image_bytes)
+    verified = cache.get(key) if cache is not None else None
+    if verified is None:
+        verified = _link_and_verify(obj, key, max_instructions=max_instructions, max_image_bytes=max_image_bytes)
+        if cache is not None:
+            cache.put(key, verified)
+    image = build_image(obj, verified.placement, verified.data_relocs)
+    digest = hashlib.sha256(data).hexdigest()
+    report = dataclasses.replace(verified.report, sha256=digest, elf_bytes=len(data))
+    layout = make_layout(verified.placement, verified.stack_bytes, image)
+    return Prepared(verified.code, layout, report, digest)
+
+
+def verify_elf(
+    data: bytes,
+    *,
+    max_elf_bytes: int = 65536,
+    max_instructions: int = 8192,
+    max_image_bytes: int = 65536,
+    cache: VerifyCache | None = CACHE,
+) -> VerifyReport:
+    """vm.md §4.3: the report of a successful load (raises ``InvalidObject`` otherwise)."""
+    return prepare(data, max_elf_bytes=max_elf_bytes, max_instructions=max_instructions,
+                   max_image_bytes=max_image_bytes, cache=cache).report
+
+
+def _as_bytes(data: object) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidParams(f"an ELF object must be bytes, not {type(data).__name__}")
+
+
+# vm.md §1 options: max_elf_bytes <= 1 MiB, max_instructions <= 65,536, max_image_bytes <= 1 MiB
+def _check_options(max_elf_bytes: int, max_instructions: int, max_image_bytes: int) -> None:
+    for name, value, top in (("max_elf_bytes", max_elf_bytes, MIB), ("max_instructions", max_instructions, 65536),
+                             ("max_image_bytes", max_image_bytes, MIB)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+            raise InvalidParams(f"{name} must be an integer in 1..{top}, not {value!r}")
+
+
+def _link_and_verify(obj: elfmod.ElfObject, key: str, *, max_instructions: int, max_image_bytes: int) -> _Verified:
+    placement = place(obj, max_image_bytes=max_image_bytes)
+    linked = link(obj, placement, max_instructions=max_instructions)
+    verdict = verify(linked)
+    code = finish(linked, list(verdict.frames))
+    report = _report(obj, key, code, verdict)
+    return _Verified(code, placement, tuple(linked.data_relocs), verdict.stack_bytes, report)
+
+
+# vm.md §4.3 VerifyReport (sha256 and elf_bytes are filled in per ELF)
+def _report(obj: elfmod.ElfObject, key: str, code: LinkedCode, verdict: Verdict) -> VerifyReport:
+    names = [f.name for f in code.functions]
+    bases = {f.section: f.start for f in code.functions[::-1]}
+    functions = tuple(
+        {
+            "name": f.name,
+            "section": f.section,
+            "start": f.start - bases[f.section],
+            "instructions": f.end - f.start,
+            "stack_frame_bytes": f.frame_bytes,
+            "calls": [names[c] for c in f.calls],
+            "helpers": list(f.helpers),
+        }
+        for f in code.functions
+    )
+    sizes = {kind: sum(s.size for s in obj.of_kind(kind)) for kind in (elfmod.RODATA, elfmod.DATA, elfmod.BSS)}
+    return VerifyReport(
+        sha256="",
+        elf_bytes=0,
+        code_key=key,
+        entry=code.functions[code.entry].name,
+        instructions=len(code.insns),
+        functions=functions,
+        call_chain=tuple(names[i] for i in verdict.chain),
+        stack_bytes=verdict.stack_bytes,
+        helpers=tuple(sorted(code.helpers)),
+        image={"rodata_bytes": sizes[elfmod.RODATA], "data_bytes": sizes[elfmod.DATA], "bss_bytes": sizes[elfmod.BSS]},
+        ignored_sections=tuple(obj.ignored),
+    )
