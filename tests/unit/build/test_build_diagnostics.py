@@ -1,0 +1,62 @@
+"""build.md §7: crash reports removed, paths rewritten, addresses folded, duplicates collapsed, 16 KiB cut."""
+
+from __future__ import annotations
+
+from wakeful.build import diagnostics as d
+
+STAGING = "/data/build/tmp/s42-abcd"
+
+
+def test_diag_crash_report_removed() -> None:
+    text = "main.c:1:1: error: boom\nPLEASE submit a bug report to https://x and include the crash\nStack dump:\n0. x\n"
+    assert d.clean(text, STAGING) == "main.c:1:1: error: boom\n"
+    assert d.clean("a\nStack dump:\n #0 0x00007f12345678 in f\n", STAGING) == "a\n"
+
+
+def test_diag_paths_rewritten() -> None:
+    text = (f"{STAGING}/src/main.c:3:1: error: x\nsrc/nested/a.h:1:2: note: y\nsdk/wakeful.h:9:1: note: z\n"
+            "/etc/passwd:1:1: error: w\nIn file included from src/main.c:1:\n"
+            "/root/.pyenv/lib/python3.11/site-packages/ziglang/zig: error: clang failed\n")
+    assert d.clean(text, STAGING) == (
+        "main.c:3:1: error: x\nnested/a.h:1:2: note: y\n<sdk>/wakeful.h:9:1: note: z\n<host>/passwd:1:1: error: w\n"
+        "In file included from main.c:1:\n<host>/zig: error: clang failed\n"
+    )
+
+
+def test_diag_hex_folded_only_from_six_digits() -> None:
+    assert d.clean("at 0x7f00deadbeef and 0x12345 and 0xabcdef\n", "") == "at 0x… and 0x12345 and 0x…\n"
+
+
+def test_diag_consecutive_duplicates_collapsed() -> None:
+    msg = "main.c:2:5: error: Looks like the BPF stack limit is exceeded.\n"
+    text = msg + "    2 | x\n      | ^\n" + msg + "\n" + "main.c:3:1: error: other\n" + msg
+    out = d.clean(text, "")
+    assert out.count("stack limit") == 2 and out.startswith(msg + "    2 | x\n")
+
+
+def test_diag_cut_at_line_boundary() -> None:
+    text = "".join(f"line {i:05d} " + "x" * 40 + "\n" for i in range(1000))
+    cut, truncated = d.cut(text)
+    assert truncated and len(cut.encode()) <= 16_384 and cut.endswith("\n") and text.startswith(cut)
+    assert d.cut("short\n") == ("short\n", False)
+
+
+def test_diag_explanations_once_each_at_most_eight() -> None:
+    text = ("error: A call to built-in function '__fixdfdi' is not supported.\n" * 3
+            + "error: Looks like the BPF stack limit is exceeded\n"
+            + "error: variadic functions are not supported\n"
+            + "error: call to undeclared function 'printf'\n"
+            + "fatal error: 'stdio.h' file not found\n"
+            + "RECURSION: main -> f -> main\nCALL_DEPTH: too deep\nUNKNOWN_HELPER: sf_x\ncallx\n"
+            + "inline assembly ('asm') is not allowed\ncompiled object exceeds 64 KiB (70000 bytes)\n")
+    lines = d.explanations(text)
+    assert len(lines) == 8 and len(set(lines)) == 8
+    assert lines[0] == "wakeful: floating point is not available; use integers, e.g. fixed point in thousandths"
+    assert all(line.startswith("wakeful: ") for line in lines)
+
+
+def test_diag_error_text_fits_with_explanations() -> None:
+    text = "main.c:1:1: error: call to undeclared function 'f'\n" * 1000
+    error, truncated = d.with_explanations(text)
+    assert truncated and len(error.encode()) <= 16_384
+    assert error.endswith("wakeful: there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers\n")
