@@ -19,6 +19,9 @@ def elfs(compile_c: Any) -> dict[str, bytes]:
     return {name: compile_c(getattr(g, name)) for name in names}
 
 
+CAPS = [{"name": "cap"}, {"name": "sink"}]
+
+
 class Recorder:
     def __init__(self) -> None:
         self.states: list[ObjectStatus] = []
@@ -59,7 +62,7 @@ def test_wait_reasons(elfs: dict[str, bytes]) -> None:
         rt, _ = runtime(clock, never)
         timer = g.load_started(rt, elfs["SLEEPER"], config={"period_ms": 1000})
         event = g.load_started(rt, elfs["EVENT_SINK"])
-        host = g.load_started(rt, elfs["HOST_CALLER"], config={"timeout_ms": 60000})
+        host = g.load_started(rt, elfs["HOST_CALLER"], config={"timeout_ms": 60000}, capabilities=CAPS)
         spin = g.load_started(rt, elfs["SPIN"])
         assert rt.get_nowait(spin).state == "starting"
         rt.run_batch()
@@ -88,10 +91,12 @@ def test_stop_at_every_suspension_point(elfs: dict[str, bytes], where: str) -> N
         rt, rec = runtime(clock, never)
         guest = {"timer": "SLEEPER", "event": "EVENT_SINK", "host_rpc": "HOST_CALLER",
                  "preempted": "SPIN", "starting": "SPIN", "loaded": "SPIN"}[where]
-        oid = rt.load_nowait(elfs[guest], config={"period_ms": 1000, "timeout_ms": 60000}).object_id
-        rt.deliver_nowait(oid, "queued-1", "t", {"n": 1})
-        assert rt.get_nowait(oid).mailbox_entries == (0 if where == "event" else 1) or where != "loaded"
-        if where != "loaded":
+        oid = rt.load_nowait(elfs[guest], config={"period_ms": 1000, "timeout_ms": 60000},
+                             capabilities=CAPS).object_id
+        if where == "loaded":
+            rt.deliver_nowait(oid, "queued-1", "t", {"n": 1})
+            assert rt.get_nowait(oid).mailbox_entries == 1
+        else:
             rt.start_nowait(oid)
         if where not in ("loaded", "starting"):
             rt.run_batch()
@@ -153,7 +158,7 @@ def test_fault_below_base_names_the_address(elfs: dict[str, bytes]) -> None:
     clock = ManualClock()
     rt, _ = runtime(clock)
     oid = g.load_started(rt, elfs["WRITE_FAULT"], config={"address": 0x10000 - 1})
-    rt.run_batch()
+    g.settle(rt, clock, until=lambda: rt.get_nowait(oid).state != "running")
     status = rt.get_nowait(oid)
     assert status.state == "failed" and status.fault is not None
     assert status.fault["address"] == 0xFFFF and status.fault["code"] in ("MEMORY_WRITE", "RODATA_WRITE")
