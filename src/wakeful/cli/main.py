@@ -5,6 +5,7 @@ Commands here: `build`, `run`, `vm dump`, `sdk`, `version`. No Python traceback 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -48,7 +49,9 @@ def _globals(
     server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode).")] = None,
     key: Annotated[str | None, typer.Option("--key", help="API key (remote mode).")] = None,
 ) -> None:
-    del config, data_dir, db, server, key  # used by the store and remote commands, not by these
+    del config, db, server, key  # used by the store and remote commands, not by these
+    if data_dir is not None:
+        os.environ["WAKEFUL_HOME"] = str(data_dir)  # interfaces.md §7: the same data directory for builds
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
 
 

@@ -123,6 +123,17 @@ class _Ending:
 
 async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
     ending = _Ending()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, ending.stop, "sigint")
+    try:
+        final = await _run_object(request, elf, printer, ending)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    printer.final(final, ending.stopped_by)
+    return _exit_code(final, ending.stopped_by)
+
+
+async def _run_object(request: RunRequest, elf: bytes, printer: RunPrinter, ending: _Ending) -> dict[str, Any]:
     session = RuntimeSession(
         engine=request.engine,
         host_handler=_scripted_host(request.replies, printer),
@@ -135,9 +146,7 @@ async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
         printer.state(status)
         await _deliver_events(session, object_id, request.events)
         printer.state(await session.start(object_id))
-        final = await _watch(session, object_id, ending, request.timeout_s, printer)
-        printer.final(final, ending.stopped_by)
-    return _exit_code(final, ending.stopped_by)
+        return await _watch(session, object_id, ending, request.timeout_s, printer)
 
 
 async def _load_or_refuse(
@@ -167,14 +176,11 @@ async def _watch(
     timeout_s: float,
     printer: RunPrinter,
 ) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, ending.stop, "sigint")
-    timer = loop.call_later(timeout_s, ending.stop, "timeout")
+    timer = asyncio.get_running_loop().call_later(timeout_s, ending.stop, "timeout")
     try:
         status = await _poll_until_terminal(session, object_id, ending, printer)
     finally:
         timer.cancel()
-        loop.remove_signal_handler(signal.SIGINT)
     if status["state"] not in TERMINAL:
         status = await session.stop(object_id)
     if status["state"] in ("exited", "failed"):
