@@ -158,3 +158,24 @@ def test_json_helper_loop_is_charged_and_preempted(elfs: dict[str, bytes]) -> No
     assert run.work >= run.slices * (SLICE - biggest) // 2
     assert rt.stop_nowait(oid).state == "stopped"
     assert rt.inspect_nowait(oid)["memory"]["handles"] == 0
+
+
+def test_due_sleepers_run_first_when_the_batch_budget_is_exhausted(elfs: dict[str, bytes]) -> None:
+    """More spinners than one batch's 64-slice budget: due sleepers still resume in the first batch."""
+    clock = ManualClock()
+    rt = g.make_runtime(clock, slice_insns=1024)
+    spinners = [g.load_started(rt, elfs["SPIN"]) for _ in range(100)]
+    sleepers = [g.load_started(rt, elfs["SLEEPER"], config={"period_ms": 1 + i % 5}) for i in range(20)]
+    rt.run_batch()
+    rt.run_batch()  # the 100 first slices need two batches
+    assert all(rt.run_of(s).slices >= 1 for s in spinners)  # type: ignore[union-attr]
+    assert_sleepers_on_time(rt, sleepers)
+    steps = []
+    for _ in range(30):
+        clock.advance(ms=1)
+        steps.append(rt.run_batch())
+        assert_sleepers_on_time(rt, sleepers)
+    # the budget really was the limit: no batch ran all 100 spinners
+    assert max(steps) < 100 + len(sleepers)
+    slices = [rt.run_of(s).slices for s in spinners]  # type: ignore[union-attr]
+    assert max(slices) - min(slices) <= 2, slices  # round robin: nobody is starved

@@ -184,3 +184,36 @@ def test_objects_from_one_elf_are_independent(elfs: dict[str, bytes]) -> None:
     assert rt.get_nowait(a).outcome == {"exit_code": 1}
     assert rt.get_nowait(b).outcome == {"exit_code": 2}
     assert rt.get_nowait(a).sha256 == rt.get_nowait(b).sha256
+
+
+def test_logs_reach_on_log_with_the_rate_limit(compile_c: Any) -> None:
+    src = g.PRELUDE + r"""
+    SF_MAIN sf_i64 main(void) {
+        sf_i64 refused = 0;
+        for (int i = 0; i < 15; i++)
+            if (sf_log("hello") < 0)
+                refused++;
+        return refused;
+    }
+    """
+    logs: list[tuple[str, str]] = []
+    clock = ManualClock()
+    rt = Runtime(RuntimeOptions(), host_handler=g.refuse, clock=clock,
+                 on_log=lambda oid, message: logs.append((oid, message)))
+    oid = g.load_started(rt, compile_c(src))
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": 5}  # 10 per window (sdk.md §9.3)
+    assert logs == [(oid, "hello")] * 10
+
+
+def test_detail_status_and_stats(elfs: dict[str, bytes]) -> None:
+    clock = ManualClock()
+    rt, _ = runtime(clock)
+    oid = g.load_started(rt, elfs["SPIN"])
+    rt.run_batch()
+    plain = rt.get_nowait(oid).to_json()
+    assert set(plain) == {"object_id", "sha256", "state", "wait", "mailbox_entries", "outcome"}
+    detail = rt.get_nowait(oid).to_json(detail=True)["wakeful"]
+    assert detail["instructions"] >= 16_384 and detail["guest_ms"] > 0 and detail["memory_bytes"] > 0
+    sched = rt.stats_nowait()["wakeful"]["scheduler"]
+    assert sched["slices"] == 1 and sched["preemptions"] == 1 and sched["runnable"] == 1
