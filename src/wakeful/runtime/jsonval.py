@@ -38,6 +38,7 @@ __all__ = [
     "from_python",
     "measure",
     "parse",
+    "parse_document",
     "parse_value",
 ]
 
@@ -142,6 +143,20 @@ def parse_value(text: str | bytes) -> JsonValue:
         raise JsonSyntaxError(str(exc)) from None
     except ValueError as exc:  # JSONDecodeError and friends
         raise JsonSyntaxError(f"invalid JSON: {exc}") from None
+    return value
+
+
+# runtime-protocol.md §4 step 1 and §4.1: any refusal of a frame is -32700, deep nesting included
+def parse_document(text: str | bytes) -> JsonValue:
+    """Parse a whole protocol frame strictly (no value limits, no walk); every refusal is a syntax error.
+
+    Lone surrogates are found by encoding the result once (C speed), so a frame costs about two passes.
+    """
+    try:
+        value = parse_value(text)
+        _encode_checked(value)
+    except JsonError as exc:
+        raise JsonSyntaxError(exc.message) from None
     return value
 
 

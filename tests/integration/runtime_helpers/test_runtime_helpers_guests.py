@@ -204,3 +204,15 @@ def test_time_config_events(compile_c: Compile) -> None:
 
 def test_driver_reports_failing_line() -> None:
     assert rh_driver.failed_line("logs.c", 12).endswith("CHECK(ok == 10 && limited == 990);")
+
+
+# vm.md §6.3: every helper charges 8 + 1 per 16 bytes per region + 1 per JSON node, so a loop of large
+# helper calls is preempted like a loop of instructions
+@pytest.mark.parametrize(("case", "slices"), [(1, 64 * 2056 / 16384), (2, 64 * 2056 / 16384),
+                                              (3, 64 * (8 + 376 + 3001 + 8) / 16384)])
+def test_helper_work_is_charged(compile_c: Compile, case: int, slices: float) -> None:
+    base = run(compile_c, "fuel.c", config={"case": 0})  # the same loop with 16-byte copies
+    out = run(compile_c, "fuel.c", config={"case": case})
+    assert out.exit_code == 0 and base.exit_code == 0
+    extra = out.suspensions.count("preempt") - base.suspensions.count("preempt")
+    assert int(slices) <= extra <= int(slices) + 1, (extra, slices)

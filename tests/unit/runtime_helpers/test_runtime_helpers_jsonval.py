@@ -235,3 +235,11 @@ def test_box_is_immutable() -> None:
     with pytest.raises(AttributeError):
         box.value = 2  # type: ignore[misc]
     assert math.isfinite(jsonval.parse("1.5").value)  # type: ignore[arg-type]
+
+
+def test_parse_document_for_protocol_frames() -> None:
+    frame = '{"jsonrpc":"2.0","id":"1","method":"m","params":{"a":[' + ",".join(["1"] * 20000) + "]}}"
+    assert len(jsonval.parse_document(frame)["params"]["a"]) == 20000  # type: ignore[index, call-overload]
+    for bad in ("[" * 262143, '{"a":"\\ud800"}', "NaN", b"\xff", "1e400", "{} x"):
+        with pytest.raises(JsonSyntaxError):
+            jsonval.parse_document(bad)
