@@ -102,7 +102,7 @@ class Scheduler:
     """Run queue, timer heap and batches (vm.md §7).
 
     ``on_running(run)`` is called before a run's first slice; ``on_end(run, ending)`` when a run exits or
-    faults (never for a cancellation, which the caller initiates).
+    faults, and when a stop requested from inside the run's own step completes (an empty ``Ending``).
     """
 
     def __init__(
@@ -308,8 +308,10 @@ class Scheduler:
         run.work += spent
         if spent > run.max_step_work:
             run.max_step_work = spent
-        if run.stop_requested and not run.done:
-            self.cancel(run)
+        if run.stop_requested and not run.done:  # a deferred stop (see ``cancel``) completes now
+            self._close(run)
+            run.done = True
+            self.on_end(run, Ending())
         elif run.cpu_limit_ns is not None and not run.done and run.guest_ns > run.cpu_limit_ns:
             limit_ms = run.cpu_limit_ns // 1_000_000
             self._close(run)

@@ -166,3 +166,22 @@ def test_stop_while_pending_cancels_the_task(caller: bytes) -> None:
         assert rt.get_nowait(oid).state == "stopped"
 
     asyncio.run(main())
+
+
+def test_handler_stopping_its_own_caller(caller: bytes) -> None:
+    """A synchronous handler that stops the calling object: the stop completes when the step returns."""
+    clock = ManualClock()
+    rt: Any = None
+
+    def handler(call: HostCall) -> Any:
+        status = rt.stop_nowait(call.object_id)
+        assert status.state == "stopping"
+        return {"v": 1}
+
+    rt = g.make_runtime(clock, handler)
+    oid = g.load_started(rt, caller, capabilities=CAP)
+    rt.run_batch()
+    status = rt.get_nowait(oid)
+    assert (status.state, status.outcome) == ("stopped", None)
+    run = rt.run_of(oid)
+    assert run is not None and run.done and run.gen is None
