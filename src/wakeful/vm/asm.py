@@ -377,7 +377,9 @@ class _Writer:
     def __init__(self, b: ElfBuilder) -> None:
         self.b = b
         self.names = [s.name for s in b.sections]
-        self.sec_index = {name: i + 1 for i, name in enumerate(self.names)}
+        self.sec_index: dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            self.sec_index.setdefault(name, i + 1)  # by name: the first section of that name
 
     def write(self) -> bytes:
         symtab, strtab, locals_ = self._symtab()
