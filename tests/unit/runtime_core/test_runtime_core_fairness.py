@@ -179,3 +179,27 @@ def test_due_sleepers_run_first_when_the_batch_budget_is_exhausted(elfs: dict[st
     assert max(steps) < 100 + len(sleepers)
     slices = [rt.run_of(s).slices for s in spinners]  # type: ignore[union-attr]
     assert max(slices) - min(slices) <= 2, slices  # round robin: nobody is starved
+
+
+def run_count(elf: bytes, sleeper: bytes, engine: str) -> tuple[int, int, int]:
+    clock = ManualClock()
+    rt = g.make_runtime(clock, engine=engine, slice_insns=4096)
+    n = 20_000
+    oid = g.load_started(rt, elf, config={"n": n})
+    ticker = g.load_started(rt, sleeper, config={"period_ms": 2})
+    rt.run_batch()
+    batches = g.settle(rt, clock, until=lambda: rt.get_nowait(oid).state != "running")
+    assert rt.get_nowait(oid).outcome == {"exit_code": n * (n - 1) // 2}
+    assert rt.get_nowait(ticker).wait == "timer"
+    run = rt.run_of(oid)
+    assert run is not None
+    return run.slices, run.throttles, batches
+
+
+def test_scheduling_is_the_same_in_both_engines(elfs: dict[str, bytes]) -> None:
+    """Preemption points, throttling and the exact sum do not depend on the engine (fuel is deterministic)."""
+    translated = run_count(elfs["COUNT"], elfs["SLEEPER"], "translate")
+    interpreted = run_count(elfs["COUNT"], elfs["SLEEPER"], "interp")
+    assert translated == interpreted
+    slices, throttles, _ = translated
+    assert slices > THROTTLE_AFTER and throttles >= 1
