@@ -80,7 +80,8 @@ def link_by_hand(funcs: Sequence[tuple[str, str]], *, rodata: bytes = b"", data:
 
 
 def build(funcs: Sequence[tuple[str, str]], *, engine: str, rodata: bytes = b"", data: bytes = b"",
-          bss: int = 0, slice_insns: int = 16384, via_elf: bool | None = None) -> Program:
+          bss: int = 0, slice_insns: int = 16384, via_elf: bool | None = None,
+          max_elf_bytes: int = 65536) -> Program:
     """A Program from assembler text, through asm.elf + load when the loader exists."""
     if via_elf is None:
         via_elf = HAVE_LOADER
@@ -88,7 +89,7 @@ def build(funcs: Sequence[tuple[str, str]], *, engine: str, rodata: bytes = b"",
         from wakeful.vm import load
 
         data_elf = asm.elf([asm.Func(n, t) for n, t in funcs], rodata=rodata, data=data, bss=bss)
-        return load(data_elf, engine=engine, slice_insns=slice_insns)
+        return load(data_elf, engine=engine, slice_insns=slice_insns, max_elf_bytes=max_elf_bytes)
     code, layout = link_by_hand(funcs, rodata=rodata, data=data, bss=bss)
     return Program(code, layout, engine=engine, slice_insns=slice_insns)
 
