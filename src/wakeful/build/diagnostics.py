@@ -41,7 +41,7 @@ EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
      "reported line"),
     (re.compile(r"dynamic stack allocation|[Uu]nsupported dynamic stack"),
      "no variable-length arrays or alloca"),
-    (re.compile(r"implicit declaration of function|'(?:stdio|stdlib|string|math|unistd|stdarg|limits|ctype|"
+    (re.compile(r"implicit declaration of function|call to undeclared function|'(?:stdio|stdlib|string|math|unistd|stdarg|limits|ctype|"
                 r"time|errno|assert|inttypes|stdio_ext|signal|fcntl)\.h' file not found"),
      "there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers"),
     (re.compile(r"\bRECURSION\b"), "recursion is not allowed; use a loop with an explicit stack array"),
@@ -81,15 +81,18 @@ def rewrite_paths(text: str, staging: str) -> str:
 
 
 def collapse_duplicates(text: str) -> str:
-    """Collapse identical consecutive messages (a message is its first line plus its snippet lines)."""
+    """Collapse consecutive messages with the same first line (clang repeats some with and without a snippet)."""
     starts = [m.start() for m in MESSAGE_START.finditer(text)]
     if not starts:
         return text
     blocks = [text[: starts[0]]] + [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
     kept = [blocks[0]]
+    previous = ""
     for block in blocks[1:]:
-        if block != kept[-1]:
+        header = block.split("\n", 1)[0]
+        if header != previous:
             kept.append(block)
+        previous = header
     return "".join(kept)
 
 

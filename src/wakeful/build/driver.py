@@ -221,6 +221,7 @@ class Builder:
         self.helper: HelperClient | None = None
         self._info: CompilerInfo | None = None
         self._probe_lock = threading.Lock()
+        self._probing = False
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -299,8 +300,12 @@ class Builder:
         info.fingerprint = self._fingerprint(info)
         info.available = True
         self._info = info
-        result = self._compile_blocking({"sdk_version": 1, "entry": "probe.c",
-                                         "files": {"probe.c": PROBE_SOURCE}}, use_cache=False)
+        self._probing = True
+        try:
+            result = self._probe_compile({"sdk_version": 1, "entry": "probe.c",
+                                          "files": {"probe.c": PROBE_SOURCE}})
+        finally:
+            self._probing = False
         if result.state != "succeeded":
             self._info = None
             raise _ProbeError(f"trivial probe compile failed ({result.failure}): {(result.error or '').strip()}")
@@ -428,7 +433,7 @@ class Builder:
             await asyncio.to_thread(self.cache.put, key, result.to_record(), result.elf or b"")
         return result
 
-    def _compile_blocking(self, request: Mapping[str, Any], *, use_cache: bool = True) -> BuildResult:
+    def compile_blocking(self, request: Mapping[str, Any], *, use_cache: bool = True) -> BuildResult:
         """Synchronous pipeline without queue or single-flight (probe and ``compile_sync``)."""
         bundle = validate(request)
         info = self._info if self._info is not None else self.info()
@@ -445,6 +450,10 @@ class Builder:
         ):
             self.cache.put(key, result.to_record(), result.elf or b"")
         return result
+
+    def _probe_compile(self, request: Mapping[str, Any]) -> BuildResult:
+        assert self._info is not None
+        return self._pipeline(validate(request), self._info)
 
     def _cache_get(self, key: str) -> BuildResult | None:
         assert self.cache is not None
@@ -504,7 +513,7 @@ class Builder:
         self._step(run, command_line(PREPROCESS, self.zig, run.bundle.entry, staging))
         self._check_preprocessed(run, info)
         self._step(run, command_line(COMPILE, self.zig, run.bundle.entry, staging))
-        if self.options.before_collect is not None:
+        if self.options.before_collect is not None and not self._probing:
             self.options.before_collect(run.staging)
         elf = collect_object(run.staging / "out" / "main.o")
         try:
@@ -649,5 +658,5 @@ def _write_new(path: Path, data: bytes, *, make_dirs: bool = False) -> None:
 def compile_sync(files: dict[str, str], entry: str, **opts: Any) -> BuildResult:
     """Build once, synchronously (``wakeful build`` / ``wakeful run foo.c``); ``opts`` are ``BuildOptions``."""
     with Builder(BuildOptions(**opts)) as builder:
-        return builder._compile_blocking({"sdk_version": 1, "entry": entry, "files": files})
+        return builder.compile_blocking({"sdk_version": 1, "entry": entry, "files": files})
 

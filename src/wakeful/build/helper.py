@@ -170,6 +170,7 @@ class HelperServer:
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
             os.closerange(3, 65536)
+            sandbox.die_with_parent()
             _set_limits(limits, self.nproc)
             if self.level == "landlock":
                 sandbox.restrict(sandbox.step_rules(self.zig_dir, staging), self.abi)
@@ -380,19 +381,27 @@ class HelperClient:
         line = proc.stdout.readline()
         if not line:
             proc.wait()
+            proc.stdout.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
             raise HelperDied(f"the build helper did not start (exit status {proc.returncode})")
         self.ready = json.loads(line)
         self._proc = proc
         threading.Thread(target=self._reader, args=(proc, proc.stdout), daemon=True).start()
 
     def _reader(self, proc: subprocess.Popen[bytes], stream: BinaryIO) -> None:
-        for line in stream:
-            answer = json.loads(line)
-            with self._lock:
-                fut = self._pending.pop(answer["id"], None)
-            if fut is not None and not fut.done():
-                fut.set_result(answer)
+        with contextlib.suppress(ValueError, OSError):
+            for line in stream:
+                answer = json.loads(line)
+                with self._lock:
+                    fut = self._pending.pop(answer["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(answer)
+        stream.close()
         proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         with self._lock:
             pending, self._pending = self._pending, {}
             if self._proc is proc:

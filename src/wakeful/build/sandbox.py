@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import signal
 import struct
 from collections.abc import Iterable
 
@@ -18,6 +19,7 @@ SYS_RESTRICT_SELF = 446
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -123,6 +125,11 @@ def _add_path_rule(ruleset_fd: int, path: str, rights: int) -> None:
         _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(RULE_PATH_BENEATH), attr, ctypes.c_uint32(0))
     finally:
         os.close(fd)
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the build helper dies (build.md §6 row 19: no process of the group remains)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def helper_rules(zig_dir: str, build_root: str) -> list[tuple[str, int]]:
