@@ -140,3 +140,27 @@ def test_close_stops_everything(exit_elf: bytes, compile_c: Any) -> None:
         assert rt.get_nowait(a).state == "stopped" and rt.get_nowait(b).state == "stopped"
 
     asyncio.run(main())
+
+
+def test_memory_hygiene_after_a_load_burst(exit_elf: bytes) -> None:
+    """vm.md §7: ≥ 1,000 loads then 100 ms (scheduler clock) without a load → gc.collect + gc.freeze once."""
+    import gc
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, max_objects=2_000)
+    try:
+        for _ in range(1_000):
+            rt.load_nowait(exit_elf)
+        clock.advance(ms=60)
+        rt.load_nowait(exit_elf)  # the burst goes on: the quiet period restarts
+        clock.advance(ms=60)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 0
+        clock.advance(ms=40)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1 and gc.get_freeze_count() > 0
+        clock.advance(ms=1_000)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1  # once per burst
+    finally:
+        gc.unfreeze()
