@@ -3,6 +3,7 @@ start, rejected after exit, and the order of the checks."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -116,3 +117,27 @@ def test_check_order(sink_elf: bytes) -> None:
     rt.stop_nowait(oid)
     with pytest.raises(Busy, match="no longer accepts"):
         rt.deliver_nowait(oid, "after", "t", 1)
+
+
+def test_asyncio_drives_batches_without_a_task_per_request(sink_elf: bytes) -> None:
+    """vm.md §7: deliveries and plain host-call returns mark guests runnable and schedule one batch; no
+    asyncio Task or Future is created per guest request."""
+
+    async def main() -> None:
+        got: list[Any] = []
+        rt = Runtime(host_handler=lambda call: got.append(call.object_id) or {})
+        await rt.open()
+        ids = [g.load_started(rt, sink_elf, capabilities=SINK, config={"count": 1}) for _ in range(200)]
+        await asyncio.sleep(0.01)
+        assert all(rt.get_nowait(i).wait == "event" for i in ids)
+        for i in ids:
+            rt.deliver_nowait(i, "e", "t", {"to": i})
+        for _ in range(200):
+            assert asyncio.all_tasks() == {asyncio.current_task()}
+            if all(rt.get_nowait(i).state == "exited" for i in ids):
+                break
+            await asyncio.sleep(0.001)
+        assert sorted(got) == sorted(ids)
+        await rt.close()
+
+    asyncio.run(main())
