@@ -1,0 +1,188 @@
+"""The shape cache (vm.md §6.4), Program/Instance caching and per-instance cost (vm.md §1, §10)."""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vmexec_kit import Env, build, run
+
+from wakeful.vm import BASE, Program, load, shape_stats
+from wakeful.vm import translate as translate_mod
+from wakeful.vm.asm import Func, elf
+from wakeful.vm.shapes import Shape, ShapeCache, shape_key
+
+DENSITY = Path(__file__).resolve().parents[3] / "src" / "wakeful" / "bench" / "guests" / "density.c"
+
+TEMPLATE = """
+r0 = {a}
+r0 += {b}
+r1 = 0x{c:x} ll
+r0 ^= r1
+if r0 > 0x{d:x} goto big
+*(u32 *)(r10 - 4) = {e}
+r2 = *(u32 *)(r10 - 4)
+r0 += r2
+exit
+big:
+r0 <<= {f}
+exit
+"""
+
+
+def variant(seed: int, **override: int) -> str:
+    values = {"a": seed, "b": -seed, "c": seed * 0x10001, "d": seed * 7, "e": seed + 3, "f": seed % 63}
+    values.update(override)
+    return TEMPLATE.format(**values)
+
+
+def test_programs_differing_only_in_lifted_constants_share_one_shape() -> None:
+    before = shape_stats()
+    keys, results = set(), []
+    for seed in range(1, 6):
+        program = build([("main", variant(seed + 1000))], engine="translate")
+        keys.add(program.shape_key)
+        results.append(run(program).r0)
+        oracle = run(build([("main", variant(seed + 1000))], engine="interp")).r0
+        assert results[-1] == oracle
+    after = shape_stats()
+    assert len(keys) == 1
+    assert after["translated"] - before["translated"] <= 1
+    assert after["hits"] - before["hits"] >= 4
+    assert len(set(results)) == 5  # each program still sees its own constants
+
+
+@pytest.mark.parametrize(("line", "other"), [
+    ("r0 /= 3", "r0 /= 5"),  # DIV/MOD immediates stay in the shape (zero and -1 decided at generation)
+    ("r0 s%= -1", "r0 s%= 2"),
+    ("r0 = be16 r0", "r0 = be32 r0"),  # END widths
+    ("r0 += r1", "r0 += r2"),  # registers
+    ("*(u32 *)(r10 - 4) = 1", "*(u32 *)(r10 - 8) = 1"),  # offsets
+])
+def test_shape_includes_what_translation_depends_on(line: str, other: str) -> None:
+    a = build([("main", f"r0 = 7\n{line}\nexit")], engine="translate")
+    b = build([("main", f"r0 = 7\n{other}\nexit")], engine="translate")
+    assert a.shape_key != b.shape_key
+
+
+def test_shape_hit_does_no_code_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    build([("main", variant(77))], engine="translate")  # make sure the shape exists
+
+    def no_compile(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("compile() on a shape hit")
+
+    def no_translate(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("translate() on a shape hit")
+
+    monkeypatch.setattr(translate_mod, "compile", no_compile, raising=False)
+    monkeypatch.setattr("wakeful.vm.program.translate", no_translate)
+    program = build([("main", variant(78))], engine="translate")
+    assert run(program).r0 == run(build([("main", variant(78))], engine="interp")).r0
+
+
+def test_data_variants_share_the_shape_and_see_their_own_data() -> None:
+    text = "r1 = data + 0 ll\nr0 = *(u64 *)(r1 + 0)\nexit"
+    programs = [build([("main", text)], engine="translate", data=n.to_bytes(8, "little")) for n in (5, 6, 7)]
+    assert len({p.shape_key for p in programs}) == 1
+    assert [run(p).r0 for p in programs] == [5, 6, 7]
+
+
+def test_load_caches_programs_by_bytes_and_options() -> None:
+    data = elf([Func("main", "r0 = 3\nexit")])
+    a, b = load(data), load(data)
+    assert a is b
+    assert load(data, engine="interp") is not a
+    assert load(data, slice_insns=100) is not a
+    env = Env()
+    i1, i2 = a.instantiate(env), a.instantiate(env)
+    assert i1.mem is not i2.mem and i1.gen is not i2.gen
+
+
+def test_translation_is_registered_with_linecache_and_dumpable() -> None:
+    program = build([("main", variant(5))], engine="translate")
+    source = program.translation()
+    assert "def shape(" in source and "main+0: r0 = " in source
+    shape = program._shape
+    assert shape is not None and shape.filename.startswith("<wakeful:")
+    assert linecache.getline(shape.filename, 2).strip().startswith("def shape(")
+    # the interpreter engine can still show the translation
+    assert build([("main", variant(5))], engine="interp").translation() == source
+
+
+def test_shape_key_is_computed_from_linked_code() -> None:
+    program = build([("main", variant(9))], engine="translate")
+    key, recipe = shape_key(program.code)
+    assert key == program.shape_key and recipe
+
+
+def test_shape_cache_is_an_lru() -> None:
+    cache = ShapeCache(capacity=2)
+
+    def make(name: str) -> Shape:
+        linecache.cache[f"<wakeful:{name}>"] = (1, None, ["x\n"], f"<wakeful:{name}>")
+        return Shape(name, "", f"<wakeful:{name}>", lambda: None, {}, True, 0)
+
+    a = cache.get("a", lambda: make("a"))
+    cache.get("b", lambda: make("b"))
+    assert cache.get("a", lambda: make("a2")) is a  # a is now the most recent
+    cache.get("c", lambda: make("c"))  # evicts b
+    assert "b" not in cache and "a" in cache and "c" in cache
+    assert "<wakeful:b>" not in linecache.cache
+    assert cache.stats() == {"translated": 3, "hits": 1, "misses": 3}
+
+
+class QuietEnv(Env):
+    def helper(self, name: str) -> Any:
+        return lambda *args: 0
+
+
+@pytest.mark.parametrize("engine", ["translate"])
+def test_suspended_density_guest_costs_under_8_kib(engine: str, compile_c: Any) -> None:
+    # vm.md §10 / benchmarks.md §1.8: ≤ 8 KiB per suspended density-guest object (VM share: memory,
+    # generator frames, closure cells). Measured over many instances to average out allocator noise.
+    program = load(compile_c(DENSITY.read_text(), name="density.c"), engine=engine)
+    env = QuietEnv()
+    keep = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(300):
+            inst = program.instantiate(env)
+            kind, _, _ = inst.gen.send(None)
+            assert kind == "sf_event_next"
+            keep.append(inst)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    per_instance = sum(s.size_diff for s in after.compare_to(before, "filename")) / len(keep)
+    assert per_instance < 8192, per_instance
+    for inst in keep:
+        inst.gen.close()
+
+
+def test_instance_memory_is_image_plus_zero_stack() -> None:
+    program = build([("main", "*(u64 *)(r10 - 16) = 1\nexit")], engine="translate", rodata=b"ro", data=b"dd")
+    inst = program.instantiate(Env())
+    layout = program.layout
+    assert isinstance(inst.mem, bytearray) and len(inst.mem) == layout.size
+    assert bytes(inst.mem[: len(layout.image)]) == layout.image
+    assert not any(inst.mem[len(layout.image) :])
+    assert layout.end == BASE + layout.size
+
+
+def test_program_rejects_bad_options() -> None:
+    from wakeful.errors import InvalidParams
+
+    data = elf([Func("main", "r0 = 3\nexit")])
+    with pytest.raises(InvalidParams):
+        load(data, engine="jit")
+    with pytest.raises(InvalidParams):
+        load(data, slice_insns=0)
+    with pytest.raises(InvalidParams):
+        load(data, max_instructions=70000)
+    assert isinstance(load(data, max_elf_bytes=1 << 20), Program)
