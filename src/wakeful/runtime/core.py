@@ -469,7 +469,6 @@ class Runtime:
         obj = self._find(object_id)
         run = obj.run
         layout = obj.program.layout
-        report = obj.program.report
         out = self._status(obj).to_json()
         out.update({
             "memory": {
@@ -486,9 +485,9 @@ class Runtime:
                 "throttles": run.throttles if run else 0,
             },
             "program": {
-                "sha256": obj.sha256, "shape": getattr(obj.program, "shape_key", None),
-                "functions": len(obj.program.code.functions), "instructions": report.instructions,
-                "helpers": list(report.helpers),
+                "sha256": obj.sha256, "shape": obj.program.shape_key,
+                "functions": len(obj.program.code.functions), "instructions": len(obj.program.code.insns),
+                "helpers": sorted(obj.program.code.helpers),
             },
             "fault": obj.fault,
             "times": {"loaded_ms": obj.loaded_ms, "started_ms": obj.started_ms, "ended_ms": obj.ended_ms},

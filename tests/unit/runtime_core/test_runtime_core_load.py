@@ -112,6 +112,8 @@ def test_stats_inspect_and_verify(exit_elf: bytes) -> None:
     assert stats["host"] == {"pending_host_calls": 0, "ignored_host_responses": 0}
     report = rt.verify_nowait(exit_elf)
     assert report.sha256 == info["sha256"]
+    assert info["program"]["instructions"] == report.instructions
+    assert info["program"]["helpers"] == sorted(report.helpers) and "sf_config" in report.helpers
     with pytest.raises(InvalidObject):
         rt.verify_nowait(b"junk")
 
