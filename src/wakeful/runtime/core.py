@@ -29,6 +29,7 @@ from wakeful.runtime.hostcall import HostCalls, HostHandler
 from wakeful.runtime.mailbox import Mailbox
 from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 from wakeful.runtime.scheduler import Ending, Run, Scheduler
+from wakeful.vm import shape_stats
 
 __all__ = ["Delivery", "ObjectStatus", "Runtime", "RuntimeOptions"]
 
@@ -458,7 +459,24 @@ class Runtime:
                 "guest_ms": sum(r.guest_ns for r in runs) / 1e6,
                 "instructions": sum(r.work for r in runs),
             },
-            "memory": {"guest_bytes": sum(_memory_bytes(o) for o in self._objects.values())},
+            "memory": {
+                "guest_bytes": sum(_memory_bytes(o) for o in self._objects.values()),
+                "handle_bytes": self.handles.live_bytes,
+                "handles": self.handles.live_handles,
+            },
+            "shapes": shape_stats(),
+            "builds": self._build_stats(),
+        }
+
+    def _build_stats(self) -> dict[str, Any]:
+        builder = self._builder
+        if builder is None:
+            return {"enabled": self.options.enable_builds, "running": 0, "queued": 0, "compiles": 0}
+        return {
+            "enabled": True,
+            "running": getattr(builder, "_running", 0),
+            "queued": getattr(builder, "_waiting", 0),
+            "compiles": getattr(builder, "compiles", 0),
         }
 
     async def inspect(self, object_id: str) -> dict[str, Any]:

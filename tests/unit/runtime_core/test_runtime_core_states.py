@@ -215,5 +215,7 @@ def test_detail_status_and_stats(elfs: dict[str, bytes]) -> None:
     assert set(plain) == {"object_id", "sha256", "state", "wait", "mailbox_entries", "outcome"}
     detail = rt.get_nowait(oid).to_json(detail=True)["wakeful"]
     assert detail["instructions"] >= 16_384 and detail["guest_ms"] > 0 and detail["memory_bytes"] > 0
-    sched = rt.stats_nowait()["wakeful"]["scheduler"]
+    extra = rt.stats_nowait()["wakeful"]
+    sched = extra["scheduler"]
     assert sched["slices"] == 1 and sched["preemptions"] == 1 and sched["runnable"] == 1
+    assert extra["memory"]["guest_bytes"] == detail["memory_bytes"] and extra["shapes"]["translated"] >= 1
