@@ -246,8 +246,8 @@ class RunPrinter:
     def _emit(self, kind: str, record: dict[str, Any], human: str) -> None:
         if self.out.json:
             self.out.line({"type": kind, "t_ms": self._t(), **record})
-        else:
-            self.out.text(f"[dim]{self._t() / 1000:8.3f}s[/] {human}")
+        elif kind == "final" or not self.out.quiet:  # --quiet keeps only the result
+            self.out.console.print(f"[dim]{self._t() / 1000:8.3f}s[/] {human}")
 
     def log(self, message: str) -> None:
         self._emit("log", {"message": message}, f"[cyan]log[/]       {escape(message)}")

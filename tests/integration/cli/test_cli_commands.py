@@ -404,3 +404,10 @@ def test_vm_dump_refuses_bad_elf(home: Path, tmp_path: Path) -> None:
     bad.write_bytes(b"\x7fELF" + b"\x01" * 100)
     proc = wakeful(home, "vm", "dump", str(bad), "--json")
     assert proc.returncode == 1 and json.loads(proc.stdout)["error"] == "INVALID_OBJECT"
+
+
+def test_run_quiet_prints_only_the_final_line(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path, "ok.c", EXIT_WITH.format(code=0))
+    proc = wakeful(home, "--quiet", "run", str(src))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "exited with exit code 0" in proc.stdout
