@@ -188,6 +188,13 @@ class Runtime:
         if builder is not None:
             builder.close()
 
+    async def __aenter__(self) -> Runtime:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     def run_batch(self) -> int:
         """Run one scheduler batch now (vm.md §7); returns the number of steps."""
         return self.scheduler.run_batch()

@@ -125,8 +125,10 @@ def test_asyncio_drives_batches_without_a_task_per_request(sink_elf: bytes) -> N
 
     async def main() -> None:
         got: list[Any] = []
-        rt = Runtime(host_handler=lambda call: got.append(call.object_id) or {})
-        await rt.open()
+        async with Runtime(host_handler=lambda call: got.append(call.object_id) or {}) as rt:
+            await drive(rt, got)
+
+    async def drive(rt: Runtime, got: list[Any]) -> None:
         ids = [g.load_started(rt, sink_elf, capabilities=SINK, config={"count": 1}) for _ in range(200)]
         await asyncio.sleep(0.01)
         assert all(rt.get_nowait(i).wait == "event" for i in ids)
@@ -138,6 +140,5 @@ def test_asyncio_drives_batches_without_a_task_per_request(sink_elf: bytes) -> N
                 break
             await asyncio.sleep(0.001)
         assert sorted(got) == sorted(ids)
-        await rt.close()
 
     asyncio.run(main())
