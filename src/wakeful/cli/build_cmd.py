@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, Unavailable, UsageError
 from wakeful.cli.program import (
     MAX_ELF_READ,
     build_failed_record,
@@ -18,7 +18,7 @@ from wakeful.cli.program import (
     compile_bundle,
     print_diagnostics,
 )
-from wakeful.errors import BuildUnavailable, InvalidObject, WakefulError
+from wakeful.errors import InvalidObject, WakefulError
 
 
 def build_command(out: Out, files: list[Path], entry: str | None, output: Path | None) -> int:
@@ -101,7 +101,7 @@ def check_command(out: Out, elf_path: Path) -> int:
     try:
         from wakeful.vm import verify_elf  # type: ignore[attr-defined,unused-ignore]
     except ImportError as exc:
-        raise BuildUnavailable(f"the VM is unavailable: {exc}") from exc
+        raise Unavailable(f"the VM is unavailable: {exc}") from exc
     try:
         report = verify_elf(data)
     except InvalidObject as exc:

@@ -14,7 +14,15 @@ import typer
 
 from wakeful import __version__
 from wakeful.cli import build_cmd, run, sdk_cmd, vm_cmd
-from wakeful.cli.output import EXIT_FAILED, EXIT_USAGE, CliExit, Out, UsageError, exit_code_for
+from wakeful.cli.output import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliExit,
+    Out,
+    Unavailable,
+    UsageError,
+    exit_code_for,
+)
 from wakeful.errors import WakefulError
 
 app = typer.Typer(
@@ -144,6 +152,24 @@ def sdk_examples(
 ) -> None:
     """Write the examples and their host-replies files into DIR."""
     raise CliExit(sdk_cmd.examples_command(_out(ctx, json_), directory))
+
+
+@app.command(
+    "runtime",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def runtime_cmd(
+    ctx: typer.Context,
+    dump_sdk: Annotated[bool, typer.Option("--dump-sdk", help="Print wakeful.h and exit.")] = False,
+) -> None:
+    """The stdio JSON-RPC runtime (spinfoam protocol v1); options as runtime-protocol.md §2."""
+    if dump_sdk:  # sdk.md §1
+        raise CliExit(sdk_cmd.text_command(Out(), "header"))
+    try:
+        from wakeful.runtime import stdio  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as exc:
+        raise Unavailable(f"the stdio runtime is not available: {exc}") from exc
+    raise CliExit(int(stdio.main(list(ctx.args))))
 
 
 @app.command("version")

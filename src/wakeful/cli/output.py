@@ -34,11 +34,17 @@ class UsageError(InvalidParams):
     """A bad argument or input file given to a command (exit code 2)."""
 
 
+class Unavailable(WakefulError):
+    """A part of wakeful this command needs is not installed or cannot start (exit code 3)."""
+
+    code = "unavailable"
+
+
 def exit_code_for(error: WakefulError) -> int:
     """interfaces.md §4.1: 2 for usage, 3 for unavailable, 1 for every other refusal."""
     if isinstance(error, UsageError):
         return EXIT_USAGE
-    if isinstance(error, BuildUnavailable):
+    if isinstance(error, BuildUnavailable | Unavailable):
         return EXIT_UNAVAILABLE
     return EXIT_FAILED
 

@@ -133,7 +133,9 @@ async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
     return _exit_code(final, ending.stopped_by)
 
 
-async def _run_object(request: RunRequest, elf: bytes, printer: RunPrinter, ending: _Ending) -> dict[str, Any]:
+async def _run_object(
+    request: RunRequest, elf: bytes, printer: RunPrinter, ending: _Ending
+) -> dict[str, Any]:
     session = RuntimeSession(
         engine=request.engine,
         host_handler=_scripted_host(request.replies, printer),

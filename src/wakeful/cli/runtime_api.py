@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from wakeful.errors import BuildUnavailable
+from wakeful.cli.output import Unavailable
 
 
 def status_dict(status: Any) -> dict[str, Any]:
@@ -86,6 +86,6 @@ def _make_runtime(
     try:
         from wakeful.runtime import Runtime, RuntimeOptions  # type: ignore[attr-defined,unused-ignore]
     except ImportError as exc:  # the runtime layer is not installed/built yet
-        raise BuildUnavailable(f"the in-process runtime is unavailable: {exc}") from exc
+        raise Unavailable(f"the in-process runtime is unavailable: {exc}") from exc
     options = RuntimeOptions(engine=engine)
     return Runtime(options, host_handler=host_handler, on_state=on_state, on_log=on_log)

@@ -11,9 +11,9 @@ from typing import Any
 from rich.markup import escape
 
 from wakeful.cli.build_cmd import print_report
-from wakeful.cli.output import EXIT_OK, Out, UsageError
+from wakeful.cli.output import EXIT_OK, Out, Unavailable, UsageError
 from wakeful.cli.program import MAX_ELF_READ
-from wakeful.errors import BuildUnavailable, WakefulError
+from wakeful.errors import WakefulError
 
 
 def dump_command(out: Out, obj: Path, function: str | None) -> int:
@@ -23,7 +23,7 @@ def dump_command(out: Out, obj: Path, function: str | None) -> int:
         from wakeful.vm import load  # type: ignore[attr-defined,unused-ignore]
         from wakeful.vm.disasm import disasm_function
     except ImportError as exc:
-        raise BuildUnavailable(f"the VM is unavailable: {exc}") from exc
+        raise Unavailable(f"the VM is unavailable: {exc}") from exc
     try:
         program = load(data)
         code = program.code

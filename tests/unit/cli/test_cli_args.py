@@ -136,3 +136,9 @@ def test_check_of_missing_file_exits_2(tmp_path: Path) -> None:
 
 def test_vm_dump_of_missing_file_exits_2(tmp_path: Path) -> None:
     assert main(["vm", "dump", str(tmp_path / "missing.o")]) == 2
+
+
+def test_runtime_dump_sdk_prints_the_header(capsys: pytest.CaptureFixture[str]) -> None:
+    # sdk.md §1: `wakeful runtime --dump-sdk` prints wakeful.h
+    assert main(["runtime", "--dump-sdk"]) == 0
+    assert capsys.readouterr().out == sdk.header_text()
