@@ -121,6 +121,7 @@ class Scheduler:
         self._runq: deque[tuple[Run, Value]] = deque()
         self._later: deque[tuple[Run, Value]] = deque()  # preempted: runs again in the next batch
         self._timers: list[tuple[int, int, Run | None, int]] = []
+        self._stale = 0  # heap entries whose wait ended early (compacted when they dominate)
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.Handle | None = None
@@ -185,6 +186,12 @@ class Scheduler:
 
     @property
     def timers(self) -> int:
+        """Armed timers (live heap entries)."""
+        return len(self._timers) - self._stale
+
+    @property
+    def heap_entries(self) -> int:
+        """Timer-heap entries, stale ones included (bounded by compaction)."""
         return len(self._timers)
 
     def has_work(self) -> bool:
@@ -231,11 +238,13 @@ class Scheduler:
                 self._hygiene(now)
             elif token == run.token and not run.done:
                 fired.append((run, self._timer_value(run)))
+            else:
+                self._stale -= 1
         self._runq.extendleft(reversed(fired))
 
     def _timer_value(self, run: Run) -> Value:
         """What a run is sent when its timer fires, by wait reason (§7, sdk.md §9.1-9.3)."""
-        run.token += 1
+        run.token += 1  # the entry was popped: nothing becomes stale
         run.deadline_ns = None
         if run.throttled:
             run.throttled = False
@@ -251,10 +260,25 @@ class Scheduler:
         return (0, self.slice_insns)
 
     def _arm(self, run: Run, deadline_ns: int) -> None:
-        run.token += 1
+        self._invalidate(run)
         run.deadline_ns = deadline_ns
         self._seq += 1
         heapq.heappush(self._timers, (deadline_ns, self._seq, run, run.token))
+
+    def _invalidate(self, run: Run) -> None:
+        """End the run's current suspension: its armed timer, if any, becomes a stale heap entry."""
+        run.token += 1
+        if run.deadline_ns is not None:
+            run.deadline_ns = None
+            self._stale += 1
+            if self._stale > 1024 and self._stale * 2 > len(self._timers):
+                self._compact_timers()
+
+    def _compact_timers(self) -> None:
+        """Drop stale entries (e.g. long event timeouts answered by deliveries) so the heap stays bounded."""
+        self._timers = [t for t in self._timers if t[2] is None or (t[3] == t[2].token and not t[2].done)]
+        heapq.heapify(self._timers)
+        self._stale = 0
 
     def _drop_stale_timers(self) -> None:
         timers = self._timers
@@ -262,6 +286,7 @@ class Scheduler:
             _, _, run, token = timers[0]
             if run is not None and (run.done or token != run.token):
                 heapq.heappop(timers)
+                self._stale -= 1
             else:
                 break
 
@@ -395,8 +420,7 @@ class Scheduler:
         if run.done or run.wait == WAIT_NONE:
             return
         run.wait = WAIT_NONE
-        run.token += 1
-        run.deadline_ns = None
+        self._invalidate(run)
         run.preempts = 0
         self._runq.append((run, (r0, self.slice_insns)))
         self._kick()
@@ -430,8 +454,7 @@ class Scheduler:
 
     def _release_waits(self, run: Run) -> None:
         run.wait = WAIT_NONE
-        run.token += 1
-        run.deadline_ns = None
+        self._invalidate(run)
         run.throttled = False
         run.resume = None
         if self.hostcalls is not None:

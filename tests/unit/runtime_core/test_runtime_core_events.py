@@ -142,3 +142,16 @@ def test_asyncio_drives_batches_without_a_task_per_request(sink_elf: bytes) -> N
         assert sorted(got) == sorted(ids)
 
     asyncio.run(main())
+
+
+def test_long_event_timeouts_answered_by_deliveries_do_not_grow_the_timer_heap(sink_elf: bytes) -> None:
+    clock = ManualClock()
+    rt, got = sink_runtime(clock)
+    oid = g.load_started(rt, sink_elf, capabilities=SINK, config={"count": 2500, "timeout_ms": 86_400_000})
+    rt.run_batch()
+    for i in range(2500):
+        rt.deliver_nowait(oid, f"e{i}", "t", i)
+        rt.run_batch()
+        assert rt.scheduler.heap_entries <= 2 * 1024 + 2
+    assert rt.get_nowait(oid).outcome == {"exit_code": 2500} and len(got) == 2500
+    assert rt.scheduler.timers == 0
