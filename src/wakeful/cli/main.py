@@ -1,6 +1,6 @@
 """The `wakeful` command line (interfaces.md §4): typer app, global options, and the error/exit-code seam.
 
-Commands here: `build`, `run`, `vm dump`, `sdk`, `version`. No Python traceback ever reaches the user.
+Commands here: `build`, `run`, `vm dump`, `sdk`, `runtime --dump-sdk`, `version`. Never a Python traceback.
 """
 
 from __future__ import annotations
