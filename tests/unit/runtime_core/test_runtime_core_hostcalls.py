@@ -185,3 +185,14 @@ def test_handler_stopping_its_own_caller(caller: bytes) -> None:
     assert (status.state, status.outcome) == ("stopped", None)
     run = rt.run_of(oid)
     assert run is not None and run.done and run.gen is None
+
+
+def test_awaitable_without_a_running_loop_is_a_host_error(caller: bytes) -> None:
+    async def handler(call: HostCall) -> Any:
+        return {"v": 1}
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, handler)
+    oid = g.load_started(rt, caller, capabilities=CAP)
+    rt.run_batch()  # no event loop here: the coroutine is closed, never left un-awaited
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_HOST_ERROR}
