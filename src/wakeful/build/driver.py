@@ -7,6 +7,7 @@ preprocessed text, collects and verifies the object, shapes diagnostics and uses
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import importlib.resources
@@ -227,10 +228,10 @@ class Builder:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
             self.cache = BuildCache(cache_dir, max_bytes=self.options.cache_max_bytes,
                                     max_entries=self.options.cache_max_entries)
-        self._inflight: dict[str, asyncio.Future[BuildResult]] = {}
-        self._semaphore: asyncio.Semaphore | None = None
-        self._waiting = 0
-        self._running = 0
+        self._inflight: dict[tuple[int, str], asyncio.Future[BuildResult]] = {}
+        self._workers = concurrent.futures.ThreadPoolExecutor(self.options.workers, "wakeful-build")
+        self._count_lock = threading.Lock()
+        self._outstanding = 0  # running + waiting builds
         self.compiles = 0  # fresh pipelines run (tests: concurrent identical requests compile once)
         if self.options.enabled and self.zig is not None:
             self.helper = HelperClient(str(Path(self.zig).parent), self.build_root, landlock=self.options.landlock)
@@ -250,6 +251,17 @@ class Builder:
         """Stop the build helper (running steps are killed with their process groups)."""
         if self.helper is not None:
             self.helper.close()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+
+    def stats(self) -> dict[str, int]:
+        """Counters for ``wakeful.stats`` (runtime-protocol.md §13): running, queued, cache hits/misses/bytes."""
+        with self._count_lock:
+            outstanding = self._outstanding
+        workers = self.options.workers
+        cache = self.cache.stats() if self.cache is not None else {"hits": 0, "misses": 0, "bytes": 0, "entries": 0}
+        return {"running": min(outstanding, workers), "queued": max(0, outstanding - workers),
+                "cache_hits": cache["hits"], "cache_misses": cache["misses"], "cache_bytes": cache["bytes"],
+                "cache_entries": cache["entries"]}
 
     def __enter__(self) -> Builder:
         return self
@@ -388,7 +400,8 @@ class Builder:
         if not info.available or info.fingerprint is None:
             raise BuildUnavailable(info.reason or "builds are unavailable")
         key = cache_key(info.fingerprint, bundle.request)
-        shared = self._inflight.get(key)
+        flight = (id(asyncio.get_running_loop()), key)
+        shared = self._inflight.get(flight)
         if shared is not None:
             result = await asyncio.shield(shared)
             return replace(result, cached=True)
@@ -398,7 +411,7 @@ class Builder:
             hit.duration_ms = int((time.monotonic() - started) * 1000)
             return hit
         future: asyncio.Future[BuildResult] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
+        self._inflight[flight] = future
         try:
             result = await self._queued(bundle, info, key)
             future.set_result(result)
@@ -411,24 +424,20 @@ class Builder:
                 future.exception()  # retrieved here; sharers re-raise it
             raise
         finally:
-            del self._inflight[key]
+            del self._inflight[flight]
 
+    # build.md §5.2: `build.workers` concurrent builds, 32 waiting, then BUSY; loop-independent
     async def _queued(self, bundle: Bundle, info: CompilerInfo, key: str) -> BuildResult:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.options.workers)
-        if self._waiting >= QUEUE_DEPTH and self._semaphore.locked():
-            raise BuildBusy("build queue full")
-        self._waiting += 1
+        with self._count_lock:
+            if self._outstanding >= self.options.workers + QUEUE_DEPTH:
+                raise BuildBusy("build queue full")
+            self._outstanding += 1
         try:
-            await self._semaphore.acquire()
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._workers, self._pipeline, bundle, info)
         finally:
-            self._waiting -= 1
-        self._running += 1
-        try:
-            result = await asyncio.to_thread(self._pipeline, bundle, info)
-        finally:
-            self._running -= 1
-            self._semaphore.release()
+            with self._count_lock:
+                self._outstanding -= 1
         if self.cache is not None and (result.state == "succeeded" or result.failure in CACHED_FAILURES):
             await asyncio.to_thread(self.cache.put, key, result.to_record(), result.elf or b"")
         return result

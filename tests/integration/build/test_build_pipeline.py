@@ -1,0 +1,391 @@
+"""build.md §1–2, §5, §8–9: results, probe, limits, isolation, determinism and the cache, on real builds."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from build_support import MAIN, build, children_of, make_builder, require_available
+
+from wakeful.build.driver import Builder, BuildOptions, compile_sync
+from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
+
+pytestmark = pytest.mark.integration
+
+SWITCH = """#include <wakeful.h>
+static sf_i64 pick(sf_i64 x) {
+  switch (x) {
+    case 0: return 11; case 1: return 23; case 2: return 37; case 3: return 41;
+    case 4: return 53; case 5: return 67; case 6: return 71; case 7: return 89;
+    case 8: return 97; case 9: return 101; case 10: return 113; case 11: return 127;
+    case 12: return 131; case 13: return 149; case 14: return 151; case 15: return 163;
+    default: return -1;
+  }
+}
+SF_MAIN sf_i64 main(void) {
+  sf_i64 sum = 0;
+  for (volatile sf_i64 i = 0; i < 17; i++) sum = sum * 3 + pick(i);
+  return sum;
+}
+"""
+DOUBLING = "#define A0 x\n" + "".join(f"#define A{i} A{i-1} A{i-1}\n" for i in range(1, 40)) + "int A39;\n"
+FANOUT = {
+    "main.c": '#include "f0.h"\n' + MAIN,
+    **{f"f{i}.h": f'#include "f{i+1}.h"\n#include "f{i+1}.h"\n' for i in range(30)},
+    "f30.h": "int z;\n",
+}
+PARENS = "int x = " + "(" * 5000 + "1" + ")" * 5000 + ";\n" + MAIN
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builder]:
+    with make_builder(tmp_path_factory.mktemp("pipeline"), cache=False) as b:
+        require_available(b)
+        yield b
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_pipeline_success_result(builder: Builder) -> None:
+    result = build(builder, MAIN + "static int unused_var;\n")
+    assert result.state == "succeeded" and result.failure is None and result.error is None
+    assert result.elf is not None and result.elf.startswith(b"\x7fELF")
+    assert result.sha256 == hashlib.sha256(result.elf).hexdigest()
+    assert result.report is not None and result.report.sha256 == result.sha256
+    assert result.toolchain == builder.info().fingerprint and not result.cached
+    assert "main.c:" in result.diagnostics and "warning" in result.diagnostics
+    assert list((builder.build_root / "tmp").iterdir()) == []
+
+
+def test_pipeline_info_and_build_root(builder: Builder) -> None:
+    info = builder.info()
+    assert info.available and info.reason is None and len(info.fingerprint or "") == 64
+    assert info.revision == "zig 0.17.1 / clang 22.1.8" and info.pinned
+    assert info.sandbox_level in ("scan", "landlock")
+    assert (info.sandbox_reason is None) == (info.sandbox_level == "landlock")
+    assert info.to_json()["name"] == "zig-clang-bpf" and info.to_json()["target"] == "bpfel"
+    for path in (builder.build_root, builder.build_root / "tmp", builder.build_root / "cache"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+
+
+def test_pipeline_verifier_failure(builder: Builder) -> None:
+    src = "#include <wakeful.h>\nstatic sf_i64 f(sf_i64 n);\nstatic __attribute__((noinline)) sf_i64 g(sf_i64 n) { return n ? f(n - 1) : 0; }\n" \
+          "static __attribute__((noinline)) sf_i64 f(sf_i64 n) { return g(n) + 1; }\nSF_MAIN sf_i64 main(void) { return f(sf_now_mono_ms()); }\n"
+    result = build(builder, src)
+    assert result.failure == "verifier", result.error
+    assert "main.c: error: RECURSION" in (result.error or "")
+    assert "wakeful: recursion is not allowed" in (result.error or "")
+
+
+def test_pipeline_row13_bundle_errors_come_first(tmp_path: Path) -> None:
+    with make_builder(tmp_path, enabled=False) as disabled:
+        with pytest.raises(BundleError) as err:
+            run(disabled.compile({"sdk_version": 1, "entry": "../m.c", "files": {"../m.c": MAIN}}))
+        assert err.value.rule == "path syntax" and err.value.path == "../m.c"
+        with pytest.raises(BuildUnavailable):
+            run(disabled.compile({"sdk_version": 1, "entry": "m.c", "files": {"m.c": MAIN}}))
+        assert disabled.info().reason == "builds are disabled"
+
+
+def test_pipeline_row15_object_just_over_64k(builder: Builder) -> None:
+    result = build(builder, "const char big[65000] = {1};\n" + MAIN)
+    assert result.failure == "too_large" and "compiled object exceeds 64 KiB (" in (result.error or "")
+    assert "wakeful: shrink tables, strings or unrolled code" in (result.error or "")
+    huge = build(builder, "const char big[2 << 20] = {1};\n" + MAIN)
+    assert huge.failure == "too_large"
+    assert "exceeds 64 KiB" in (huge.error or "") or "output too large" in (huge.error or "")
+
+
+def test_pipeline_row15_hundred_thousand_warnings(builder: Builder) -> None:
+    files = {"main.c": '#include "w.h"\n' * 1000 + MAIN, "w.h": "#warning w\n" * 100}
+    result = build(builder, files)
+    assert result.state == "succeeded"
+    assert result.diagnostics_truncated and len(result.diagnostics.encode()) <= 16_384
+    assert result.diagnostics.endswith("\n")
+
+
+def _assert_no_compiler_left(builder: Builder) -> None:
+    assert builder.helper is not None and builder.helper.pid is not None
+    assert children_of(builder.helper.pid) == []
+    assert list((builder.build_root / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("bomb", ["doubling", "fanout", "parens"])
+def test_pipeline_row16_compile_bombs(tmp_path: Path, bomb: str) -> None:
+    with make_builder(tmp_path, cache=False, deadline_seconds=2.0) as b:
+        require_available(b)
+        files = {"doubling": {"main.c": DOUBLING + MAIN}, "fanout": FANOUT, "parens": {"main.c": PARENS}}[bomb]
+
+        async def compile_and_watch() -> tuple[Any, float]:
+            worst = 0.0
+            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": files}))
+            while not task.done():
+                t0 = time.monotonic()
+                await asyncio.sleep(0.01)
+                worst = max(worst, time.monotonic() - t0)
+            return task.result(), worst
+
+        result, worst = run(compile_and_watch())
+        assert result.state == "failed", result.diagnostics
+        assert result.failure in ("deadline", "too_large", "compiler_error", "memory"), result.error
+        if result.failure == "deadline":
+            assert "compiler exceeded 15 second deadline" in (result.error or "")
+        assert worst < 0.25, "the event loop stalled during a build"
+        _assert_no_compiler_left(b)
+
+
+def test_pipeline_cpu_limit(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=False, cpu_seconds=1) as b:
+        require_available(b)
+        result = build(b, FANOUT)
+        assert result.failure == "cpu_limit", result.error
+        assert "compiler exceeded its CPU limit" in (result.error or "")
+        _assert_no_compiler_left(b)
+
+
+def test_pipeline_real_15s_deadline(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=False, cpu_seconds=60) as b:
+        require_available(b)
+        t0 = time.monotonic()
+        result = build(b, FANOUT)
+        elapsed = time.monotonic() - t0
+        assert result.failure == "deadline", result.error
+        assert 14.5 <= elapsed < 25, elapsed
+        _assert_no_compiler_left(b)
+
+
+def test_pipeline_row17_hostile_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "evil.h").write_text("int evil;\n")
+    src = "#ifdef EVIL\n#error evil define\n#endif\n" + MAIN
+    with make_builder(tmp_path / "clean", cache=False) as clean:
+        reference = build(clean, src)
+        missing = build(clean, "#include <evil.h>\n" + MAIN)
+    for name, value in {"CPATH": str(evil), "C_INCLUDE_PATH": str(evil), "CCC_OVERRIDE_OPTIONS": "+-DEVIL=1",
+                        "ZIG_LIB_DIR": "/nonexistent", "LD_PRELOAD": "/nonexistent/evil.so"}.items():
+        monkeypatch.setenv(name, value)
+    with make_builder(tmp_path / "hostile", cache=False) as hostile:
+        require_available(hostile)
+        assert build(hostile, src).sha256 == reference.sha256 is not None
+        assert build(hostile, "#include <evil.h>\n" + MAIN).error == missing.error
+    assert "'evil.h' file not found" in (missing.error or "")
+
+
+def test_pipeline_row18_concurrent_builds_are_isolated(builder: Builder) -> None:
+    bundles = [{"main.c": f'#include "own{i}.h"\n#include "own{(i + 1) % 4}.h"\n' + MAIN, f"own{i}.h": f"int v{i};\n"}
+               for i in range(4)]
+
+    async def all_at_once() -> list[Any]:
+        return await asyncio.gather(*(builder.compile({"sdk_version": 1, "entry": "main.c", "files": f})
+                                      for f in bundles))
+
+    for result, i in zip(run(all_at_once()), range(4)):
+        assert result.failure == "compiler_error" and f"'own{(i + 1) % 4}.h' file not found" in result.error
+    alone = [{"main.c": f'#include "own{i}.h"\n' + MAIN, f"own{i}.h": f"int v{i};\n"} for i in range(4)]
+
+    async def good() -> list[Any]:
+        return await asyncio.gather(*(builder.compile({"sdk_version": 1, "entry": "main.c", "files": f})
+                                      for f in alone))
+
+    parallel = [r.sha256 for r in run(good())]
+    sequential = [build(builder, f).sha256 for f in alone]
+    assert parallel == sequential and len(set(parallel)) == 4
+
+
+def test_pipeline_row19_killed_helper(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=False, cpu_seconds=60, deadline_seconds=30) as b:
+        require_available(b)
+        assert b.helper is not None and b.helper.pid is not None
+        old = b.helper.pid
+
+        async def kill_midway() -> Any:
+            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+            for _ in range(200):
+                await asyncio.sleep(0.02)
+                if children_of(old):
+                    break
+            group = children_of(old)
+            assert group, "the compiler never started"
+            os.kill(old, signal.SIGKILL)
+            result = await task
+            return result, group
+
+        result, group = run(kill_midway())
+        assert result.failure == "internal" and "helper" in (result.error or "")
+        for _ in range(100):
+            if not any(os.path.exists(f"/proc/{p}") and _state(p) != "Z" for p in group):
+                break
+            time.sleep(0.02)
+        assert not any(os.path.exists(f"/proc/{p}") and _state(p) != "Z" for p in group)
+        assert list((b.build_root / "tmp").iterdir()) == []
+        again = build(b, MAIN)
+        assert again.state == "succeeded" and b.helper.pid != old
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_pipeline_row20_zig_missing_or_broken(tmp_path: Path) -> None:
+    with make_builder(tmp_path / "missing", zig_path=str(tmp_path / "no" / "zig")) as b:
+        info = b.info()
+        assert not info.available and "zig" in (info.reason or "")
+        with pytest.raises(BundleError):
+            run(b.compile({"sdk_version": 1, "entry": "m.c", "files": {}}))
+        with pytest.raises(BuildUnavailable) as err:
+            run(b.compile({"sdk_version": 1, "entry": "m.c", "files": {"m.c": MAIN}}))
+        assert err.value.code == "SANDBOX_UNAVAILABLE"
+    broken = tmp_path / "broken" / "zig"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\x7fELF not really")
+    broken.chmod(0o755)
+    with make_builder(tmp_path / "b", zig_path=str(broken)) as b:
+        assert not b.info().available and b.info().reason
+
+
+def test_pipeline_row20_other_version_is_reported(tmp_path: Path) -> None:
+    real = make_builder(tmp_path / "real")
+    real.close()
+    fake = tmp_path / "fakezig" / "zig"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = version ]; then echo 0.16.0; exit 0; fi\nexec {real.zig} "$@"\n')
+    fake.chmod(0o755)
+    with make_builder(tmp_path / "b", zig_path=str(fake), landlock=False) as b:
+        info = b.info()
+        assert info.zig_version == "0.16.0" and not info.pinned
+
+
+def test_pipeline_dense_switch_has_no_jump_table(builder: Builder) -> None:
+    result = build(builder, SWITCH)
+    assert result.state == "succeeded", result.error
+    assert b".jumptables" not in (result.elf or b"")
+    from wakeful import vm
+
+    expected = 0
+    for i in range(17):
+        expected = expected * 3 + ([11, 23, 37, 41, 53, 67, 71, 89, 97, 101, 113, 127, 131, 149, 151, 163, -1][i])
+    for engine in ("interp", "translate"):
+        prog = vm.load(result.elf or b"", engine=engine)
+        assert "gotox" not in str([i for i in prog.code.insns])
+        assert _run_guest(prog) == expected, engine
+
+
+class _Env:
+    debt = 0
+    retired = 0
+
+    def helper(self, name: str) -> Any:
+        raise AssertionError(f"unexpected helper {name}")
+
+
+def _run_guest(prog: Any) -> int:
+    inst = prog.instantiate(_Env())
+    gen = inst.gen
+    item = None
+    try:
+        item = gen.send(None)
+        while True:
+            item = gen.send((0, 16384 + item[1]))
+    except StopIteration as stop:
+        value = int(stop.value)
+        return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def test_pipeline_determinism(tmp_path: Path) -> None:
+    """§9: identical requests → byte-identical ELFs from different staging dirs; STT_FILE is the basename."""
+    from elftools.elf.elffile import ELFFile
+
+    files = {"nested/main.c": '#include "../include/value.h"\n' + MAIN, "include/value.h": "static int v = 3;\n"}
+    digests = []
+    for name in ("one", "two"):
+        with make_builder(tmp_path / name, cache=False) as b:
+            result = build(b, files, entry="nested/main.c")
+            assert result.state == "succeeded", result.error
+            digests.append(result.sha256)
+            elf = result.elf or b""
+    assert digests[0] == digests[1]
+    import io
+
+    symtab = ELFFile(io.BytesIO(elf)).get_section_by_name(".symtab")
+    files_syms = [s.name for s in symtab.iter_symbols() if s["st_info"]["type"] == "STT_FILE"]
+    assert files_syms == ["main.c"]
+    assert str(tmp_path).encode() not in elf and os.environ.get("USER", "root").encode() + b"/" not in elf
+
+
+def test_pipeline_cache_hit_miss_and_corruption(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=True) as b:
+        require_available(b)
+        first = build(b, MAIN)
+        compiles = b.compiles
+        second = build(b, MAIN)
+        assert second.cached and not first.cached and b.compiles == compiles
+        assert (second.sha256, second.elf, second.diagnostics) == (first.sha256, first.elf, first.diagnostics)
+        assert second.report is not None and second.report.to_json() == first.report.to_json()  # type: ignore[union-attr]
+        entries = [p for p in (b.build_root / "cache").rglob("*") if p.is_file() and len(p.name) == 64]
+        assert len(entries) == 1
+        data = bytearray(entries[0].read_bytes())
+        data[-5] ^= 0xFF
+        entries[0].write_bytes(bytes(data))
+        third = build(b, MAIN)
+        assert not third.cached and third.sha256 == first.sha256 and b.compiles == compiles + 1
+        scan_fail = build(b, '#include "/etc/passwd"\n')
+        assert build(b, '#include "/etc/passwd"\n').cached and scan_fail.failure == "scan"
+
+
+def test_pipeline_cache_skips_nondeterministic_failures_and_evicts(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=True, cache_max_entries=2, deadline_seconds=1.0) as b:
+        require_available(b)
+        assert build(b, FANOUT).failure in ("deadline", "cpu_limit")
+        assert not build(b, FANOUT).cached
+        for i in range(4):
+            build(b, MAIN + f"int g{i};\n")
+        assert b.cache is not None and b.cache.stats()["entries"] == 2
+        assert build(b, MAIN + "int g3;\n").cached and not build(b, MAIN + "int g0;\n").cached
+
+
+def test_pipeline_identical_concurrent_requests_compile_once(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=True) as b:
+        require_available(b)
+        request = {"sdk_version": 1, "entry": "main.c", "files": {"main.c": MAIN + "int once;\n"}}
+
+        async def three() -> list[Any]:
+            return await asyncio.gather(*(b.compile(request) for _ in range(3)))
+
+        before = b.compiles
+        results = run(three())
+        assert b.compiles == before + 1 and len({r.sha256 for r in results}) == 1
+
+
+def test_pipeline_queue_full_is_busy(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=False, workers=1) as b:
+        require_available(b)
+
+        async def flood() -> list[Any]:
+            requests = [{"sdk_version": 1, "entry": "main.c", "files": {"main.c": MAIN + f"int q{i};\n"}}
+                        for i in range(34)]
+            return await asyncio.gather(*(b.compile(r) for r in requests), return_exceptions=True)
+
+        outcomes = run(flood())
+        busy = [o for o in outcomes if isinstance(o, BuildBusy)]
+        assert len(busy) == 1 and busy[0].code == "BUSY" and "build queue full" in busy[0].message
+        assert all(getattr(o, "state", None) == "succeeded" for o in outcomes if not isinstance(o, BuildBusy))
+
+
+def test_pipeline_compile_sync(tmp_path: Path) -> None:
+    result = compile_sync({"main.c": MAIN}, "main.c", data_dir=tmp_path, cache=False)
+    assert result.state == "succeeded" and result.report is not None
+    assert BuildOptions().workers == 2 and BuildOptions().deadline_seconds == 15.0
