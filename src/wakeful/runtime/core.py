@@ -60,6 +60,7 @@ class RuntimeOptions:
     enable_builds: bool = False
     build_workers: int = 2
     build_cache: str | None = None  # a directory, "off", or None for the default
+    build_root: str | None = None  # None: <data>/build (build.md §5.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,6 +556,7 @@ class Runtime:
             workers=self.options.build_workers,
             cache=cache != "off",
             cache_dir=Path(cache) if cache not in (None, "off") else None,
+            build_root=Path(self.options.build_root) if self.options.build_root else None,
         )
         self._builder = await asyncio.to_thread(Builder, options)  # starts the build helper (build.md §5.2)
         return self._builder
