@@ -101,8 +101,8 @@ def run_command(out: Out, request: RunRequest) -> int:
     printer = RunPrinter(out)
     try:
         return asyncio.run(_run(request, elf, printer))
-    except WakefulError as exc:
-        out.fail(exc)
+    except WakefulError as exc:  # mid-stream: the record says what it is, like every other line
+        out.fail(exc, extra={"type": "error"})
 
 
 # ---- running (interfaces.md §4.2: events before start, replies per capability, end) ----
