@@ -18,7 +18,7 @@ from typing import Protocol
 from wakeful.errors import GuestFault
 from wakeful.runtime import jsonval
 from wakeful.runtime.handles import SF_INVALID, SF_LIMIT, HandleSpace, HandleTable
-from wakeful.runtime.jsonval import MAX_BYTES, MAX_DEPTH, MAX_NODES, Json, JsonValue
+from wakeful.runtime.jsonval import MAX_BYTES, MAX_NODES, Json, JsonValue
 from wakeful.runtime.policy import Capability, CapabilityPolicy, parse_capabilities
 from wakeful.vm.guest import SYNC_HELPERS
 from wakeful.vm.isa import BASE
@@ -285,7 +285,7 @@ class GuestContext:
         box = self.table.json(obj)
         if box is None or type(box.value) is not dict or name not in box.value:
             return SF_INVALID
-        return self._new(jsonval.measure(box.value[name]))
+        return self._new(jsonval.part_of(box.value[name]))
 
     # sdk.md §9.4: not an array or index >= length → SF_INVALID; a copy of the element
     def sf_json_at(self, array: int, index: int) -> int:
@@ -293,7 +293,7 @@ class GuestContext:
         box = self.table.json(array)
         if box is None or type(box.value) is not list or index >= len(box.value):
             return SF_INVALID
-        return self._new(jsonval.measure(box.value[index]))
+        return self._new(jsonval.part_of(box.value[index]))
 
     # sdk.md §9.4: 0..5; bytes or unknown → SF_INVALID
     def sf_json_kind(self, value: int) -> int:
@@ -391,9 +391,8 @@ class GuestContext:
         box = self.table.json(obj)
         if item is None or box is None or type(box.value) is not dict:
             return SF_INVALID
-        updated = dict(box.value)  # never mutate a box's value: boxes share sub-values
-        updated[name] = item.value
-        return self._rebuild(obj, updated, box, item)
+        self.debt += min(box.nodes + item.nodes, 2 * MAX_NODES)
+        return self._store_built(obj, jsonval.with_member(box, name, item))
 
     # sdk.md §9.5: as for set, with an array; appends a copy
     def sf_json_push(self, array: int, value: int) -> int:
@@ -402,14 +401,12 @@ class GuestContext:
         box = self.table.json(array)
         if item is None or box is None or type(box.value) is not list:
             return SF_INVALID
-        return self._rebuild(array, [*box.value, item.value], box, item)
+        self.debt += min(box.nodes + item.nodes, 2 * MAX_NODES)
+        return self._store_built(array, jsonval.appended(box, item))
 
-    def _rebuild(self, handle: int, updated: JsonValue, old: Json, item: Json) -> int:
-        """Check a built value against the limits and store it under ``handle`` (sdk.md §9.5, §6)."""
-        self.debt += min(old.nodes + item.nodes, 2 * MAX_NODES)
-        try:
-            result = jsonval.check(jsonval.measure(updated, max_nodes=MAX_NODES, max_depth=MAX_DEPTH))
-        except jsonval.JsonLimitError:
+    def _store_built(self, handle: int, result: Json) -> int:
+        """Store a built value under ``handle`` if it is within the limits (sdk.md §9.5, §6), else SF_LIMIT."""
+        if not result.within_limits():
             return SF_LIMIT
         return self.table.replace(handle, result)
 

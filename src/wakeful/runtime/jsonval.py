@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from array import array
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -27,6 +30,7 @@ __all__ = [
     "MAX_NODES",
     "Json",
     "JsonError",
+    "appended",
     "JsonLimitError",
     "JsonSyntaxError",
     "JsonTypeError",
@@ -40,6 +44,8 @@ __all__ = [
     "parse",
     "parse_document",
     "parse_value",
+    "part_of",
+    "with_member",
 ]
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
@@ -273,9 +279,36 @@ def _count(value: JsonValue, max_nodes: int, max_depth: int) -> tuple[int, int]:
     return caps[0], depth
 
 
+# Shape of a value from its compact encoding, at C speed. Every string becomes the scalar "0" (a split
+# on quotes when no escaped quote exists; else a regex that always consumes whole strings), every
+# empty container "0" too; then each remaining "[" or "{" is a non-empty container, so
+# nodes = 1 + commas + containers, and the deepest node sits at the highest bracket nesting.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+def _shape(encoded: bytes) -> tuple[int, int]:
+    """(nodes, deepest depth) of a value from its compact encoding (trusted: produced by ``encode``)."""
+    if b'\\"' in encoded:
+        flat = _STRING.sub(b"0", encoded)
+    else:
+        flat = b"0".join(encoded.split(b'"')[::2])
+    flat = flat.replace(b"[]", b"0").replace(b"{}", b"0")
+    steps = flat.translate(_STEPS, _NOT_BRACKET)
+    nodes = 1 + flat.count(b",") + steps.count(1)
+    return nodes, (max(accumulate(array("b", steps))) if steps else 0)
+
+
 def _box(value: JsonValue, encoded: bytes) -> Json:
-    nodes, depth = _count(value, 1 << 30, 1 << 30)
+    """Box a value known to hold only JSON types (parsed by us, or part of a box)."""
+    nodes, depth = _shape(encoded)
     return Json(value, len(encoded), nodes, depth)
+
+
+def part_of(value: JsonValue) -> Json:
+    """Box a part of a boxed value (already validated) from its encoding alone: no walk, no limits."""
+    return _box(value, _encode_checked(value))
 
 
 def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 << 30) -> Json:
@@ -285,6 +318,33 @@ def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 <<
     """
     nodes, depth = _count(value, max_nodes, max_depth)
     return Json(value, len(_encode_checked(value)), nodes, depth)
+
+
+# ---------------------------------------------------------------- building (sdk.md §9.5)
+
+
+def appended(array: Json, item: Json) -> Json:
+    """A new box for ``array + [item]`` with exact size, nodes and depth, without walking either value."""
+    assert type(array.value) is list
+    comma = 1 if array.value else 0
+    return Json([*array.value, item.value], array.size + comma + item.size, array.nodes + item.nodes,
+                max(array.depth, item.depth + 1))
+
+
+def with_member(obj: Json, key: str, item: Json) -> Json:
+    """A new box for ``obj`` with ``key`` set to ``item`` (replaced in place, or appended at the end).
+
+    Adding a key is computed from the boxes alone; replacing one re-measures the result.
+    """
+    assert type(obj.value) is dict
+    updated = dict(obj.value)  # never mutate a box's value: boxes share sub-values
+    replacing = key in updated
+    updated[key] = item.value
+    if replacing:
+        return part_of(updated)
+    comma = 1 if obj.value else 0
+    size = obj.size + comma + len(_encode_checked(key)) + 1 + item.size
+    return Json(updated, size, obj.nodes + item.nodes, max(obj.depth, item.depth + 1))
 
 
 def check(box: Json) -> Json:

@@ -243,3 +243,32 @@ def test_parse_document_for_protocol_frames() -> None:
     for bad in ("[" * 262143, '{"a":"\\ud800"}', "NaN", b"\xff", "1e400", "{} x"):
         with pytest.raises(JsonSyntaxError):
             jsonval.parse_document(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, json_values, st.text(max_size=4))
+def test_built_values_measure_exactly(base: object, item: object, key: str) -> None:
+    try:
+        item_box = jsonval.from_python(item, limits=False)
+        obj = jsonval.from_python({"a": base, key: 1} if key != "a" else {"a": base}, limits=False)
+        arr = jsonval.from_python([base], limits=False)
+    except JsonTypeError:
+        return
+    for built in (jsonval.appended(arr, item_box), jsonval.appended(jsonval.parse("[]"), item_box),
+                  jsonval.with_member(obj, key, item_box), jsonval.with_member(obj, "new!", item_box),
+                  jsonval.with_member(jsonval.parse("{}"), key, item_box)):
+        again = jsonval.measure(built.value)
+        assert (built.size, built.nodes, built.depth) == (again.size, again.nodes, again.depth)
+    assert "new!" not in obj.value  # type: ignore[operator]
+    assert len(arr.value) == 1  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{'a":': '":', "\\": "\\\\", '\\"': ['"', "\\", ":", "[", "]{"]}, ["\\\":x", {"[": {"}": []}}], "\\",
+     {"": ""}, [[], {}, [[]], {"a": {}}], '{"a":1}', [1e300, -0.0, True, None, 18446744073709551615]],
+)
+def test_shape_from_encoding_matches_the_walk(value: object) -> None:
+    walked = jsonval.from_python(value)
+    shaped = jsonval.part_of(walked.value)
+    assert (shaped.size, shaped.nodes, shaped.depth) == (walked.size, walked.nodes, walked.depth)
