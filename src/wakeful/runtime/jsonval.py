@@ -18,8 +18,8 @@ import json
 import math
 import re
 from array import array
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, TypeAlias
 
 from wakeful.errors import InvalidParams
