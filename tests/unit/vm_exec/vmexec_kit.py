@@ -228,3 +228,74 @@ def fault_of(text: str, **kw: Any) -> tuple[Any, ...]:
 
 
 U64 = struct.Struct("<Q")
+
+
+# ---------------------------------------------------------------- differential runs (vm.md §9.2)
+
+
+def diff_elf(funcs: Sequence[tuple[str, str]], *, rodata: bytes, data: bytes, bss: int, slice_insns: int,
+             via_elf: bool | None = None) -> tuple[Outcome, Outcome]:
+    """Build once (asm.elf when the loader exists), run in both engines."""
+    if via_elf is None:
+        via_elf = HAVE_LOADER
+    if via_elf:
+        from wakeful.vm import load
+
+        blob = asm.elf([asm.Func(n, t) for n, t in funcs], rodata=rodata, data=data, bss=bss)
+        progs = [load(blob, engine=e, slice_insns=slice_insns) for e in ("interp", "translate")]
+    else:
+        code, layout = link_by_hand(funcs, rodata=rodata, data=data, bss=bss)
+        progs = [Program(code, layout, engine=e, slice_insns=slice_insns) for e in ("interp", "translate")]
+    return run(progs[0]), run(progs[1])
+
+
+# ---------------------------------------------------------------- the differential corpus
+
+CORPUS = __import__("pathlib").Path(__file__).resolve().parents[2] / "corpus" / "diff"
+
+
+def corpus_settings() -> dict[str, Any]:
+    import json
+
+    settings: dict[str, Any] = json.loads((CORPUS / "seeds.json").read_text())
+    return settings
+
+
+def corpus_programs() -> list[tuple[str, dict[str, Any]]]:
+    """Every saved program (name, {funcs, rodata, data (hex), bss, slice_insns})."""
+    import json
+
+    return [(p.stem, json.loads(p.read_text())) for p in sorted(CORPUS.glob("*.json")) if p.name != "seeds.json"]
+
+
+def save_failure(name: str, funcs: Sequence[tuple[str, str]], *, rodata: bytes, data: bytes, bss: int,
+                 slice_insns: int) -> None:
+    """Save a failing program to the corpus, so every later run replays it (vm.md §9.2)."""
+    import json
+
+    entry = {"funcs": [list(f) for f in funcs], "rodata": rodata.hex(), "data": data.hex(), "bss": bss,
+             "slice_insns": slice_insns}
+    (CORPUS / f"{name}.json").write_text(json.dumps(entry, indent=1))
+
+
+def replay(entry: dict[str, Any]) -> tuple[Outcome, Outcome]:
+    return diff_elf([tuple(f) for f in entry["funcs"]], rodata=bytes.fromhex(entry["rodata"]),  # type: ignore[misc]
+                    data=bytes.fromhex(entry["data"]), bss=entry["bss"], slice_insns=entry["slice_insns"])
+
+
+def diff_seed(seed: int, settings: dict[str, Any]) -> tuple[Outcome, Outcome, str | None]:
+    """Run generated program ``seed`` in both engines; on disagreement save it and return a reason."""
+    from vmexec_progen import generate
+
+    prog = generate(seed)
+    slice_insns = settings["small_slice"] if seed % settings["small_slice_every"] == 0 else 16384
+    kw = {"rodata": prog.rodata, "data": prog.data, "bss": prog.bss, "slice_insns": slice_insns}
+    try:
+        a, b = diff_elf(prog.funcs, **kw)
+    except Exception as exc:  # a crash is a failure to save as much as a disagreement
+        save_failure(f"seed-{seed}", prog.funcs, **kw)
+        return Outcome(), Outcome(), f"seed {seed}: {type(exc).__name__}: {exc}"
+    if a.comparable() != b.comparable():
+        save_failure(f"seed-{seed}", prog.funcs, **kw)
+        return a, b, f"seed {seed}: interp r0={a.r0} fault={a.fault} / translate r0={b.r0} fault={b.fault}"
+    return a, b, None
