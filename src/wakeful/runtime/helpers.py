@@ -206,10 +206,14 @@ class GuestContext:
         self._view[index:index + len(data)] = data
 
     def _new(self, box: Json) -> int:
-        """Allocate a JSON handle, charging the nodes copied when it succeeds (vm.md §6.3)."""
+        """Allocate a JSON handle, charging the nodes copied when it succeeds (vm.md §6.3).
+
+        The charge is capped at 4,096 (an event envelope may hold 3 more nodes) so that no call exceeds
+        the helper's maximum charge in ``vm.guest.HELPER_MAX_CHARGE``.
+        """
         handle = self.table.add(box)
         if handle > 0:
-            self.debt += box.nodes
+            self.debt += min(box.nodes, MAX_NODES)
         return handle
 
     # ------------------------------------------------------------ §9.1 time
@@ -350,18 +354,18 @@ class GuestContext:
 
     # ------------------------------------------------------------ §9.5 building JSON
 
-    # sdk.md §9.5: {} / [] / null, SF_LIMIT when the table is full
+    # sdk.md §9.5: {} / [] / null, SF_LIMIT when the table is full; constants cost 8 (nothing copied)
     def sf_json_object(self) -> int:
         self.debt += 8
-        return self._new(_EMPTY_OBJECT)
+        return self.table.add(_EMPTY_OBJECT)
 
     def sf_json_array(self) -> int:
         self.debt += 8
-        return self._new(_EMPTY_ARRAY)
+        return self.table.add(_EMPTY_ARRAY)
 
     def sf_json_null(self) -> int:
         self.debt += 8
-        return self._new(_NULL)
+        return self.table.add(_NULL)
 
     # sdk.md §9.5: text → fault; encoded string (quotes, escapes) > 16384 → SF_LIMIT
     def sf_json_string_raw(self, value: int, length: int) -> int:
@@ -376,12 +380,12 @@ class GuestContext:
     def sf_json_number(self, value: int) -> int:
         self.debt += 8
         number = value - (1 << 64) if value >= _SIGN else value
-        return self._new(Json(number, len(str(number)), 1, 0))
+        return self.table.add(Json(number, len(str(number)), 1, 0))
 
     # sdk.md §9.5: true if non-zero
     def sf_json_boolean(self, value: int) -> int:
         self.debt += 8
-        return self._new(_TRUE if value else _FALSE)
+        return self.table.add(_TRUE if value else _FALSE)
 
     # sdk.md §9.5: key → fault; bad handles → SF_INVALID; result over limits → SF_LIMIT, object unchanged
     def sf_json_set_raw(self, obj: int, key: int, length: int, value: int) -> int:
@@ -418,7 +422,7 @@ class GuestContext:
             return SF_INVALID
         handle = self.table.add(jsonval.encode(box.value))
         if handle > 0:
-            self.debt += box.nodes
+            self.debt += min(box.nodes, MAX_NODES)
         return handle
 
     # ------------------------------------------------------------ §9.6 bytes

@@ -289,3 +289,40 @@ def test_close_releases_handles_and_memory() -> None:
     assert space.live_bytes == 100 and ctx.handle_bytes == 100 and ctx.handle_count == 1
     ctx.close()
     assert space.live_bytes == 0 and space.live_handles == 0 and len(ctx.mem) == 0
+
+
+# vm.md §6.3 / vm/guest.py: no call may charge more than the helper's maximum (plain-function bounds)
+def test_worst_case_charges_stay_within_helper_max_charge() -> None:
+    from wakeful.vm.guest import HELPER_MAX_CHARGE
+
+    ctx = make(config=list(range(4095)))
+    wide = jsonval.dumps(list(range(4095))).encode()
+    text = put(ctx, W, wide)
+    big = ctx.sf_json_parse(text, len(wide))
+    env = ctx.event_to_handle(jsonval.from_python({"event_id": "e", "topic": "t", "payload": list(range(4095))},
+                                                  limits=False))
+    key = put(ctx, W + 16384, b"k" * 16384)
+    s = ctx.sf_json_string_raw(W + 16384, 16382)
+    obj = ctx.sf_json_object()
+    arr = ctx.sf_json_array()
+    calls: list[tuple[str, tuple[int, ...]]] = [
+        ("sf_now_mono_ms", ()), ("sf_now_unix_ms", ()), ("sf_config", ()), ("sf_json_object", ()),
+        ("sf_json_array", ()), ("sf_json_null", ()), ("sf_json_kind", (big,)), ("sf_json_bool", (big,)),
+        ("sf_json_number", (5,)), ("sf_json_boolean", (1,)), ("sf_json_dump", (env,)), ("sf_json_dump", (big,)),
+        ("sf_bytes_len", (s,)), ("sf_log_raw", (key, 1024)), ("sf_json_parse", (text, len(wide))),
+        ("sf_json_at", (big, 5)), ("sf_json_i64", (ctx.sf_json_number(1), W)),
+        ("sf_json_string_raw", (W + 16384, 16382)), ("sf_json_push", (big, big)), ("sf_json_push", (arr, big)),
+        ("sf_bytes", (W, 16384)), ("sf_json_get_raw", (env, put(ctx, W + 100, b"payload"), 7)),
+        ("sf_json_read_string", (s, W, 16384)), ("memcpy", (W, W + 16384, 16384)),
+        ("memmove", (W, W + 1, 16384)), ("memset", (W, 0, 16384)), ("memcmp", (W, W + 16384, 16384)),
+        ("sf_json_set_raw", (obj, key, 16384, big)), ("sf_json_set_raw", (big, key, 16384, big)),
+        ("sf_bytes_read", (ctx.sf_bytes(W, 16384), 0, W + 16384, 16384)),
+        ("sf_json_string_equals_raw", (obj, key, 16384, W + 16384, 16384)), ("sf_drop", (arr,)),
+    ]
+    seen = set()
+    for name, args in calls:
+        ctx.debt = 0
+        ctx.helper(name)(*args)
+        assert 8 <= ctx.debt <= HELPER_MAX_CHARGE[name], (name, ctx.debt)
+        seen.add(name)
+    assert seen == set(SYNC_HELPERS)
