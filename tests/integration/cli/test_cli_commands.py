@@ -410,4 +410,6 @@ def test_run_quiet_prints_only_the_final_line(home: Path, tmp_path: Path) -> Non
     src = write(tmp_path, "ok.c", EXIT_WITH.format(code=0))
     proc = wakeful(home, "--quiet", "run", str(src))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "exited with exit code 0" in proc.stdout
+    assert (
+        proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "exited with exit code 0" in proc.stdout
+    )
