@@ -99,6 +99,10 @@ FAULTS = [
     (27, "HELPER_SIZE", "memmove", "length 16385"),
     (28, "HELPER_OVERLAP", "memcpy", "overlapping"),
     (29, PTR, "sf_json_read_string", "length 3"),
+    (30, TEXT, "sf_host_call_raw", "capability is not valid UTF-8"),
+    (31, TEXT, "sf_host_call_raw", "capability is not valid UTF-8"),
+    (32, PTR, "sf_host_call_raw", r"^sf_host_call_raw: invalid pointer 0xffff length 4$"),
+    (33, TEXT, "sf_json_string_raw", "string is longer than 16384 bytes"),
 ]
 
 

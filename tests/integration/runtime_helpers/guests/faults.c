@@ -81,6 +81,10 @@ SF_MAIN sf_i64 main(void) {
     case 27: return (sf_i64)memmove(buf, buf + 1, 16385);
     case 28: return (sf_i64)memcpy(buf, buf, 1);
     case 29: return sf_json_read_string(str, (char *)(end - 2), 3);
+    case 30: return sf_host_call_raw(overlong, 2, obj, 1000);
+    case 31: return sf_host_call_raw(truncated, 4, obj, 1000);
+    case 32: return sf_host_call_raw((const char *)0xffff, 4, obj, 1000);
+    case 33: return sf_json_string_raw(buf, 16385); /* text longer than 16,384 bytes */
     }
     return -100;
 }
