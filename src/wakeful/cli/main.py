@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         out = Out(json="--json" in (argv if argv is not None else sys.argv))
         out.error(exc)
         return _exit(exit_code_for(exc))
+    except BrokenPipeError:  # stdout closed by the reader (`wakeful … | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return _exit(EXIT_FAILED)
