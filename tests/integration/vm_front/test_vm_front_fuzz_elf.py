@@ -1,0 +1,216 @@
+"""S8 (vm.md §9, §9.2): any byte string given as an ELF yields a program or ``InvalidObject``, never another
+exception. 10,000+ seeded mutations of clang-built objects per run; failures are saved to a replayed corpus."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from wakeful.errors import InvalidObject
+from wakeful.vm import asm, loader
+from wakeful.vm import elf as elfmod
+
+Compile = Callable[..., bytes]
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "elf"
+SEED = int(os.environ.get("WAKEFUL_FUZZ_ELF_SEED", "0x5EEDE1F"), 0)  # fixed; override to explore
+MUTATIONS = int(os.environ.get("WAKEFUL_FUZZ_ELF_COUNT", "10240"))  # >= 10,000 per CI run, more on demand
+
+SOURCES = [
+    r"""
+extern long sf_log_raw(const char *p, unsigned long n);
+static const char *names[] = {"alpha", "beta", "gamma"};
+int counter; long table[4] = {1, 2, 3, 4};
+__attribute__((noinline)) static long walk(long x) { return names[x & 1][0] + counter; }
+__attribute__((noinline)) long visit(long x) { char b[32]; for (int i = 0; i < 32; i++) b[i] = x + i;
+    sf_log_raw(b, 32); return walk(x); }
+__attribute__((section("spinfoam.main"))) long main(void) { counter++; sf_log_raw("hi", 2);
+    return visit(table[counter & 3]); }
+""",
+    r"""
+extern long sf_now_mono_ms(void); extern long sf_sleep_ms(long);
+unsigned long hits;
+__attribute__((section("spinfoam.main"))) long main(void) {
+    unsigned int acc = 0;
+    for (int i = 0; i < 50; i++) { acc = acc * 31u + i; __sync_fetch_and_add(&hits, 1);
+        if ((acc & 7) == 3) sf_sleep_ms(sf_now_mono_ms() & 3); }
+    return (signed char)acc / 3 + __sync_val_compare_and_swap(&hits, 50, 5); }
+""",
+]
+
+
+def _asm_seed() -> bytes:
+    return asm.elf(
+        [asm.Func("main", "r1 = rodata + 2 ll\nr2 = data ll\ncall sf_log_raw\ncall f\nexit"),
+         asm.Func("f", "r1 = r10\nr1 += -16\n*(u64 *)(r1 + 0) = 1\nr0 = 0\nexit")],
+        rodata=b"hello\0world\0", data=bytes(16), bss=8,
+        extra_relocs=[(".data", asm.Reloc(0, 2, ".rodata")), (".data", asm.Reloc(8, 3, ".rodata"))],
+    )
+
+
+# ---------------------------------------------------------------- mutators
+
+
+def _sections(data: bytes) -> tuple[int, int]:
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shnum = struct.unpack_from("<H", data, 0x3C)[0]
+    return shoff, shnum
+
+
+def _entries(data: bytes, sh_type: int, entsize: int) -> list[int]:
+    """File offsets of every entry of every section of ``sh_type``."""
+    shoff, shnum = _sections(data)
+    out = []
+    for i in range(shnum):
+        _n, typ, _f, _a, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * 64)
+        if typ == sh_type and off + size <= len(data):
+            out.extend(range(off, off + size - entsize + 1, entsize))
+    return out
+
+
+INTERESTING = [0, 1, 2, 3, 7, 8, 9, 15, 16, 24, 63, 64, 127, 128, 255, 256, 4095, 4096, 0x7FFF, 0xFFFF,
+               0xFFF1, 0xFFF2, 0xFF00, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+
+
+def _value(rng: random.Random, old: int, bits: int) -> int:
+    choice = rng.random()
+    if choice < 0.5:
+        v = rng.choice(INTERESTING)
+    elif choice < 0.8:
+        v = old + rng.choice([-16, -8, -1, 1, 8, 16, 4096])
+    else:
+        v = rng.getrandbits(bits)
+    return v % (1 << bits)
+
+
+def flip_bytes(rng: random.Random, data: bytearray) -> None:
+    for _ in range(rng.randint(1, 8)):
+        i = rng.randrange(len(data))
+        data[i] = rng.getrandbits(8) if rng.random() < 0.5 else data[i] ^ (1 << rng.randrange(8))
+
+
+def truncate(rng: random.Random, data: bytearray) -> None:
+    del data[rng.randrange(len(data)):]
+
+
+def section_field(rng: random.Random, data: bytearray) -> None:
+    shoff, shnum = _sections(data)
+    fields = [(0, "I"), (4, "I"), (8, "Q"), (24, "Q"), (32, "Q"), (40, "I"), (44, "I"), (48, "Q"), (56, "Q")]
+    off, fmt = rng.choice(fields)
+    at = shoff + rng.randrange(shnum) * 64 + off
+    old = struct.unpack_from("<" + fmt, data, at)[0]
+    struct.pack_into("<" + fmt, data, at, _value(rng, old, 32 if fmt == "I" else 64))
+
+
+def header_field(rng: random.Random, data: bytearray) -> None:
+    fields = [(0x10, "H"), (0x12, "H"), (0x14, "I"), (0x28, "Q"), (0x34, "H"), (0x3A, "H"), (0x3C, "H"), (0x3E, "H")]
+    at, fmt = rng.choice(fields)
+    old = struct.unpack_from("<" + fmt, data, at)[0]
+    struct.pack_into("<" + fmt, data, at, _value(rng, old, {"H": 16, "I": 32, "Q": 64}[fmt]))
+
+
+def relocation(rng: random.Random, data: bytearray) -> None:
+    entries = _entries(data, 9, 16)
+    if not entries:
+        return flip_bytes(rng, data)
+    at = rng.choice(entries)
+    r_offset, info = struct.unpack_from("<QQ", data, at)
+    part = rng.randrange(3)
+    if part == 0:
+        r_offset = _value(rng, r_offset, 64)
+    elif part == 1:
+        info = (_value(rng, info >> 32, 32) << 32) | (info & 0xFFFFFFFF)
+    else:
+        info = (info & ~0xFFFFFFFF) | _value(rng, info & 0xFFFFFFFF, 32)
+    struct.pack_into("<QQ", data, at, r_offset, info)
+
+
+def symbol(rng: random.Random, data: bytearray) -> None:
+    entries = _entries(data, 2, 24)
+    if not entries:
+        return flip_bytes(rng, data)
+    at = rng.choice(entries)
+    off, fmt = rng.choice([(0, "I"), (4, "B"), (6, "H"), (8, "Q"), (16, "Q")])
+    old = struct.unpack_from("<" + fmt, data, at + off)[0]
+    struct.pack_into("<" + fmt, data, at + off, _value(rng, old, {"B": 8, "H": 16, "I": 32, "Q": 64}[fmt]))
+
+
+def instruction(rng: random.Random, data: bytearray) -> None:
+    obj = elfmod.parse(bytes(data))
+    codes = obj.of_kind(elfmod.CODE)
+    sec = rng.choice(codes)
+    at = sec.offset + rng.randrange(sec.size // 8) * 8 + rng.choice([0, 1, 2, 4, 5, 6, 7])
+    data[at] = rng.getrandbits(8)
+
+
+MUTATORS = [flip_bytes, truncate, section_field, header_field, relocation, symbol, instruction, instruction]
+
+
+# ---------------------------------------------------------------- the property
+
+
+def _outcome(data: bytes, cache: loader.VerifyCache | None) -> str:
+    """"loaded" or "refused" if the loader behaved (a result or InvalidObject), else the escape."""
+    try:
+        loader.prepare(data, cache=cache)
+    except InvalidObject:
+        return "refused"
+    except Exception as exc:  # noqa: BLE001 - the property under test: nothing else may escape
+        return f"{type(exc).__name__}: {exc}"
+    return "loaded"
+
+
+def _save(data: bytes) -> Path:
+    CORPUS.mkdir(parents=True, exist_ok=True)
+    path = CORPUS / f"crash-{hashlib.sha256(data).hexdigest()[:16]}.elf"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def seeds(compile_c: Compile) -> list[bytes]:
+    return [compile_c(src) for src in SOURCES] + [_asm_seed()]
+
+
+def test_seeds_load(seeds: list[bytes]) -> None:
+    for seed in seeds:
+        loader.prepare(seed, cache=None)
+
+
+def test_mutated_elfs_never_escape(seeds: list[bytes]) -> None:
+    rng = random.Random(SEED)
+    cache = loader.VerifyCache(capacity=64)
+    failures: list[str] = []
+    outcomes = {"loaded": 0, "refused": 0}
+    for n in range(MUTATIONS):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            if len(data) < 64:
+                break
+            try:
+                rng.choice(MUTATORS)(rng, data)
+            except Exception:  # noqa: BLE001
+                flip_bytes(rng, data)  # a mutator could not parse an already-broken object
+        blob = bytes(data)
+        outcome = _outcome(blob, cache if n % 2 else None)
+        if outcome in outcomes:
+            outcomes[outcome] += 1
+        else:
+            failures.append(f"{_save(blob).name}: {outcome}")
+    assert not failures, "\n".join(failures[:20])
+    # the mutations must exercise both outcomes, or the fuzzer is not testing much
+    assert outcomes["loaded"] > 200 and outcomes["refused"] > 2000, outcomes
+
+
+def test_corpus_replays() -> None:
+    files = sorted(CORPUS.glob("*.elf"))
+    assert files, "the corpus holds at least the checked-in seeds"
+    outcomes = {p.name: _outcome(p.read_bytes(), None) for p in files}
+    problems = [f"{name}: {msg}" for name, msg in outcomes.items() if msg not in ("loaded", "refused")]
+    assert not problems, "\n".join(problems)
