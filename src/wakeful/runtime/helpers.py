@@ -84,11 +84,6 @@ def clamp_ms(milliseconds: int) -> int:
     return milliseconds if milliseconds < MAX_DURATION_MS else MAX_DURATION_MS
 
 
-def _charge(length: int) -> int:
-    """vm.md §6.3: 1 unit per 16 bytes of a region, rounded up."""
-    return (length + 15) >> 4
-
-
 @dataclass(frozen=True, slots=True)
 class HostCallRequest:
     """A validated ``sf_host_call_raw`` (sdk.md §9.3 step 5): what the scheduler sends to the host."""
@@ -174,6 +169,7 @@ class GuestContext:
 
     # ------------------------------------------------------------ regions (vm.md §5, §8)
 
+    # vm.md §5: readable = [BASE, END); vm.md §6.3: 1 unit per 16 bytes of a region, rounded up
     def _read(self, ptr: int, length: int, helper: str) -> int:
         """Index of a readable region ``[ptr, ptr+length)``; charges it; faults HELPER_POINTER."""
         if ptr < BASE or ptr > self._end or length > self._end - ptr:
@@ -181,6 +177,7 @@ class GuestContext:
         self.debt += (length + 15) >> 4
         return ptr - BASE
 
+    # vm.md §5: writable = [BASE+W, END)
     def _write(self, ptr: int, length: int, helper: str) -> int:
         """Index of a writable region ``[ptr, ptr+length)``; charges it; faults HELPER_POINTER."""
         if ptr < self._wstart or ptr > self._end or length > self._end - ptr:
