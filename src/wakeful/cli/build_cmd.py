@@ -17,6 +17,7 @@ from wakeful.cli.program import (
     bundle_from_paths,
     compile_bundle,
     print_diagnostics,
+    print_failure,
 )
 from wakeful.errors import InvalidObject, WakefulError
 
@@ -79,15 +80,10 @@ def _print_success(out: Out, result: Any, output: Path | None) -> None:
 
 
 def _print_failure(out: Out, result: Any) -> int:
-    record = build_failed_record(result)
     if out.json:
-        out.document(record)
-        return EXIT_FAILED
-    print_diagnostics(out, result)
-    error = (record["error"] or "").rstrip()
-    if error and error not in record["diagnostics"]:
-        out.err.print(escape(error))
-    out.err.print(f"[bold red]build failed[/] ({escape(str(record['failure']))})")
+        out.document(build_failed_record(result))
+    else:
+        print_failure(out, result)
     return EXIT_FAILED
 
 

@@ -106,12 +106,16 @@ def _build_one(out: Out, path: Path) -> bytes:
 
 
 def _report_build_failure(out: Out, result: Any) -> None:
-    record = build_failed_record(result)
     if out.json:
-        out.line({"type": "final", **record})
+        out.line({"type": "final", **build_failed_record(result)})
         return
-    print_diagnostics(out, result)
-    error = (record["error"] or "").rstrip()
-    if error and error not in (record["diagnostics"] or ""):
-        out.err.print(escape(error))
+    print_failure(out, result)
+
+
+def print_failure(out: Out, result: Any) -> None:
+    """A failed build for people: the error text (diagnostics plus `wakeful:` explanations), then the cause."""
+    record = build_failed_record(result)
+    text = (record["error"] or record["diagnostics"] or "").rstrip()
+    if text:
+        out.err.print(escape(text))
     out.err.print(f"[bold red]build failed[/] ({escape(str(record['failure']))})")
