@@ -413,3 +413,15 @@ def test_run_quiet_prints_only_the_final_line(home: Path, tmp_path: Path) -> Non
     assert (
         proc.stdout.strip().splitlines() == [proc.stdout.strip()] and "exited with exit code 0" in proc.stdout
     )
+
+
+def test_build_failure_shows_the_explanation_once(home: Path, tmp_path: Path) -> None:
+    src = write(
+        tmp_path,
+        "float.c",
+        "#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return (sf_i64)(sf_now_mono_ms() * 1.5); }\n",
+    )
+    proc = wakeful(home, "build", str(src))
+    assert proc.returncode == 1
+    assert proc.stderr.count("wakeful: floating point is not available") == 1
+    assert proc.stderr.rstrip().endswith("build failed (compiler_error)")
