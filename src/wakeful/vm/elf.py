@@ -93,8 +93,10 @@ class ElfObject:
 
     def sym_name(self, index: int) -> str:
         """Name of symbol ``index`` (validated at parse time)."""
-        assert self.strtab is not None
-        start = self.strtab.offset + self.symbols[index].name_off
+        name_off = self.symbols[index].name_off
+        if not name_off or self.strtab is None:
+            return ""
+        start = self.strtab.offset + name_off
         return self.data[start:self.data.index(b"\0", start)].decode()
 
     def of_kind(self, *kinds: str) -> list[Sec]:

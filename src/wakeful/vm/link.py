@@ -207,7 +207,7 @@ def _spans(
 def _function_names(obj: ElfObject, bases: dict[int, int]) -> dict[int, str]:
     names: dict[int, str] = {}
     for sym in obj.symbols:
-        if sym.type == STT_FUNC and sym.shndx in bases:
+        if sym.type == STT_FUNC and sym.shndx in bases and sym.name_off:
             names.setdefault(bases[sym.shndx] + sym.value // 8, obj.sym_name(sym.num))
     return names
 
@@ -305,7 +305,8 @@ def _data_symbol_problem(obj: ElfObject, sym_index: int, placement: Placement) -
     if obj.sections[sym.shndx].kind == CODE:
         return f"function pointers are not supported ({_sym_label(obj, sym_index)})"
     if sym.shndx not in placement.addr:
-        return f"symbol {_sym_label(obj, sym_index)} is in {obj.sections[sym.shndx].name}, which is not loaded"
+        where = f"section {sym.shndx} ({obj.sections[sym.shndx].name})"
+        return f"symbol {_sym_label(obj, sym_index)} is in {where}, which is not loaded"
     return None
 
 
@@ -313,7 +314,7 @@ def _sym_label(obj: ElfObject, index: int) -> str:
     sym = obj.symbols[index]
     if sym.name_off:
         return obj.sym_name(index)
-    if 0 < sym.shndx < len(obj.sections):
+    if 0 < sym.shndx < len(obj.sections) and obj.sections[sym.shndx].name:
         return obj.sections[sym.shndx].name
     return f"#{index}"
 

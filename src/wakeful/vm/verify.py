@@ -206,8 +206,7 @@ def _check_jmp(linked: Linked, slot: int, insn: Insn) -> int | None:
 # vm.md §4 JUMP: every target inside the same function, never on an LD_IMM64 second slot
 def _check_target(linked: Linked, f: Span, slot: int, target: int) -> None:
     if not f.start <= target < f.end:
-        fail(linked, "JUMP", slot,
-             f"target outside function {f.name} [0, {f.end - f.start}) (pc {target - f.start})")
+        fail(linked, "JUMP", slot, f"target outside function {f.name} [0, {f.end - f.start})")
     if linked.second[target]:
         fail(linked, "JUMP", slot, "target is the second slot of an LD_IMM64")
 

@@ -99,16 +99,13 @@ def test_long_names() -> None:
 
 
 def test_string_table_without_terminator() -> None:
-    data = plain()
-    b = asm.builder([Func("main", MAIN)])
-    built = b.build()
-    assert built == data
-    # shrink .shstrtab so its last name loses its NUL
     import io
 
     from elftools.elf.elffile import ELFFile
 
+    data = plain()
     sh = ELFFile(io.BytesIO(data)).get_section_by_name(".shstrtab")
+    # shrink .shstrtab so its last name (".shstrtab" itself) loses its NUL
     refused(asm.patch_shdr(data, ".shstrtab", sh_size=sh["sh_size"] - 1), "ELF_STRTAB")
 
 
@@ -334,7 +331,7 @@ def test_undefined_data_symbol() -> None:
 def test_data_symbol_in_ignored_section() -> None:
     e = refused(asm.elf([Func("main", "r1 = .BTF ll\nexit")], extra_sections=[Section(".BTF", 1, 0, bytes(8))]),
                 "RELOC_SYMBOL")
-    assert e.reason.startswith("main+0 'r1 = 0x0 ll': symbol .BTF is in .BTF, which is not loaded")
+    assert e.reason.startswith("main+0 'r1 = 0x0 ll': symbol .BTF is in section 2 (.BTF), which is not loaded")
 
 
 def test_misaligned_relocation_offset() -> None:
@@ -446,3 +443,16 @@ def test_abs64_negative_addend_wraps_inside_section() -> None:
     r = p.layout.rodata_bytes
     assert struct.unpack_from("<Q", p.layout.image, r + 8)[0] == BASE + r
     refused(plain(data=data, extra_relocs=[(".data", Reloc(8, 2, ".data"))]), "RELOC_SYMBOL", "outside")
+
+
+def test_call_against_the_null_symbol() -> None:
+    code, _ = asm.assemble(".raw 0x85 0 1 0 -1\nexit")
+    e = refused(asm.elf([Func("main", code, relocs=[Reloc(0, 10, 0)])]), "UNKNOWN_HELPER")
+    assert "unknown helper ''" in e.reason
+
+
+def test_nameless_function_symbol_gets_a_section_name() -> None:
+    b = asm.builder([Func("main", MAIN), Func("f", "r0 = 1\nexit")])
+    b.symbols[1].name = ""
+    p = ok(b.build())
+    assert [f.name for f in p.code.functions] == ["main", ".text+0"]

@@ -30,7 +30,7 @@ def main(text: str) -> Func:
 def test_message_names_function_pc_instruction_and_reason() -> None:
     body = "\n".join(["r1 = 0"] * 14) + "\nif r1 > 0x40 goto +40\n" + "\n".join(["r0 = 0"] * 15) + "\nexit"
     reason = refused("JUMP", main(body))
-    assert reason == "main+14 'if r1 > 0x40 goto +40': target outside function main [0, 31) (pc 55)"
+    assert reason == "main+14 'if r1 > 0x40 goto +40': target outside function main [0, 31)"
 
 
 # -- INSN_COUNT --
