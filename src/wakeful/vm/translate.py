@@ -391,6 +391,7 @@ class _Source:
 
 
 PREEMPT_YIELD = "_, fuel = yield ('preempt', fuel, ())"
+RUN = 4  # fan-out of the range guards over a function's blocks
 
 
 class _FunctionEmitter:
@@ -456,9 +457,27 @@ class _FunctionEmitter:
         if self.restart:
             self.out.add(3, "while True:")
             depth = 4
-        for i, b in enumerate(self.blocks):
-            nxt = self.blocks[i + 1].start if i + 1 < len(self.blocks) else None
-            self._block(b, nxt, depth)
+        self._sequence(self.blocks, depth)
+
+    def _next(self, b: Block) -> int | None:
+        i = self.order[b.start] + 1
+        return self.blocks[i].start if i < len(self.blocks) else None
+
+    def _sequence(self, blocks: list[Block], depth: int) -> None:
+        """Blocks in order; runs of them sit under ``if L <= last:`` so a jump passes a run with one
+        comparison (L never points behind the current position: every jump sets it)."""
+        if len(blocks) <= RUN:
+            for b in blocks:
+                self._block(b, self._next(b), depth)
+            return
+        size = -(-len(blocks) // RUN)
+        for k in range(0, len(blocks), size):
+            chunk = blocks[k : k + size]
+            if len(chunk) > 1 and chunk[0].start in self.guarded:
+                self.out.add(depth, f"if L <= {chunk[-1].start}:")
+                self._sequence(chunk, depth + 1)
+            else:
+                self._sequence(chunk, depth)
 
     def _block(self, b: Block, nxt: int | None, depth: int) -> None:
         if b.start in self.guarded:
@@ -495,13 +514,14 @@ class _FunctionEmitter:
         self.out.add(depth, "if fuel <= 0:", slot)
         self.out.add(depth + 1, PREEMPT_YIELD, slot)
 
-    def _set(self, target: int) -> str | None:
-        return f"L = {target}" if target in self.guarded else None
+    def _set(self, target: int, jump: bool = True) -> str | None:
+        """``L = target`` for every jump (range guards rely on it) and for falls into a guarded block."""
+        return f"L = {target}" if self.guarded and (jump or target in self.guarded) else None
 
     def _terminator(self, b: Block, nxt: int | None, depth: int, u: int) -> None:
         term, out = b.term, self.out
         if term is None:
-            if nxt is not None and (line := self._set(nxt)):
+            if nxt is not None and (line := self._set(nxt, jump=False)):
                 out.add(depth, line)
             return
         slot = b.slots[-1]
@@ -518,15 +538,14 @@ class _FunctionEmitter:
         if target <= b.start:
             out.add(depth, f"if {cond}:" + self._comment(slot), slot)
             self._goto(target, b, depth + 1, u, slot)
-            if fall is not None and (line := self._set(fall)):
+            if fall is not None and (line := self._set(fall, jump=False)):
                 out.add(depth, line, slot)
             return
         if fall is None:
             if line := self._set(target):
                 out.add(depth, line, slot)
             return
-        if target in self.guarded or fall in self.guarded:
-            out.add(depth, f"L = {target} if {cond} else {fall}" + self._comment(slot), slot)
+        out.add(depth, f"L = {target} if {cond} else {fall}" + self._comment(slot), slot)
 
     def _goto(self, target: int, b: Block, depth: int, u: int, slot: int) -> None:
         if target > b.start:
@@ -552,7 +571,7 @@ class _FunctionEmitter:
             self.out.add(depth + 1, f"if not ({_condition(term, slot)}):" + self._comment(slot), slot)
             self.out.add(depth + 2, "break", slot)
         self._charge(depth + 1, str(u), slot)
-        if nxt is not None and term.op & 0xF0 != isa.JA and (line := self._set(nxt)):
+        if nxt is not None and term.op & 0xF0 != isa.JA and (line := self._set(nxt, jump=False)):
             self.out.add(depth, line, slot)
 
     # -- calls (vm.md §6.1, §6.2) --

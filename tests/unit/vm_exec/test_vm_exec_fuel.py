@@ -95,8 +95,10 @@ def call_bomb(levels: int = 8, calls: int = 500) -> list[tuple[str, str]]:
 def test_call_bomb_is_preempted_and_stoppable(engine: str) -> None:
     program = build(call_bomb(), engine=engine, slice_insns=16384, max_elf_bytes=1 << 20)
     inst = program.instantiate(Env())
+    send = None
     for _ in range(3):
-        kind, fuel, _ = inst.gen.send(None if _ == 0 else (0, 16384 + fuel))
+        kind, fuel, _ = inst.gen.send(send)
+        send = (0, 16384 + fuel)
         assert kind == PREEMPT and fuel <= 0
         # at most one slice plus one plain call's cost (≤ 4,096, vm.md §6.1) of overshoot
         assert fuel > -4096
