@@ -12,7 +12,7 @@ from wakeful.vm import isa
 from wakeful.vm.isa import MASK32, MASK64, Insn
 
 if TYPE_CHECKING:
-    from wakeful.vm.linked import LinkedCode
+    from wakeful.vm.linked import LinkedCode, VerifyReport
 
 __all__ = [
     "ALU_OPS",
@@ -20,6 +20,7 @@ __all__ = [
     "disasm_bytes",
     "disasm_function",
     "disasm_insn",
+    "dump",
     "raw",
 ]
 
@@ -325,3 +326,23 @@ def disasm_function(code: LinkedCode, index: int) -> list[str]:
         out.append(disasm_insn(insn, helpers=code.helpers, functions=names, pc=slot - func.start))
         slot += 2 if insn.op == isa.OP_LDDW else 1
     return out
+
+
+def dump(code: LinkedCode, report: VerifyReport | None = None) -> str:
+    """A readable listing for ``wakeful vm dump``: the report's summary, then each function with pcs."""
+    out: list[str] = []
+    if report is not None:
+        out += [
+            f"sha256 {report.sha256}  ({report.elf_bytes} bytes)",
+            f"entry {report.entry}, {report.instructions} instructions, stack {report.stack_bytes} bytes",
+            f"call chain {' → '.join(report.call_chain)}",
+            f"helpers {', '.join(report.helpers) or '-'}",
+            "image " + ", ".join(f"{k} {v}" for k, v in report.image.items()),
+        ]
+    for index, func in enumerate(code.functions):
+        out.append(f"{func.name} ({func.section}, {func.end - func.start} slots, frame {func.frame_bytes} bytes):")
+        slot = func.start
+        for line in disasm_function(code, index):
+            out.append(f"{slot - func.start:6d}: {line}")
+            slot += 2 if code.insns[slot].op == isa.OP_LDDW else 1
+    return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wakeful.vm import asm, isa, loader
-from wakeful.vm.disasm import disasm_bytes, disasm_function, disasm_insn
+from wakeful.vm.disasm import disasm_bytes, disasm_function, disasm_insn, dump
 from wakeful.vm.isa import Insn
 
 # the table of vm.md §4.2, built from encodings (not from the assembler)
@@ -66,3 +66,14 @@ def test_raw_bytes_variant_handles_truncated_ldimm64() -> None:
     code = isa.encode(0x18, 1, 0, 0, 5)
     assert disasm_bytes(code) == [".raw 0x18 1 0 0 5"]
     assert disasm_bytes(code + b"\x95" + bytes(7) + b"xyz") == [".raw 0x18 1 0 0 5", "exit"]
+
+
+def test_dump_lists_report_and_every_function_with_pcs() -> None:
+    data = asm.elf([asm.Func("main", "r1 = rodata + 1 ll\ncall walk\nexit"),
+                    asm.Func("walk", "*(u64 *)(r10 - 8) = 0\ncall sf_yield\nexit")], rodata=b"xy")
+    p = loader.prepare(data, cache=None)
+    text = dump(p.code, p.report)
+    assert "entry main, 7 instructions, stack 8 bytes" in text
+    assert "call chain main → walk" in text and "helpers sf_yield" in text
+    assert "main (spinfoam.main, 4 slots, frame 0 bytes):\n     0: r1 = 0x10001 ll\n     2: call walk\n     3: exit" in text
+    assert "walk (.text, 3 slots, frame 8 bytes):\n     0: *(u64 *)(r10 - 8) = 0\n     1: call sf_yield" in text
