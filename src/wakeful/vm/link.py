@@ -67,7 +67,7 @@ class Linked:
         if call is not None:
             name = call[1] if call[0] else self.funcs[int(call[1])].name
             return f"call {name}"
-        if slot in self.consts:
+        if slot in self.consts and not insn.src and not insn.off:
             return f"r{insn.dst} = {self.consts[slot]:#x} ll"
         return disasm_insn(insn)
 

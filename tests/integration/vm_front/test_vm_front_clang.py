@@ -14,6 +14,7 @@ from wakeful.vm import elf as elfmod
 from wakeful.vm import loader
 
 Compile = Callable[..., bytes]
+pytestmark = pytest.mark.integration
 
 DECLS = """
 extern long sf_log_raw(const char *p, unsigned long n);

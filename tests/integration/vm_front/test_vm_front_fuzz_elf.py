@@ -17,6 +17,7 @@ from wakeful.vm import asm, loader
 from wakeful.vm import elf as elfmod
 
 Compile = Callable[..., bytes]
+pytestmark = pytest.mark.integration
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "elf"
 SEED = int(os.environ.get("WAKEFUL_FUZZ_ELF_SEED", "0x5EEDE1F"), 0)  # fixed; override to explore

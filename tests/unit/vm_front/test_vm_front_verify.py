@@ -123,10 +123,12 @@ def test_reading_r10_and_cmpxchg_with_r10_source_are_fine() -> None:
 
 
 def test_ldimm64_rules() -> None:
-    assert "pseudo source 1" in refused("LDIMM64", main("r0 = 0\n.raw 0x18 1 1 0 5\n.raw 0 0 0 0 0\nexit"))
-    assert "second slot" in refused("LDIMM64", main(".raw 0x18 1 0 0 5\n.raw 0 1 0 0 0\nexit"))
-    assert "second slot" in refused("LDIMM64", main(".raw 0x18 1 0 0 5\n.raw 0x07 0 0 0 0\nexit"))
-    refused("LDIMM64", main("exit\n.raw 0x18 1 0 0 5"))
+    reason = refused("LDIMM64", main("r0 = 0\n.raw 0x18 1 1 0 5\n.raw 0 0 0 0 0\nexit"))  # map-fd pseudo source
+    assert reason == "main+1 '.raw 0x18 1 1 0 5': LD_IMM64 pseudo source 1 (maps, BTF) is not supported"
+    reason = refused("LDIMM64", main(".raw 0x18 1 0 0 5\n.raw 0 1 0 0 0\nexit"))
+    assert reason.startswith("main+0 ") and "second slot" in reason
+    assert refused("LDIMM64", main(".raw 0x18 1 0 0 5\n.raw 0x07 0 0 0 0\nexit")).startswith("main+0 ")
+    assert refused("LDIMM64", main("exit\n.raw 0x18 1 0 0 5")).startswith("main+1 ")
 
 
 def test_ldimm64_split_across_functions() -> None:
@@ -148,9 +150,10 @@ def test_jump_into_ldimm64_second_slot() -> None:
 
 
 def test_jump_beyond_section_and_backwards_before_start() -> None:
-    refused("JUMP", main("if r1 == 0x0 goto +100\nexit"))
-    refused("JUMP", main("goto -2\nexit"))
-    refused("JUMP", main("gotol +5\nexit"))
+    reason = refused("JUMP", main("r1 = 0\nif r1 == 0x0 goto +100\nexit"))
+    assert reason == "main+1 'if r1 == 0x0 goto +100': target outside function main [0, 3)"
+    assert refused("JUMP", main("goto -2\nexit")) == "main+0 'goto -2': target outside function main [0, 2)"
+    assert refused("JUMP", main("gotol +5\nexit")).startswith("main+0 'gotol +5': target outside")
     load(main("gotol +0\nexit"))
 
 
@@ -166,9 +169,10 @@ def test_fallthrough_off_the_end() -> None:
 
 
 def test_numeric_helper_kfunc_and_callx() -> None:
-    assert "link helpers by name" in refused("CALL_TARGET", main("call 5\nexit"))
-    assert "kfunc" in refused("CALL_TARGET", main(".raw 0x85 0 2 0 7\nexit"))
-    assert "callx" in refused("CALL_TARGET", main("callx r2\nexit"))
+    reason = refused("CALL_TARGET", main("r1 = 1\ncall 5\nexit"))
+    assert reason.startswith("main+1 'call 5': numeric helper id 5") and "link helpers by name" in reason
+    assert refused("CALL_TARGET", main(".raw 0x85 0 2 0 7\nexit")).startswith("main+0 '.raw 0x85 0 2 0 7': kfunc")
+    assert refused("CALL_TARGET", main("callx r2\nexit")).startswith("main+0 'callx r2': indirect calls")
 
 
 def test_unknown_helper() -> None:
