@@ -202,14 +202,28 @@ def _alu64(insn: Insn, slot: int) -> str:
     return _divmod(insn, d, 64)
 
 
-def _alu32(insn: Insn, slot: int) -> str:
+def _low32(reg: int, narrow: frozenset[int]) -> str:
+    """The low 32 bits of a register: the register itself when it is known to fit (mask elision)."""
+    return f"r{reg}" if reg in narrow else f"({_reg(reg)} & {M32})"
+
+
+def _alu32(insn: Insn, slot: int, narrow: frozenset[int] = frozenset()) -> str:
     d, code = f"r{insn.dst}", insn.op & 0xF0
     s = _src(insn, slot)
+    x = insn.op & isa.X
+    dn = insn.dst in narrow
+    sn = not x or insn.src in narrow  # K cells hold the low 32 bits already
     if code == isa.MOV:
         if insn.off:
             sign = 1 << (insn.off - 1)
             return f"{d} = (({s} & {hex(2 * sign - 1)}) ^ {hex(sign)}) - {hex(sign)} & {M32}"
-        return f"{d} = {s}" if not insn.op & isa.X else f"{d} = {s} & {M32}"
+        return f"{d} = {s}" if sn else f"{d} = {s} & {M32}"
+    if code == isa.OR and dn and sn:
+        return f"{d} |= {s}"
+    if code == isa.AND and (dn or sn):
+        return f"{d} &= {s}"
+    if code == isa.XOR and dn and sn:
+        return f"{d} ^= {s}"
     simple = {isa.ADD: f"{d} = {d} + {s} & {M32}", isa.SUB: f"{d} = {d} - {s} & {M32}",
               isa.MUL: f"{d} = {d} * {s} & {M32}", isa.OR: f"{d} = ({d} | {s}) & {M32}",
               isa.AND: f"{d} = {d} & {s} & {M32}", isa.XOR: f"{d} = ({d} ^ {s}) & {M32}",
@@ -217,19 +231,19 @@ def _alu32(insn: Insn, slot: int) -> str:
     if code in simple:
         return simple[code]
     if code in (isa.LSH, isa.RSH, isa.ARSH):
-        n = s if not insn.op & isa.X else f"({s} & 31)"
+        n = s if not x else f"({s} & 31)"
         if code == isa.LSH:
             return f"{d} = {d} << {n} & {M32}"
         if code == isa.RSH:
-            return f"{d} = ({d} & {M32}) >> {n}"
-        return f"{d} = ((({d} & {M32}) ^ {S32}) - {S32}) >> {n} & {M32}"
-    return _divmod(insn, d, 32)
+            return f"{d} >>= {n}" if dn else f"{d} = ({d} & {M32}) >> {n}"
+        return f"{d} = (({_low32(insn.dst, narrow)} ^ {S32}) - {S32}) >> {n} & {M32}"
+    return _divmod(insn, d, 32, narrow)
 
 
-def _divmod(insn: Insn, d: str, bits: int) -> str:
+def _divmod(insn: Insn, d: str, bits: int, narrow: frozenset[int] = frozenset()) -> str:
     """DIV/MOD/SDIV/SMOD with the zero and overflow rules of vm.md §4.1, decided at generation for K."""
     mask = M64 if bits == 64 else M32
-    a = d if bits == 64 else f"({d} & {M32})"
+    a = d if bits == 64 else _low32(insn.dst, narrow)
     div = insn.op & 0xF0 == isa.DIV
     if insn.off:  # signed
         fn = "SDIV" if div else "SMOD"
@@ -242,7 +256,7 @@ def _divmod(insn: Insn, d: str, bits: int) -> str:
             return f"{d} = -{d} & {mask}" if div else f"{d} = 0"
         return f"{d} = {fn}({d}, {imm & ((1 << bits) - 1)}, {bits})"
     if insn.op & isa.X:
-        b = _reg(insn.src) if bits == 64 else f"({_reg(insn.src)} & {M32})"
+        b = _reg(insn.src) if bits == 64 else _low32(insn.src, narrow)
         if div:
             return f"{d} = {a} // {b} if {b} else 0"
         return f"{d} = {a} % {b} if {b} else {a}"
@@ -267,13 +281,13 @@ _CMP = {isa.JEQ: "==", isa.JNE: "!=", isa.JGT: ">", isa.JGE: ">=", isa.JLT: "<",
 _SIGNED = (isa.JSGT, isa.JSGE, isa.JSLT, isa.JSLE)
 
 
-def _condition(insn: Insn, slot: int) -> str:
+def _condition(insn: Insn, slot: int, narrow: frozenset[int] = frozenset()) -> str:
     """RFC 9669 §4.3 condition; signed compares use a bias, K constants come pre-biased (shapes.py)."""
     code = insn.op & 0xF0
     wide = insn.op & 0x07 == isa.JMP
-    d = _reg(insn.dst) if wide else f"({_reg(insn.dst)} & {M32})"
+    d = _reg(insn.dst) if wide else _low32(insn.dst, narrow)
     x = insn.op & isa.X
-    s = _reg(insn.src) if wide or not x else f"({_reg(insn.src)} & {M32})"
+    s = _reg(insn.src) if wide or not x else _low32(insn.src, narrow)
     if not x:
         s = f"k{slot}"
     if code == isa.JSET:
@@ -323,10 +337,12 @@ def _store(insn: Insn, value: str, base: int) -> str:
     return f"{_STORES[size]}(M, {idx}, {value})"
 
 
-def _stored_value(insn: Insn) -> str:
+def _stored_value(insn: Insn, narrow: frozenset[int] = frozenset()) -> str:
     size = insn.op & 0x18
     v = _reg(insn.src)
-    return v if size == isa.SIZE_DW else f"{v} & {_WIDTH_MASK[size]}"
+    if size == isa.SIZE_DW or (size == isa.SIZE_W and insn.src in narrow):
+        return v
+    return f"{v} & {_WIDTH_MASK[size]}"
 
 
 def _atomic(insn: Insn) -> list[str]:
@@ -351,7 +367,7 @@ def _atomic(insn: Insn) -> list[str]:
     return lines
 
 
-def _memory(insn: Insn, slot: int) -> list[str]:
+def _memory(insn: Insn, slot: int, narrow: frozenset[int] = frozenset()) -> list[str]:
     cls, mode = insn.op & 0x07, insn.op & 0xE0
     if cls == isa.LDX:
         return [_load(insn, insn.dst, insn.src, mode == isa.MODE_MEMSX)]
@@ -359,19 +375,57 @@ def _memory(insn: Insn, slot: int) -> list[str]:
         return [_store(insn, f"k{slot}", insn.dst)]
     if mode == isa.MODE_ATOMIC:
         return _atomic(insn)
-    return [_store(insn, _stored_value(insn), insn.dst)]
+    return [_store(insn, _stored_value(insn, narrow), insn.dst)]
 
 
-def straight_line(insn: Insn, slot: int) -> list[str]:
-    """Python statements for a non-control instruction (ALU, LD_IMM64, memory)."""
+def straight_line(insn: Insn, slot: int, narrow: frozenset[int] = frozenset()) -> list[str]:
+    """Python statements for a non-control instruction (ALU, LD_IMM64, memory); ``narrow`` holds the
+    registers known to be below 2^32 here, whose 32-bit masks can be left out (vm.md §6.2)."""
     cls = insn.op & 0x07
     if cls in (isa.ALU, isa.ALU64):
         if insn.op & 0xF0 == isa.END:
             return [_endian(insn)]
-        return [_alu64(insn, slot) if cls == isa.ALU64 else _alu32(insn, slot)]
+        return [_alu64(insn, slot) if cls == isa.ALU64 else _alu32(insn, slot, narrow)]
     if cls == isa.LD:
         return [f"r{insn.dst} = k{slot}"]
-    return _memory(insn, slot)
+    return _memory(insn, slot, narrow)
+
+
+def narrow_after(insn: Insn, narrow: frozenset[int]) -> frozenset[int]:
+    """Registers known to be below 2^32 after ``insn`` (a forward, per-block fact)."""
+    cls, code, x = insn.op & 0x07, insn.op & 0xF0, insn.op & isa.X
+    dst, src = insn.dst, insn.src
+    keep = False
+    if cls == isa.ALU:
+        keep = code != isa.END or insn.imm < 64
+    elif cls == isa.ALU64:
+        if code == isa.END:
+            keep = insn.imm < 64
+        elif code == isa.MOV and x and not insn.off:
+            keep = src in narrow
+        elif code == isa.AND and x:
+            keep = dst in narrow or src in narrow
+        elif code in (isa.OR, isa.XOR) and x:
+            keep = dst in narrow and src in narrow
+        elif code in (isa.RSH, isa.DIV, isa.MOD) and not insn.off:
+            keep = dst in narrow
+    elif cls == isa.LDX:
+        keep = insn.op & 0xE0 == isa.MODE_MEM and insn.op & 0x18 != isa.SIZE_DW
+    elif cls == isa.STX and insn.op & 0xE0 == isa.MODE_ATOMIC:
+        small = insn.op & 0x18 != isa.SIZE_DW
+        if insn.imm == isa.LOAD_ACQ:
+            keep = small
+        elif insn.imm == isa.ATOMIC_CMPXCHG:
+            dst, keep = 0, small
+        elif insn.imm & isa.FETCH:
+            dst, keep = src, small
+        else:
+            return narrow
+    elif insn.op == isa.OP_CALL:
+        dst = 0
+    elif cls in (isa.ST, isa.STX, isa.JMP, isa.JMP32):
+        return narrow
+    return narrow | {dst} if keep else narrow - {dst}
 
 
 # ================================================================ emission: functions and control flow
@@ -408,6 +462,7 @@ class _FunctionEmitter:
         self.restart = any(s <= b.start and s not in self.self_loops for b in self.blocks for s in b.succ)
         self.guarded = self._guards()
         self.uncharged = self._uncharged_in()
+        self.narrow: frozenset[int] = frozenset()  # registers below 2^32 at the end of the last body
 
     # -- control-flow facts --
 
@@ -495,6 +550,7 @@ class _FunctionEmitter:
     def _body(self, b: Block, depth: int, u: int) -> int:
         """Emit the block's non-terminator instructions; returns the uncharged count at its end."""
         body = b.slots[:-1] if b.term is not None else b.slots
+        narrow: frozenset[int] = frozenset()
         for slot in body:
             insn = self.code.insns[slot]
             u += 1
@@ -502,8 +558,10 @@ class _FunctionEmitter:
                 self._call(insn, slot, depth, u)
                 u = 0
             else:
-                for k, line in enumerate(straight_line(insn, slot)):
+                for k, line in enumerate(straight_line(insn, slot, narrow)):
                     self.out.add(depth, line + (self._comment(slot) if k == 0 else ""), slot)
+            narrow = narrow_after(insn, narrow)
+        self.narrow = narrow
         return u + (1 if b.term is not None else 0)
 
     def _comment(self, slot: int) -> str:
@@ -533,7 +591,7 @@ class _FunctionEmitter:
         if term.op & 0xF0 == isa.JA:
             self._goto(target, b, depth, u, slot)
             return
-        cond = _condition(term, slot)
+        cond = _condition(term, slot, self.narrow)
         fall = nxt if nxt is not None and nxt != target else None
         if target <= b.start:
             out.add(depth, f"if {cond}:" + self._comment(slot), slot)
@@ -568,7 +626,7 @@ class _FunctionEmitter:
         term = b.term
         assert term is not None
         if term.op & 0xF0 != isa.JA:
-            self.out.add(depth + 1, f"if not ({_condition(term, slot)}):" + self._comment(slot), slot)
+            self.out.add(depth + 1, f"if not ({_condition(term, slot, self.narrow)}):" + self._comment(slot), slot)
             self.out.add(depth + 2, "break", slot)
         self._charge(depth + 1, str(u), slot)
         if nxt is not None and term.op & 0xF0 != isa.JA and (line := self._set(nxt, jump=False)):
