@@ -234,14 +234,17 @@ U64 = struct.Struct("<Q")
 
 
 def diff_elf(funcs: Sequence[tuple[str, str]], *, rodata: bytes, data: bytes, bss: int, slice_insns: int,
-             via_elf: bool | None = None) -> tuple[Outcome, Outcome]:
-    """Build once (asm.elf when the loader exists), run in both engines."""
+             via_elf: bool | None = None, binary: Sequence[tuple[str, bytes, Any]] = ()) -> tuple[Outcome, Outcome]:
+    """Build once (asm.elf when the loader exists), run in both engines. ``binary`` gives the functions
+    already assembled (raw slots + relocations), which skips the text assembler."""
     if via_elf is None:
         via_elf = HAVE_LOADER
     if via_elf:
         from wakeful.vm import load
 
-        blob = asm.elf([asm.Func(n, t) for n, t in funcs], rodata=rodata, data=data, bss=bss)
+        parts = ([asm.Func(n, code, relocs=rl) for n, code, rl in binary] if binary
+                 else [asm.Func(n, t) for n, t in funcs])
+        blob = asm.elf(parts, rodata=rodata, data=data, bss=bss)
         progs = [load(blob, engine=e, slice_insns=slice_insns) for e in ("interp", "translate")]
     else:
         code, layout = link_by_hand(funcs, rodata=rodata, data=data, bss=bss)
@@ -291,7 +294,7 @@ def diff_seed(seed: int, settings: dict[str, Any]) -> tuple[Outcome, Outcome, st
     slice_insns = settings["small_slice"] if seed % settings["small_slice_every"] == 0 else 16384
     kw = {"rodata": prog.rodata, "data": prog.data, "bss": prog.bss, "slice_insns": slice_insns}
     try:
-        a, b = diff_elf(prog.funcs, **kw)
+        a, b = diff_elf(prog.funcs, binary=prog.binary, **kw)
     except Exception as exc:  # a crash is a failure to save as much as a disagreement
         save_failure(f"seed-{seed}", prog.funcs, **kw)
         return Outcome(), Outcome(), f"seed {seed}: {type(exc).__name__}: {exc}"
