@@ -223,6 +223,7 @@ class Builder:
         self._info: CompilerInfo | None = None
         self._probe_lock = threading.Lock()
         self._probing = False
+        self._closing = False
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -248,7 +249,8 @@ class Builder:
         return root.resolve()
 
     def close(self) -> None:
-        """Stop the build helper (running steps are killed with their process groups)."""
+        """Stop the build helper; running steps are killed with their process groups and end ``cancelled``."""
+        self._closing = True
         if self.helper is not None:
             self.helper.close()
         self._workers.shutdown(wait=False, cancel_futures=True)
@@ -487,7 +489,10 @@ class Builder:
             run = _Run(bundle, staging, time.monotonic() + self.options.deadline_seconds)
             result = self._run_steps(run, info)
         except _Failed as failed:
-            result = self._failure(failed, run, info)
+            if self._closing and failed.failure == "internal":
+                result = BuildResult(state="cancelled")
+            else:
+                result = self._failure(failed, run, info)
         finally:
             if staging is not None:
                 if self.options.keep_staging is not None:

@@ -389,3 +389,25 @@ def test_pipeline_compile_sync(tmp_path: Path) -> None:
     result = compile_sync({"main.c": MAIN}, "main.c", data_dir=tmp_path, cache=False)
     assert result.state == "succeeded" and result.report is not None
     assert BuildOptions().workers == 2 and BuildOptions().deadline_seconds == 15.0
+
+
+def test_pipeline_close_cancels_running_builds(tmp_path: Path) -> None:
+    b = make_builder(tmp_path, cache=False, cpu_seconds=60, deadline_seconds=30)
+    require_available(b)
+    assert b.helper is not None and b.helper.pid is not None
+    helper = b.helper.pid
+
+    async def close_midway() -> Any:
+        task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if children_of(helper):
+                break
+        group = children_of(helper)
+        await asyncio.to_thread(b.close)
+        return await task, group
+
+    result, group = run(close_midway())
+    assert result.state == "cancelled" and result.failure is None and result.elf is None
+    assert group and not any(_state(p) not in ("Z",) for p in group)
+    assert list((b.build_root / "tmp").iterdir()) == []
