@@ -476,15 +476,24 @@ class _FunctionEmitter:
         return {t for t, srcs in backs.items() if srcs == {t}}
 
     def _guards(self) -> set[int]:
-        """A block needs ``if L == n`` when some jump passes over it (or a restart skips it)."""
-        guarded: set[int] = set()
+        """A block needs ``if L == n`` when some jump passes over it or a restart skips it (linear time:
+        a difference array over block positions)."""
         pos = self.order
+        cross = [0] * (len(self.blocks) + 1)
         for b in self.blocks:
             for s in b.succ:
                 if s > b.start:
-                    guarded.update(x.start for x in self.blocks[pos[b.start] + 1 : pos[s]])
+                    cross[pos[b.start] + 1] += 1
+                    cross[pos[s]] -= 1
                 elif s not in self.self_loops:
-                    guarded.update(x.start for x in self.blocks[: pos[s]])
+                    cross[0] += 1
+                    cross[pos[s]] -= 1
+        guarded: set[int] = set()
+        depth = 0
+        for i, b in enumerate(self.blocks):
+            depth += cross[i]
+            if depth > 0:
+                guarded.add(b.start)
         return guarded
 
     def _uncharged_in(self) -> dict[int, int]:
