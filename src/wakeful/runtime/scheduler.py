@@ -312,7 +312,13 @@ class Scheduler:
                 spent += budget - fuel
                 if run.stop_requested:
                     break
-                value = self._dispatch(run, kind, fuel, args)
+                try:
+                    value = self._dispatch(run, kind, fuel, args)
+                except GuestFault as fault:
+                    # a suspending helper's guest-side check faulted (e.g. a bad capability pointer):
+                    # raise it at the guest's suspension point so the VM fills in function and pc
+                    gen.throw(fault)
+                    raise  # the generator cannot swallow a fault; defensive
                 if value is None or run.stop_requested:
                     break
                 budget = value[1]

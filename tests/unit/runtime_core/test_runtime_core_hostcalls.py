@@ -196,3 +196,27 @@ def test_awaitable_without_a_running_loop_is_a_host_error(caller: bytes) -> None
     oid = g.load_started(rt, caller, capabilities=CAP)
     rt.run_batch()  # no event loop here: the coroutine is closed, never left un-awaited
     assert rt.get_nowait(oid).outcome == {"exit_code": SF_HOST_ERROR}
+
+
+BAD_CAP_POINTER = r"""
+#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+    sf_handle params = sf_json_object();
+    /* a capability name at an unmapped address: a fault in the host call's guest-side checks */
+    return sf_host_call_raw((const char *)8, 3, params, 1000);
+}
+"""
+
+
+def test_fault_in_host_call_checks_names_the_guest_function_and_pc(compile_c: Any) -> None:
+    rt = g.make_runtime(ManualClock(), lambda call: {})
+    oid = g.load_started(rt, bytes(compile_c(BAD_CAP_POINTER)), capabilities=CAP)
+    rt.run_batch()
+    status = rt.get_nowait(oid)
+    assert status.state == "failed" and status.outcome is not None
+    assert status.outcome["kind"] == "PROGRAM_FAULT"
+    assert status.fault is not None
+    assert status.fault["code"] == "HELPER_POINTER"
+    assert status.fault["helper"] == "sf_host_call_raw"
+    assert status.fault["function"] == "main" and status.fault["pc"] is not None
+    assert "call sf_host_call_raw" in (status.fault["insn"] or "")
