@@ -158,8 +158,12 @@ def analyse_program(code: LinkedCode) -> dict[int, FuncInfo]:
     def visit(index: int) -> None:
         if index in infos:
             return
-        for callee in code.functions[index].calls:
-            visit(callee)
+        func = code.functions[index]
+        # callees from the code itself (not Function.calls), so the analysis never depends on a summary
+        for slot in range(func.start, func.end):
+            insn = code.insns[slot]
+            if insn.op == isa.OP_CALL and insn.src == isa.PSEUDO_CALL:
+                visit(insn.imm)
         infos[index] = _analyse(code, index, infos)
 
     visit(code.entry)
