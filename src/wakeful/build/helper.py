@@ -171,6 +171,8 @@ class HelperServer:
             os.dup2(err_w, 2)
             os.closerange(3, 65536)
             sandbox.die_with_parent()
+            for sig in (signal.SIGXFSZ, signal.SIGPIPE):  # Python ignores these; exec would inherit that
+                signal.signal(sig, signal.SIG_DFL)
             _set_limits(limits, self.nproc)
             if self.level == "landlock":
                 sandbox.restrict(sandbox.step_rules(self.zig_dir, staging), self.abi)

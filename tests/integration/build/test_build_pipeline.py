@@ -411,3 +411,10 @@ def test_pipeline_close_cancels_running_builds(tmp_path: Path) -> None:
     assert result.state == "cancelled" and result.failure is None and result.elf is None
     assert group and not any(_state(p) not in ("Z",) for p in group)
     assert list((b.build_root / "tmp").iterdir()) == []
+
+
+def test_pipeline_file_size_limit_is_too_large(builder: Builder) -> None:
+    """§5.2: RLIMIT_FSIZE (4 MiB) stops a preprocessed text that grows past it: ``too_large``."""
+    files = {"main.c": '#include "x.h"\n' * 60 + MAIN, "x.h": "#define B0 " + "x+" * 500 + "x\n" + "B0;\n" * 100}
+    result = build(builder, files)
+    assert result.failure == "too_large" and "compiler output too large" in (result.error or "")
