@@ -164,7 +164,16 @@ class _Run:
     deadline: float
     stderr: list[str] = field(default_factory=list)
     truncated: bool = False
-    step_id: int | None = None
+    cancel: Cancel = field(default_factory=lambda: Cancel())
+
+
+class Cancel:
+    """Shared between a waiting caller and its pipeline thread: a cancel request and the running step."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requested = False
+        self.step_id: int | None = None
 
 
 def default_data_dir() -> Path:
@@ -436,7 +445,13 @@ class Builder:
             self._outstanding += 1
         try:
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._workers, self._pipeline, bundle, info)
+            cancel = Cancel()
+            work = loop.run_in_executor(self._workers, self._pipeline, bundle, info, cancel)
+            try:
+                result = await work
+            except asyncio.CancelledError:
+                self._cancel(cancel)
+                raise
         finally:
             with self._count_lock:
                 self._outstanding -= 1
@@ -478,7 +493,15 @@ class Builder:
                            error=record["error"], failure=record["failure"], toolchain=record["toolchain"],
                            cached=True, report=report)
 
-    def _pipeline(self, bundle: Bundle, info: CompilerInfo) -> BuildResult:
+    def _cancel(self, cancel: Cancel) -> None:
+        """Stop a build whose caller went away: kill its running step's process group."""
+        with cancel.lock:
+            cancel.requested = True
+            step = cancel.step_id
+        if step is not None and self.helper is not None:
+            self.helper.kill(step)
+
+    def _pipeline(self, bundle: Bundle, info: CompilerInfo, cancel: Cancel | None = None) -> BuildResult:
         self.compiles += 1
         started = time.monotonic()
         staging: Path | None = None
@@ -486,10 +509,10 @@ class Builder:
         try:
             self._scan(bundle, info)
             staging = self._stage(bundle, sdk_headers())
-            run = _Run(bundle, staging, time.monotonic() + self.options.deadline_seconds)
+            run = _Run(bundle, staging, time.monotonic() + self.options.deadline_seconds, cancel=cancel or Cancel())
             result = self._run_steps(run, info)
         except _Failed as failed:
-            if self._closing and failed.failure == "internal":
+            if (self._closing and failed.failure == "internal") or (cancel is not None and cancel.requested):
                 result = BuildResult(state="cancelled")
             else:
                 result = self._failure(failed, run, info)
@@ -546,7 +569,10 @@ class Builder:
             raise _Failed("deadline", FAILURE_TEXT["deadline"])
         limits = Limits(cpu_seconds=self.options.cpu_seconds)
         try:
-            run.step_id, fut = self.helper.submit(argv, run.staging, remaining, limits)
+            with run.cancel.lock:
+                if run.cancel.requested:
+                    raise _Failed("internal", "build cancelled")
+                run.cancel.step_id, fut = self.helper.submit(argv, run.staging, remaining, limits)
             answer = fut.result()
         except HelperDied as exc:
             raise _Failed("internal", f"build helper failed: {exc}") from None

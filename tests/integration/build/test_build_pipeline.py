@@ -418,3 +418,31 @@ def test_pipeline_file_size_limit_is_too_large(builder: Builder) -> None:
     files = {"main.c": '#include "x.h"\n' * 60 + MAIN, "x.h": "#define B0 " + "x+" * 500 + "x\n" + "B0;\n" * 100}
     result = build(builder, files)
     assert result.failure == "too_large" and "compiler output too large" in (result.error or "")
+
+
+def test_pipeline_cancelled_caller_kills_the_compiler(tmp_path: Path) -> None:
+    with make_builder(tmp_path, cache=True, cpu_seconds=60, deadline_seconds=30) as b:
+        require_available(b)
+        assert b.helper is not None and b.helper.pid is not None
+        helper = b.helper.pid
+
+        async def cancel_midway() -> list[int]:
+            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+            for _ in range(200):
+                await asyncio.sleep(0.02)
+                if children_of(helper):
+                    break
+            group = children_of(helper)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return group
+
+        group = run(cancel_midway())
+        assert group
+        for _ in range(100):
+            if not children_of(helper) and not list((b.build_root / "tmp").iterdir()):
+                break
+            time.sleep(0.02)
+        assert children_of(helper) == [] and list((b.build_root / "tmp").iterdir()) == []
+        assert b.cache is not None and b.cache.stats()["entries"] == 0
