@@ -452,8 +452,27 @@ PREEMPT_YIELD = "_, fuel = yield ('preempt', fuel, ())"
 RUN = 4  # fan-out of the range guards over a function's blocks
 
 
+@dataclass(slots=True)
+class _Scope:
+    """The function body or one loop region ``[header, last]`` emitted as a native ``while`` loop."""
+
+    header: int | None  # region header (None: the function scope)
+    lo: int  # first block start in the scope
+    hi: int  # last block start in the scope
+    units: list[int]  # starts of its direct blocks and child-region headers, in order
+    guarded: set[int]  # units that need ``if L == n``
+    restart: bool = False  # a back-edge restarts this scope's loop at a unit other than its header
+
+
+REGION_BUDGET = 4_000_000  # candidate-region checks (regions x edges) before falling back to dispatch
+
+
 class _FunctionEmitter:
-    """One guest function as a plain Python function or a generator (vm.md §6.1-§6.3)."""
+    """One guest function as a plain Python function or a generator (vm.md §6.1-§6.3).
+
+    Control flow (vm.md §6.2): blocks in slot order; self-loops and single-entry loop regions become
+    native ``while`` loops; any other back-edge restarts the enclosing loop (a dispatch loop) and the
+    blocks it must skip get ``if L == n`` guards, grouped under ``if L <= last`` range guards."""
 
     def __init__(self, code: LinkedCode, info: FuncInfo, infos: dict[int, FuncInfo], out: _Source,
                  comments: list[str]) -> None:
@@ -461,12 +480,13 @@ class _FunctionEmitter:
         self.comments = comments
         self.gen = info.generator
         self.blocks = info.blocks
+        self.by_start = {b.start: b for b in self.blocks}
         self.order = {b.start: i for i, b in enumerate(self.blocks)}
         self.self_loops = self._self_loops()
-        self.restart = any(s <= b.start and s not in self.self_loops for b in self.blocks for s in b.succ)
-        self.guarded = self._guards()
+        self.regions = self._regions()
         self.uncharged = self._uncharged_in()
         self.narrow: frozenset[int] = frozenset()  # registers below 2^32 at the end of the last body
+        self.scope = self._make_scope(None, self.blocks[0].start, self.blocks[-1].start)
 
     # -- control-flow facts --
 
@@ -479,38 +499,77 @@ class _FunctionEmitter:
                     backs.setdefault(s, set()).add(b.start)
         return {t for t, srcs in backs.items() if srcs == {t}}
 
-    def _guards(self) -> set[int]:
-        """A block needs ``if L == n`` when some jump passes over it or a restart skips it (linear time:
-        a difference array over block positions)."""
-        pos = self.order
-        cross = [0] * (len(self.blocks) + 1)
+    def _regions(self) -> dict[int, int]:
+        """Loop regions header -> last block: entered only at the header, left only forward past the
+        last block (so regions nest properly and become ``while True`` loops)."""
+        sources: dict[int, set[int]] = {}
         for b in self.blocks:
             for s in b.succ:
-                if s > b.start:
-                    cross[pos[b.start] + 1] += 1
-                    cross[pos[s]] -= 1
-                elif s not in self.self_loops:
-                    cross[0] += 1
-                    cross[pos[s]] -= 1
-        guarded: set[int] = set()
-        depth = 0
-        for i, b in enumerate(self.blocks):
-            depth += cross[i]
-            if depth > 0:
-                guarded.add(b.start)
-        return guarded
+                if s <= b.start and s not in self.self_loops:
+                    sources.setdefault(s, set()).add(b.start)
+        edges = [(b.start, s) for b in self.blocks for s in b.succ]
+        if sum(map(len, sources.values())) * len(edges) > REGION_BUDGET:
+            return {}
+        valid: dict[int, int] = {}
+        for t, his in sources.items():
+            # the widest valid region; other back-edges into t then enter it from below
+            for hi in sorted(his, reverse=True):
+                if all((t <= src <= hi) == (t <= dst <= hi) or (t <= src <= hi and dst > hi)
+                       or (not t <= src <= hi and dst == t) for src, dst in edges):
+                    valid[t] = hi
+                    break
+        return valid
 
     def _uncharged_in(self) -> dict[int, int]:
-        """vm.md §6.3: worst-case instructions since the last fuel charge at each block entry."""
+        """vm.md §6.3: worst-case instructions since the last fuel charge at each block entry (loop
+        headers count from 0: their forward entry is charged before the loop starts)."""
         u_in: dict[int, int] = {self.blocks[0].start: 0}
+        self.entry_charge: dict[int, int] = {}
         for b in self.blocks:
-            u = 0 if b.start in self.self_loops else u_in.get(b.start, 0)
+            u = u_in.get(b.start, 0)
+            if b.start in self.self_loops or b.start in self.regions:
+                self.entry_charge[b.start], u = u, 0
             for slot in b.slots:
                 u = 0 if self.code.insns[slot].op == isa.OP_CALL else u + 1
             for s in b.succ:
                 if s > b.start:
                     u_in[s] = max(u_in.get(s, 0), u)
         return u_in
+
+    def _make_scope(self, header: int | None, lo: int, hi: int) -> _Scope:
+        """Units of a scope and their guards (a difference array over unit positions)."""
+        units: list[int] = []
+        unit_of: dict[int, int] = {}
+        i = self.order[lo]
+        while i < len(self.blocks) and self.blocks[i].start <= hi:
+            start = self.blocks[i].start
+            end = self.regions[start] if start in self.regions and start != header else start
+            units.append(start)
+            while i < len(self.blocks) and self.blocks[i].start <= end:
+                unit_of[self.blocks[i].start] = len(units) - 1
+                i += 1
+        cross = [0] * (len(units) + 1)
+        restart = False
+        for start, ua in unit_of.items():
+            direct = units[ua] == start and (start not in self.regions or start == header)
+            for s in self.by_start[start].succ:
+                if s not in unit_of or s == header or (s == start and s in self.self_loops):
+                    continue  # exits break at once; back to the header or a self-loop: no skipping
+                us = unit_of[s]
+                if s > start and us > ua:
+                    cross[ua + 1] += 1
+                    cross[us] -= 1
+                elif s <= start and direct:  # any other back-edge restarts this scope's loop
+                    restart = True
+                    cross[0] += 1
+                    cross[us] -= 1
+        guarded: set[int] = set()
+        depth = 0
+        for k, u in enumerate(units):
+            depth += cross[k]
+            if depth > 0:
+                guarded.add(u)
+        return _Scope(header, lo, hi, units, guarded, restart)
 
     # -- emission --
 
@@ -520,45 +579,68 @@ class _FunctionEmitter:
         self.out.add(2, f"def f{self.info.index}({params}):  # {f.name}")
         self.out.add(3, "r0 = r6 = r7 = r8 = r9 = 0")
         depth = 3
-        if self.guarded:
-            self.out.add(3, f"L = {self.blocks[0].start}")
-        if self.restart:
+        scope = self.scope
+        self.out.add(3, f"L = {self.blocks[0].start}")
+        if scope.restart:
             self.out.add(3, "while True:")
             depth = 4
-        self._sequence(self.blocks, depth)
+        self._sequence(scope.units, depth)
 
-    def _next(self, b: Block) -> int | None:
-        i = self.order[b.start] + 1
+    def _next(self, start: int) -> int | None:
+        i = self.order[start] + 1
         return self.blocks[i].start if i < len(self.blocks) else None
 
-    def _sequence(self, blocks: list[Block], depth: int) -> None:
-        """Blocks in order; runs of them sit under ``if L <= last:`` so a jump passes a run with one
+    def _sequence(self, units: list[int], depth: int) -> None:
+        """Units in order; runs of them sit under ``if L <= last:`` so a jump passes a run with one
         comparison (L never points behind the current position: every jump sets it)."""
-        if len(blocks) <= RUN:
-            for b in blocks:
-                self._block(b, self._next(b), depth)
+        if len(units) <= RUN:
+            for u in units:
+                self._unit(u, depth)
             return
-        size = -(-len(blocks) // RUN)
-        for k in range(0, len(blocks), size):
-            chunk = blocks[k : k + size]
-            if len(chunk) > 1 and chunk[0].start in self.guarded:
-                self.out.add(depth, f"if L <= {chunk[-1].start}:")
+        size = -(-len(units) // RUN)
+        for k in range(0, len(units), size):
+            chunk = units[k : k + size]
+            if len(chunk) > 1 and chunk[0] in self.scope.guarded:
+                self.out.add(depth, f"if L <= {chunk[-1]}:")
                 self._sequence(chunk, depth + 1)
             else:
                 self._sequence(chunk, depth)
 
-    def _block(self, b: Block, nxt: int | None, depth: int) -> None:
-        if b.start in self.guarded:
-            self.out.add(depth, f"if L == {b.start}:")
+    def _unit(self, start: int, depth: int) -> None:
+        if start in self.scope.guarded:
+            self.out.add(depth, f"if L == {start}:")
             depth += 1
         mark = len(self.out.lines)
-        if b.start in self.self_loops:
-            self._self_loop(b, nxt, depth)
+        if start in self.regions and start != self.scope.header:
+            self._region(start, depth)
+        elif start in self.self_loops:
+            self._self_loop(self.by_start[start], depth)
         else:
+            b = self.by_start[start]
             u = self._body(b, depth, self.uncharged.get(b.start, 0))
-            self._terminator(b, nxt, depth, u)
+            self._terminator(b, depth, u)
         if len(self.out.lines) == mark:
-            self.out.add(depth, "pass", b.slots[-1])
+            self.out.add(depth, "pass")
+
+    def _region(self, header: int, depth: int) -> None:
+        """A single-entry loop region as ``while True`` (vm.md §6.2 loop recognition)."""
+        outer = self.scope
+        inner = self.scope = self._make_scope(header, header, self.regions[header])
+        self._entry_charge(header, depth)
+        if inner.guarded:
+            self.out.add(depth, f"L = {header}")
+        self.out.add(depth, "while True:")
+        self._sequence(inner.units, depth + 1)
+        self.scope = outer
+        # an exit past the enclosing region leaves that loop too
+        if outer.header is not None:
+            self.out.add(depth, f"if L > {outer.hi}:")
+            self.out.add(depth + 1, "break")
+
+    def _entry_charge(self, header: int, depth: int) -> None:
+        pre = self.entry_charge.get(header, 0)
+        if pre and self.gen:
+            self.out.add(depth, f"fuel -= {pre}", header)
 
     def _body(self, b: Block, depth: int, u: int) -> int:
         """Emit the block's non-terminator instructions; returns the uncharged count at its end."""
@@ -580,20 +662,33 @@ class _FunctionEmitter:
     def _comment(self, slot: int) -> str:
         return f"  # {self.comments[slot]}" if self.comments else ""
 
-    def _charge(self, depth: int, amount: str, slot: int) -> None:
-        self.out.add(depth, f"fuel -= {amount}", slot)
-        self.out.add(depth, "if fuel <= 0:", slot)
-        self.out.add(depth + 1, PREEMPT_YIELD, slot)
+    def _charge_lines(self, amount: int) -> list[tuple[int, str]]:
+        return [(0, f"fuel -= {amount}"), (0, "if fuel <= 0:"), (1, PREEMPT_YIELD)]
 
-    def _set(self, target: int, jump: bool = True) -> str | None:
-        """``L = target`` for every jump (range guards rely on it) and for falls into a guarded block."""
-        return f"L = {target}" if self.guarded and (jump or target in self.guarded) else None
+    def _transfer(self, target: int, b: Block, u: int, fall: bool) -> tuple[list[tuple[int, str]], bool]:
+        """Lines (relative depth, text) that move control to ``target``, and whether they leave the
+        current straight-line flow (continue/break)."""
+        scope = self.scope
+        if target == scope.header and target not in scope.guarded:
+            return [*self._charge_lines(u), (0, "continue")], True
+        if target == scope.header or (target <= b.start and target in scope.units):
+            return [*self._charge_lines(u), (0, f"L = {target}"), (0, "continue")], True
+        if scope.header is not None and target > scope.hi:
+            return [(0, f"L = {target}"), (0, "break")], True
+        if fall and target not in scope.guarded:
+            return [], False
+        return [(0, f"L = {target}")], False
 
-    def _terminator(self, b: Block, nxt: int | None, depth: int, u: int) -> None:
+    def _emit_lines(self, lines: list[tuple[int, str]], depth: int, slot: int) -> None:
+        for rel, text in lines:
+            self.out.add(depth + rel, text, slot)
+
+    def _terminator(self, b: Block, depth: int, u: int) -> None:
         term, out = b.term, self.out
+        nxt = self._next(b.start)
         if term is None:
-            if nxt is not None and (line := self._set(nxt, jump=False)):
-                out.add(depth, line)
+            if nxt is not None:
+                self._emit_lines(self._transfer(nxt, b, u, True)[0], depth, b.slots[-1])
             return
         slot = b.slots[-1]
         if term.op & 0xF0 == isa.EXIT:
@@ -602,38 +697,29 @@ class _FunctionEmitter:
         target = b.target
         assert target is not None
         if term.op & 0xF0 == isa.JA:
-            self._goto(target, b, depth, u, slot)
+            self._emit_lines(self._transfer(target, b, u, False)[0], depth, slot)
             return
         cond = _condition(term, slot, self.narrow)
-        fall = nxt if nxt is not None and nxt != target else None
-        if target <= b.start:
+        if nxt is None or nxt == target:
+            self._emit_lines(self._transfer(target, b, u, False)[0], depth, slot)
+            return
+        jump, jump_leaves = self._transfer(target, b, u, False)
+        fall, fall_leaves = self._transfer(nxt, b, u, True)
+        if not jump_leaves and not fall_leaves:
+            out.add(depth, f"L = {target} if {cond} else {nxt}" + self._comment(slot), slot)
+        elif jump_leaves:
             out.add(depth, f"if {cond}:" + self._comment(slot), slot)
-            self._goto(target, b, depth + 1, u, slot)
-            if fall is not None and (line := self._set(fall, jump=False)):
-                out.add(depth, line, slot)
-            return
-        if fall is None:
-            if line := self._set(target):
-                out.add(depth, line, slot)
-            return
-        out.add(depth, f"L = {target} if {cond} else {fall}" + self._comment(slot), slot)
+            self._emit_lines(jump, depth + 1, slot)
+            self._emit_lines(fall, depth, slot)
+        else:
+            out.add(depth, f"if not ({cond}):" + self._comment(slot), slot)
+            self._emit_lines(fall, depth + 1, slot)
+            self._emit_lines(jump, depth, slot)
 
-    def _goto(self, target: int, b: Block, depth: int, u: int, slot: int) -> None:
-        if target > b.start:
-            if line := self._set(target):
-                self.out.add(depth, line, slot)
-            return
-        # back-edge (vm.md §6.3): charge, maybe preempt, restart the dispatch loop
-        self._charge(depth, str(u), slot)
-        self.out.add(depth, f"L = {target}", slot)
-        self.out.add(depth, "continue", slot)
-
-    def _self_loop(self, b: Block, nxt: int | None, depth: int) -> None:
+    def _self_loop(self, b: Block, depth: int) -> None:
         """A block jumping back to itself becomes a native ``while`` loop (vm.md §6.2)."""
-        pre = self.uncharged.get(b.start, 0)
         slot = b.slots[-1]
-        if pre and self.gen:
-            self.out.add(depth, f"fuel -= {pre}", b.start)
+        self._entry_charge(b.start, depth)
         self.out.add(depth, "while True:", b.start)
         u = self._body(b, depth + 1, 0)
         term = b.term
@@ -641,9 +727,10 @@ class _FunctionEmitter:
         if term.op & 0xF0 != isa.JA:
             self.out.add(depth + 1, f"if not ({_condition(term, slot, self.narrow)}):" + self._comment(slot), slot)
             self.out.add(depth + 2, "break", slot)
-        self._charge(depth + 1, str(u), slot)
-        if nxt is not None and term.op & 0xF0 != isa.JA and (line := self._set(nxt, jump=False)):
-            self.out.add(depth, line, slot)
+        self._emit_lines(self._charge_lines(u), depth + 1, slot)
+        nxt = self._next(b.start)
+        if nxt is not None and term.op & 0xF0 != isa.JA:
+            self._emit_lines(self._transfer(nxt, b, u, True)[0], depth, slot)
 
     # -- calls (vm.md §6.1, §6.2) --
 
