@@ -1,0 +1,27 @@
+/* sort (benchmarks.md §1.5): insertion sort of 256 32-bit values from an LCG, `iterations` times. */
+#include "common.h"
+
+static unsigned int values[256];
+
+SF_MAIN sf_i64 main(void) {
+    sf_i64 k = iterations();
+    unsigned int seed = 1;
+    sf_u64 check = 0;
+    for (sf_i64 it = 0; it < k; it++) {
+        for (int i = 0; i < 256; i++) {
+            seed = seed * 1103515245u + 12345u;
+            values[i] = seed;
+        }
+        for (int i = 1; i < 256; i++) {
+            unsigned int v = values[i];
+            int j = i - 1;
+            while (j >= 0 && values[j] > v) {
+                values[j + 1] = values[j];
+                j--;
+            }
+            values[j + 1] = v;
+        }
+        check += values[0] ^ values[255];
+    }
+    return (sf_i64)(check & 0x7fffffff);
+}

@@ -1,0 +1,177 @@
+"""The benchmark's own blocking client of a ``wakeful runtime`` child (benchmarks.md §1.3 step 1).
+
+A plain blocking writer plus one reader thread (no asyncio), up to 24 requests outstanding, like spinfoam's
+client; every ``host.call`` is answered ``{accepted: true}`` from the reader thread and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any
+
+from wakeful.bench.variants import BenchError
+
+__all__ = ["MAX_OUTSTANDING", "BenchClient", "RpcFailed"]
+
+MAX_OUTSTANDING = 24  # §1.3 step 1
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding the wakeful package
+
+
+class RpcFailed(BenchError):
+    """An error response from the runtime child (code and message of runtime-protocol.md §5)."""
+
+    def __init__(self, method: str, error: dict[str, Any]) -> None:
+        self.rpc_code = error.get("code")
+        super().__init__(f"{method} failed: {error.get('code')} {error.get('message')}")
+
+
+def _encode(frame: dict[str, Any]) -> bytes:
+    return (json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+class BenchClient:
+    """Spawn ``wakeful runtime`` and drive it: ``submit`` → ``Future``, ``call`` → result (blocking)."""
+
+    def __init__(self, argv: list[str] | None = None, *, max_objects: int = 10_000) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        argv = argv or [sys.executable, "-m", "wakeful.cli.main", "runtime", "--max-objects", str(max_objects)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._out: IO[bytes] = self.proc.stdin
+        self._in: IO[bytes] = self.proc.stdout
+        self._write_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_OUTSTANDING)
+        self._pending: dict[str, tuple[str, Future[Any]]] = {}
+        self._next = 0
+        self._acks = 0
+        self._acks_changed = threading.Condition()
+        self._closed = False
+        self._reader = threading.Thread(target=self._read_loop, name="bench-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def acks(self) -> int:
+        return self._acks
+
+    # ------------------------------------------------------------------ requests
+
+    def submit(self, method: str, params: dict[str, Any] | None = None) -> Future[Any]:
+        """Send one request once a slot of the 24 is free; the future gets the result or ``RpcFailed``."""
+        self._slots.acquire()
+        future: Future[Any] = Future()
+        self._next += 1
+        request_id = f"b{self._next}"
+        self._pending[request_id] = (method, future)
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        try:
+            self._write(_encode(frame))
+        except OSError as exc:
+            self._fail_one(request_id, BenchError(f"runtime pipe closed: {exc}"))
+        return future
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
+        """One blocking request."""
+        return self.submit(method, params).result(timeout=timeout)
+
+    def _write(self, data: bytes) -> None:
+        with self._write_lock:
+            self._out.write(data)
+            self._out.flush()
+
+    # ------------------------------------------------------------------ reader thread
+
+    def _read_loop(self) -> None:
+        try:
+            for line in self._in:
+                self._dispatch(json.loads(line))
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._closed = True
+            for request_id in list(self._pending):
+                self._fail_one(request_id, BenchError("the runtime closed its output"))
+            with self._acks_changed:
+                self._acks_changed.notify_all()
+
+    def _dispatch(self, frame: dict[str, Any]) -> None:
+        method = frame.get("method")
+        if method == "host.call":
+            self._answer_host_call(frame)
+        elif method is None and "id" in frame:
+            self._resolve(frame)
+
+    def _answer_host_call(self, frame: dict[str, Any]) -> None:
+        """§1.3 step 1: every ``host.call`` is answered ``{accepted: true}``."""
+        reply = {"jsonrpc": "2.0", "id": frame.get("id"), "result": {"accepted": True}}
+        try:
+            self._write(_encode(reply))
+        except OSError:
+            return
+        with self._acks_changed:
+            self._acks += 1
+            self._acks_changed.notify_all()
+
+    def _resolve(self, frame: dict[str, Any]) -> None:
+        entry = self._pending.pop(str(frame.get("id")), None)
+        if entry is None:
+            return
+        method, future = entry
+        self._slots.release()
+        if "error" in frame:
+            future.set_exception(RpcFailed(method, frame["error"] or {}))
+        else:
+            future.set_result(frame.get("result"))
+
+    def _fail_one(self, request_id: str, exc: Exception) -> None:
+        entry = self._pending.pop(request_id, None)
+        if entry is not None:
+            self._slots.release()
+            entry[1].set_exception(exc)
+
+    # ------------------------------------------------------------------ acks and shutdown
+
+    def wait_acks(self, target: int, timeout: float) -> bool:
+        """Block until ``target`` host calls were answered (or the child closed, or ``timeout``)."""
+        with self._acks_changed:
+            return self._acks_changed.wait_for(lambda: self._acks >= target or self._closed, timeout)
+
+    def shutdown(self, timeout: float = 10.0) -> int:
+        """``sf.shutdown`` then wait for the child; returns its exit code (killed after ``timeout``)."""
+        try:
+            self.call("sf.shutdown", {}, timeout=timeout)
+        except (BenchError, TimeoutError):
+            pass
+        try:
+            self._out.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        """The end of the child's stderr (for failure messages)."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-limit:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
