@@ -28,11 +28,9 @@ Compile = Callable[[dict[str, Any]], bytes]
 
 
 def kernel_request(name: str) -> dict[str, Any]:
-    """The build request of kernel ``name`` (``kernels/<name>.c`` plus ``common.h``)."""
-    root = resources.files("wakeful.bench").joinpath("kernels")
-    files = {"main.c": root.joinpath(f"{name}.c").read_text(encoding="utf-8"),
-             "common.h": root.joinpath("common.h").read_text(encoding="utf-8")}
-    return {"sdk_version": 1, "entry": "main.c", "files": files}
+    """The build request of kernel ``name`` (``kernels/<name>.c``, self-contained)."""
+    text = resources.files("wakeful.bench").joinpath("kernels", f"{name}.c").read_text(encoding="utf-8")
+    return {"sdk_version": 1, "entry": "main.c", "files": {"main.c": text}}
 
 
 def run_kernel(elf: bytes, iterations: int, engine: str) -> tuple[int, int, float]:

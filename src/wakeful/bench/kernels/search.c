@@ -1,5 +1,15 @@
 /* search (benchmarks.md §1.5): naive search of a 16-byte needle in 4 KiB, `iterations` times. */
-#include "common.h"
+#include <wakeful.h>
+
+SF_INLINE sf_i64 iterations(void) {
+    sf_i64 k = 1;
+    sf_handle cfg = sf_config();
+    if (cfg >= 0) {
+        wf_json_get_i64(cfg, "iterations", &k);
+        sf_drop(cfg);
+    }
+    return k;
+}
 
 static unsigned char hay[4096];
 static unsigned char needle[16];

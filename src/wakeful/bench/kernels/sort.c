@@ -1,5 +1,15 @@
 /* sort (benchmarks.md §1.5): insertion sort of 256 32-bit values from an LCG, `iterations` times. */
-#include "common.h"
+#include <wakeful.h>
+
+SF_INLINE sf_i64 iterations(void) {
+    sf_i64 k = 1;
+    sf_handle cfg = sf_config();
+    if (cfg >= 0) {
+        wf_json_get_i64(cfg, "iterations", &k);
+        sf_drop(cfg);
+    }
+    return k;
+}
 
 static unsigned int values[256];
 
