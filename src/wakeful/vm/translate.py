@@ -486,6 +486,7 @@ class _FunctionEmitter:
         self.regions = self._regions()
         self.uncharged = self._uncharged_in()
         self.narrow: frozenset[int] = frozenset()  # registers below 2^32 at the end of the last body
+        self.narrow_in = self._narrow_in()
         self.scope = self._make_scope(None, self.blocks[0].start, self.blocks[-1].start)
 
     # -- control-flow facts --
@@ -498,6 +499,32 @@ class _FunctionEmitter:
                 if s <= b.start:
                     backs.setdefault(s, set()).add(b.start)
         return {t for t, srcs in backs.items() if srcs == {t}}
+
+    def _narrow_in(self) -> dict[int, frozenset[int]]:
+        """Registers below 2^32 at each block entry, on every path (forward dataflow to a fixpoint;
+        r0 and r6-r9 start at zero)."""
+        everything = frozenset(range(10))
+        zeros = frozenset({0, 6, 7, 8, 9})
+        into: dict[int, frozenset[int]] = {b.start: everything for b in self.blocks}
+        preds: dict[int, list[int]] = {b.start: [] for b in self.blocks}
+        for b in self.blocks:
+            for s in b.succ:
+                preds[s].append(b.start)
+        out: dict[int, frozenset[int]] = {}
+        changed = True
+        while changed:
+            changed = False
+            for b in self.blocks:
+                known = [out[p] for p in preds[b.start] if p in out]
+                if b.start == self.blocks[0].start:
+                    known.append(zeros)
+                into[b.start] = frozenset.intersection(*known) if known else everything
+                narrow = into[b.start]
+                for slot in b.slots:
+                    narrow = narrow_after(self.code.insns[slot], narrow)
+                if out.get(b.start) != narrow:
+                    out[b.start], changed = narrow, True
+        return into
 
     def _regions(self) -> dict[int, int]:
         """Loop regions header -> last block: entered only at the header, left only forward past the
@@ -645,7 +672,7 @@ class _FunctionEmitter:
     def _body(self, b: Block, depth: int, u: int) -> int:
         """Emit the block's non-terminator instructions; returns the uncharged count at its end."""
         body = b.slots[:-1] if b.term is not None else b.slots
-        narrow: frozenset[int] = frozenset()
+        narrow = self.narrow_in[b.start]
         for slot in body:
             insn = self.code.insns[slot]
             u += 1
