@@ -374,11 +374,13 @@ class HelperClient:
         config = {"zig_dir": self.zig_dir, "build_root": str(self.build_root), "landlock": self.landlock}
         package_root = str(Path(__file__).resolve().parents[2])
         env = {"PYTHONPATH": package_root, "LANG": "C", "LC_ALL": "C", "PATH": ""}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wakeful.build.helper", json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-            cwd=str(self.build_root), close_fds=True,
-        )
+        log_path = self.build_root / "helper.log"
+        with open(log_path, "wb") as log:  # the helper's own errors, for `wakeful doctor` and bug reports
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "wakeful.build.helper", json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                cwd=str(self.build_root), close_fds=True,
+            )
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line:
@@ -386,7 +388,8 @@ class HelperClient:
             proc.stdout.close()
             if proc.stdin is not None:
                 proc.stdin.close()
-            raise HelperDied(f"the build helper did not start (exit status {proc.returncode})")
+            last = (log_path.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
+            raise HelperDied(f"the build helper did not start (exit status {proc.returncode}) {last}".strip())
         self.ready = json.loads(line)
         self._proc = proc
         threading.Thread(target=self._reader, args=(proc, proc.stdout), daemon=True).start()

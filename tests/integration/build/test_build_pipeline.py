@@ -42,6 +42,9 @@ FANOUT = {
     **{f"f{i}.h": f'#include "f{i+1}.h"\n#include "f{i+1}.h"\n' for i in range(30)},
     "f30.h": "int z;\n",
 }
+# D_n(x) = D_{n-1}(D_{n-1}(x)): exponential preprocessing time with tiny output and memory
+SPIN = {"main.c": "#define D0(x) x\n" + "".join(f"#define D{i}(x) D{i-1}(D{i-1}(x))\n" for i in range(1, 40))
+        + "int spin = D30(1);\n" + MAIN}
 PARENS = "int x = " + "(" * 5000 + "1" + ")" * 5000 + ";\n" + MAIN
 
 
@@ -147,17 +150,19 @@ def test_pipeline_row16_compile_bombs(tmp_path: Path, bomb: str) -> None:
 def test_pipeline_cpu_limit(tmp_path: Path) -> None:
     with make_builder(tmp_path, cache=False, cpu_seconds=1) as b:
         require_available(b)
-        result = build(b, FANOUT)
+        result = build(b, SPIN)
         assert result.failure == "cpu_limit", result.error
         assert "compiler exceeded its CPU limit" in (result.error or "")
         _assert_no_compiler_left(b)
 
 
 def test_pipeline_real_15s_deadline(tmp_path: Path) -> None:
-    with make_builder(tmp_path, cache=False, cpu_seconds=60) as b:
+    """The one test with the real 15 s wall clock. Scanned inputs that spin also grow memory or output and
+    hit another limit first, so this uses the scans-off hook and a preprocessor pragma that loops in place."""
+    with make_builder(tmp_path, cache=False, cpu_seconds=60, scans=False) as b:
         require_available(b)
         t0 = time.monotonic()
-        result = build(b, FANOUT)
+        result = build(b, "#pragma clang __debug overflow_stack\n" + MAIN)
         elapsed = time.monotonic() - t0
         assert result.failure == "deadline", result.error
         assert 14.5 <= elapsed < 25, elapsed
@@ -210,7 +215,7 @@ def test_pipeline_row19_killed_helper(tmp_path: Path) -> None:
         old = b.helper.pid
 
         async def kill_midway() -> Any:
-            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": SPIN}))
             for _ in range(200):
                 await asyncio.sleep(0.02)
                 if children_of(old):
@@ -349,8 +354,8 @@ def test_pipeline_cache_hit_miss_and_corruption(tmp_path: Path) -> None:
 def test_pipeline_cache_skips_nondeterministic_failures_and_evicts(tmp_path: Path) -> None:
     with make_builder(tmp_path, cache=True, cache_max_entries=2, deadline_seconds=1.0) as b:
         require_available(b)
-        assert build(b, FANOUT).failure in ("deadline", "cpu_limit")
-        assert not build(b, FANOUT).cached
+        assert build(b, SPIN).failure in ("deadline", "cpu_limit")
+        assert not build(b, SPIN).cached
         for i in range(4):
             build(b, MAIN + f"int g{i};\n")
         assert b.cache is not None and b.cache.stats()["entries"] == 2
@@ -398,7 +403,7 @@ def test_pipeline_close_cancels_running_builds(tmp_path: Path) -> None:
     helper = b.helper.pid
 
     async def close_midway() -> Any:
-        task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+        task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": SPIN}))
         for _ in range(200):
             await asyncio.sleep(0.02)
             if children_of(helper):
@@ -427,7 +432,7 @@ def test_pipeline_cancelled_caller_kills_the_compiler(tmp_path: Path) -> None:
         helper = b.helper.pid
 
         async def cancel_midway() -> list[int]:
-            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": FANOUT}))
+            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": SPIN}))
             for _ in range(200):
                 await asyncio.sleep(0.02)
                 if children_of(helper):
