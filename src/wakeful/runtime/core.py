@@ -151,7 +151,7 @@ class Runtime:
         *,
         host_handler: HostHandler,
         on_state: Callable[[ObjectStatus], None] | None = None,
-        on_log: Callable[[str, str], None] | None = None,
+        on_log: Callable[[str, str], bool | None] | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.options = options or RuntimeOptions()
@@ -195,6 +195,11 @@ class Runtime:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    @property
+    def builder(self) -> Any:
+        """The ``wakeful.build.Builder`` once builds are enabled and opened, else ``None``."""
+        return self._builder
 
     def run_batch(self) -> int:
         """Run one scheduler batch now (vm.md §7); returns the number of steps."""
@@ -276,14 +281,16 @@ class Runtime:
             capabilities=obj.capabilities or (),
         )
 
-    def _log_sink(self, object_id: str) -> Callable[[str], None]:
-        def sink(message: str) -> None:
+    def _log_sink(self, object_id: str) -> Callable[[str], bool | None]:
+        # on_log returning False means the object's output queue is full: SF_LIMIT (runtime-protocol.md §10)
+        def sink(message: str) -> bool | None:
             if self._on_log is None:
-                return
+                return None
             try:
-                self._on_log(object_id, message)
+                return self._on_log(object_id, message)
             except Exception:  # a broken log callback must not fail the guest
                 log.exception("on_log callback failed")
+                return None
 
         return sink
 

@@ -1,0 +1,109 @@
+"""Protocol frames of the stdio runtime: line splitting with the incoming bound, and frame encoding.
+
+runtime-protocol.md §3 (framing, outgoing bound) and §5 (error objects); no I/O happens here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wakeful.errors import RPC_CODES
+from wakeful.runtime import jsonval
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "MAX_ID_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "FrameTooLong",
+    "LineSplitter",
+    "encode_frame",
+    "error_frame",
+    "error_object",
+    "notification",
+    "response",
+    "utf8_len",
+]
+
+MAX_FRAME_BYTES = 262_144  # §3: incoming frames including the newline; outgoing strictly below, before it
+MAX_ID_BYTES = 128  # §4 step 5
+MAX_MESSAGE_BYTES = 4_096  # §5: error messages are cut at a character boundary
+
+
+class FrameTooLong(Exception):
+    """An incoming line is longer than the frame bound (§3): fatal for the session."""
+
+
+class LineSplitter:
+    """Splits incoming bytes into lines; never holds a partial line of ``limit`` bytes or more (§3)."""
+
+    __slots__ = ("_buf", "limit")
+
+    def __init__(self, limit: int = MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self.limit = limit
+
+    @property
+    def partial(self) -> bool:
+        """True when bytes of an unterminated line are held (EOF now is a framing error)."""
+        return bool(self._buf)
+
+    # §3: at most 262,144 bytes including the newline, enforced while reading
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; return the complete lines (without newline). Raises ``FrameTooLong``."""
+        buf = self._buf
+        old = len(buf)
+        buf += data
+        lines: list[bytes] = []
+        start = 0
+        nl = buf.find(b"\n", old)
+        while nl >= 0:
+            if nl + 1 - start > self.limit:
+                raise FrameTooLong(f"frame of more than {self.limit} bytes")
+            lines.append(bytes(buf[start:nl]))
+            start = nl + 1
+            nl = buf.find(b"\n", start)
+        del buf[:start]
+        if len(buf) >= self.limit:  # even a newline next would make it too long
+            raise FrameTooLong(f"frame of more than {self.limit} bytes")
+        return lines
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 length of ``text``; lone surrogates (never valid) count as too long."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return 1 << 30
+
+
+def cut_message(message: str) -> str:
+    """§5: a message is cut to 4,096 bytes at a character boundary."""
+    data = message.encode("utf-8", "replace")  # a lone surrogate becomes "?"
+    return data[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
+
+
+# §5: error object {code, message, data: {kind}}
+def error_object(kind: str, message: str) -> dict[str, Any]:
+    code = RPC_CODES.get(kind, -32603)
+    return {"code": code, "message": cut_message(message), "data": {"kind": kind}}
+
+
+def response(request_id: str | None, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_frame(request_id: str | None, kind: str, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object(kind, message)}
+
+
+def notification(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+# §3 outgoing: compact JSON strictly below 262,144 bytes before the newline
+def encode_frame(message: dict[str, Any]) -> bytes | None:
+    """The frame's bytes with its newline, or ``None`` when it is over the outgoing bound."""
+    data = jsonval.encode(message)
+    if len(data) >= MAX_FRAME_BYTES:
+        return None
+    return data + b"\n"

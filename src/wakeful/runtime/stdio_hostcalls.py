@@ -1,0 +1,128 @@
+"""Outgoing host calls of the stdio runtime: ``host.call`` frames, their replies and ``host.cancel``.
+
+runtime-protocol.md §9.2-9.4 and §7.1: the embedder's replies are routed by id through the pending table;
+everything else (unknown, late, duplicate, non-string ids) is discarded and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from wakeful.errors import HostCallError
+from wakeful.runtime.framing import encode_frame, notification
+from wakeful.runtime.hostcall import HostCall
+from wakeful.runtime.outbox import DataFrame, Outbox
+
+__all__ = ["OutgoingCalls"]
+
+log = logging.getLogger("wakeful.runtime.stdio")
+
+
+class _Call:
+    __slots__ = ("call", "frame", "future")
+
+    def __init__(self, call: HostCall, frame: DataFrame, future: asyncio.Future[Any]) -> None:
+        self.call = call
+        self.frame = frame
+        self.future = future
+
+
+class OutgoingCalls:
+    """The runtime's ``host_handler`` when it speaks over stdio (one future per call, no task)."""
+
+    def __init__(self, outbox: Outbox, *, detail: Callable[[], bool]) -> None:
+        self._outbox = outbox
+        self._detail = detail
+        self._calls: dict[str, _Call] = {}
+        self._by_object: dict[str, set[str]] = {}
+        self.ignored = 0  # replies discarded (§9.4)
+        self.sent = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._calls)
+
+    # §9.2 outgoing request; the frame waits in the object's data queue within the call's deadline
+    def __call__(self, call: HostCall) -> asyncio.Future[Any]:
+        params: dict[str, Any] = {
+            "object_id": call.object_id, "capability": call.capability, "arguments": call.arguments,
+            "timeout_ms": call.timeout_ms, "deadline_unix_ms": call.deadline_unix_ms,
+            "max_result_bytes": call.max_result_bytes,
+        }
+        if call.label is not None and self._detail():  # §13 load_options
+            params["wakeful"] = {"label": call.label}
+        data = encode_frame({"jsonrpc": "2.0", "id": call.id, "method": "host.call", "params": params})
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if data is None:  # cannot happen within the argument limits; the guest sees SF_HOST_ERROR
+            self._outbox.dropped += 1
+            future.set_exception(HostCallError("RESPONSE_TOO_LARGE", "host.call frame over the frame limit"))
+            return future
+        entry = _Call(call, DataFrame(call.object_id, data), future)
+        self._calls[call.id] = entry
+        self._by_object.setdefault(call.object_id, set()).add(call.id)
+        future.add_done_callback(partial(self._settled, call.id))
+        self.sent += 1
+        self._outbox.submit_waiting(entry.frame)
+        return future
+
+    def _settled(self, call_id: str, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():  # §9.3 timeout or stop: the core dropped its entry and cancelled us
+            self._abandon(call_id)
+
+    # §9.3: remove the entry, purge an unsent frame, offer host.cancel if the frame had been accepted
+    def _abandon(self, call_id: str) -> None:
+        entry = self._forget(call_id)
+        if entry is None:
+            return
+        self._outbox.remove(entry.frame)
+        if entry.frame.accepted:
+            frame = encode_frame(notification("host.cancel", {"id": call_id}))
+            if frame is not None:
+                self._outbox.offer_control(frame)
+        if not entry.future.done():
+            entry.future.cancel()
+
+    def _forget(self, call_id: str) -> _Call | None:
+        entry = self._calls.pop(call_id, None)
+        if entry is not None:
+            ids = self._by_object.get(entry.call.object_id)
+            if ids is not None:
+                ids.discard(call_id)
+                if not ids:
+                    del self._by_object[entry.call.object_id]
+        return entry
+
+    # §7.1 first step of terminal cleanup: pending calls resolved as closed, host.cancel offered
+    def object_ended(self, object_id: str) -> None:
+        for call_id in sorted(self._by_object.get(object_id, ())):
+            self._abandon(call_id)
+
+    def close(self) -> None:
+        for call_id in list(self._calls):
+            self._abandon(call_id)
+
+    # §9.4 replies: routed only by id; result → value, error (or both) → SF_HOST_ERROR
+    def reply(self, message: dict[str, Any]) -> None:
+        call_id = message.get("id")
+        entry = self._calls.get(call_id) if isinstance(call_id, str) else None
+        if entry is None or entry.future.done():
+            self.ignored += 1
+            if entry is not None and isinstance(call_id, str):
+                self._abandon(call_id)
+            return
+        self._forget(entry.call.id)
+        self._outbox.remove(entry.frame)  # a reply to a frame not yet written: nothing left to send
+        if "error" in message:
+            entry.future.set_exception(HostCallError("HOST_ERROR", _error_text(message["error"])))
+        else:
+            entry.future.set_result(message["result"])
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:200]
+    return "host error"

@@ -1,0 +1,213 @@
+"""The methods of the stdio runtime: each decodes its params and calls the in-process ``Runtime``.
+
+runtime-protocol.md §6 (spinfoam v1 methods) and §13 (``wakeful.*`` extensions); the session in
+``stdio.py`` does framing, dispatch, slots and queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from wakeful import __version__
+from wakeful.errors import Busy, InvalidParams
+from wakeful.runtime.core import ObjectStatus
+from wakeful.runtime.stdio_params import INITIALIZE_WAKEFUL, LOAD_WAKEFUL, SCHEMAS, decode
+
+if TYPE_CHECKING:
+    from wakeful.runtime.stdio import Session
+
+__all__ = ["EXTENSIONS", "Methods"]
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+EXTENSIONS = ["wakeful.object.inspect", "wakeful.stats", "wakeful.elf.verify", "detail", "load_options"]
+PINNED_REVISION = ("0.17.1", "22.1.8")  # build.md §2
+
+
+def _b64(text: str) -> bytes:
+    """Standard base64 with padding; anything else is ``-32602 invalid base64`` (§6.3)."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise InvalidParams("invalid base64") from None
+
+
+class Methods:
+    """One handler per method name; each returns the JSON result or raises a ``WakefulError``."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.table: dict[str, Handler] = {
+            "sf.initialize": self.initialize,
+            "sf.object.load": self.load,
+            "sf.object.start": self.start,
+            "sf.object.stop": self.stop,
+            "sf.object.unload": self.unload,
+            "sf.object.get": self.get,
+            "sf.object.list": self.list,
+            "sf.event.deliver": self.deliver,
+            "sf.build.compile": self.compile,
+            "sf.stats": self.stats,
+            "sf.shutdown": self.shutdown,
+            "wakeful.object.inspect": self.inspect,
+            "wakeful.stats": self.wakeful_stats,
+            "wakeful.elf.verify": self.verify,
+        }
+
+    def decode(self, method: str, params: Any) -> dict[str, Any]:
+        return decode(params, SCHEMAS[method])
+
+    def _status(self, status: ObjectStatus) -> dict[str, Any]:
+        return status.to_json(detail=self.s.detail)
+
+    # §6.1
+    async def initialize(self, p: dict[str, Any]) -> Any:
+        if p["protocol_version"] != 1:
+            raise InvalidParams(f"unsupported protocol_version {p['protocol_version']}")
+        ext = decode(p.get("wakeful", {}), INITIALIZE_WAKEFUL, "params.wakeful")
+        if self.s.initialized:
+            raise Busy("already initialized")
+        self.s.initialized = True  # before any await: requests behind it in the pipe see it
+        self.s.detail = bool(ext.get("detail", False))
+        info = await self._compiler_info()
+        return {
+            "protocol_version": 1,
+            "sdk_version": 1,
+            "session_id": self.s.rt.session_id,
+            "target": f"{sys.platform}-{platform.machine()}",
+            "async_ebpf_revision": f"wakeful-vm/{__version__}",
+            "compiler": info.to_json(),
+            "limits": {"frame_bytes": 262_144, "value_bytes": 16_384, "mailbox_entries": 32,
+                       "mailbox_bytes": 32_768, "handles": 128},
+            "memory_target_bytes": 8192,
+            "memory_target_enforced": False,
+            "wakeful": self._advertisement(info),
+        }
+
+    async def _compiler_info(self) -> Any:
+        from wakeful.build import CompilerInfo
+
+        builder = self.s.rt.builder
+        if builder is not None:
+            return await asyncio.to_thread(builder.info)
+        opts = self.s.rt.options
+        return CompilerInfo(
+            False, "builds are disabled (start the runtime with --enable-builds)", None,
+            zig_version=PINNED_REVISION[0], clang_version=PINNED_REVISION[1],
+            sandbox_level="none", sandbox_reason="builds are disabled",
+            workers=opts.build_workers, cache=opts.build_cache != "off",
+        )
+
+    # §13 the extension advertisement
+    def _advertisement(self, info: Any) -> dict[str, Any]:
+        opts = self.s.rt.options
+        return {
+            "version": __version__,
+            "extensions": list(EXTENSIONS),
+            "vm": {"max_elf_bytes": opts.max_elf_bytes, "max_instructions": opts.max_instructions,
+                   "max_image_bytes": opts.max_image_bytes, "slice_insns": opts.slice_insns,
+                   "stack_frame_bytes": 4096, "max_call_depth": 8},
+            "builds": {"sandbox_level": info.sandbox_level, "sandbox_reason": info.sandbox_reason,
+                       "workers": opts.build_workers,
+                       "cache": opts.build_cache if opts.build_cache is not None else "default"},
+        }
+
+    # §6.3: params → base64 → config → capabilities → object limit → id → loader
+    async def load(self, p: dict[str, Any]) -> Any:
+        elf = _b64(p["elf"])
+        ext = decode(p.get("wakeful", {}), LOAD_WAKEFUL, "params.wakeful")
+        status = self.s.rt.load_nowait(
+            elf, config=p.get("config"), capabilities=p.get("capabilities", ()),
+            cpu_limit_ms=ext.get("cpu_limit_ms"), label=ext.get("label"),
+        )
+        return self._status(status)
+
+    # §6.4
+    async def start(self, p: dict[str, Any]) -> Any:
+        return self._status(self.s.rt.start_nowait(p["object_id"]))
+
+    # §6.5
+    async def stop(self, p: dict[str, Any]) -> Any:
+        return self._status(await self.s.rt.stop(p["object_id"]))
+
+    # §6.6
+    async def unload(self, p: dict[str, Any]) -> Any:
+        await self.s.rt.unload(p["object_id"])
+        return {"unloaded": True}
+
+    # §6.7
+    async def get(self, p: dict[str, Any]) -> Any:
+        return self._status(self.s.rt.get_nowait(p["object_id"]))
+
+    # §6.8
+    async def list(self, p: dict[str, Any]) -> Any:
+        statuses, following = self.s.rt.list_nowait(p.get("after"), p.get("limit", 100))
+        return {"objects": [self._status(s) for s in statuses], "next": following}
+
+    # §6.9
+    async def deliver(self, p: dict[str, Any]) -> Any:
+        got = self.s.rt.deliver_nowait(p["object_id"], p["event_id"], p["topic"], p["payload"])
+        return {"accepted": got.accepted, "duplicate": got.duplicate}
+
+    # §6.10: bundle validation, then availability, then the pipeline
+    async def compile(self, p: dict[str, Any]) -> Any:
+        result = await self.s.rt.compile(p)
+        out: dict[str, Any] = {"state": result.state, "result": None}
+        if result.state == "succeeded":
+            out["result"] = {
+                "sha256": result.sha256, "elf": base64.b64encode(result.elf or b"").decode("ascii"),
+                "sdk_version": 1, "toolchain": result.toolchain, "diagnostics": result.diagnostics,
+                "diagnostics_truncated": result.diagnostics_truncated,
+            }
+        elif result.state == "failed":
+            out["result"] = {"kind": "BUILD_FAILED", "error": result.error or ""}
+        if self.s.detail:
+            out["wakeful"] = {
+                "cached": result.cached, "duration_ms": result.duration_ms, "failure": result.failure,
+                "report": result.report.to_json() if result.report is not None else None,
+            }
+        return out
+
+    # §6.11
+    async def stats(self, p: dict[str, Any]) -> Any:
+        stats = self.s.rt.stats_nowait()
+        wakeful = stats.pop("wakeful", None)
+        stats["host"]["pending_host_calls"] = self.s.calls.pending
+        stats["host"]["ignored_host_responses"] += self.s.calls.ignored
+        stats["output"] = {
+            "queued_control_frames": self.s.outbox.control_frames,
+            "queued_object_bytes": self.s.outbox.data_bytes,
+            "dropped_data_notifications": self.s.outbox.dropped,
+        }
+        if self.s.detail and wakeful is not None:
+            stats["wakeful"] = wakeful
+        return stats
+
+    # §6.12
+    async def shutdown(self, p: dict[str, Any]) -> Any:
+        self.s.shutdown_requested = True
+        return {"shutdown": True}
+
+    # §13 wakeful.object.inspect
+    async def inspect(self, p: dict[str, Any]) -> Any:
+        return self.s.rt.inspect_nowait(p["object_id"])
+
+    # §13 wakeful.stats: core counters plus the server's own (request waits in scheduler terms)
+    async def wakeful_stats(self, p: dict[str, Any]) -> Any:
+        stats: dict[str, Any] = self.s.rt.stats_nowait()["wakeful"]
+        builder = self.s.rt.builder
+        if builder is not None:
+            stats["builds"].update(builder.stats())
+        stats["server"] = self.s.server_stats()
+        return stats
+
+    # §13 wakeful.elf.verify
+    async def verify(self, p: dict[str, Any]) -> Any:
+        report = self.s.rt.verify_nowait(_b64(p["elf"]))
+        return {"ok": True, "report": report.to_json()}
