@@ -42,7 +42,7 @@ def run_kernel(elf: bytes, iterations: int, engine: str) -> tuple[int, int, floa
     gen = inst.gen
     began = time.perf_counter()
     try:
-        request = gen.send(None)
+        request = next(gen)
         while True:
             kind, fuel, _args = request
             if kind != PREEMPT:
@@ -83,8 +83,13 @@ def _measure(name: str, elf: bytes) -> dict[str, Any]:
         _, _, seconds = run_kernel(elf, k, "translate")
         best = min(best, seconds)
     insns = a + b * k
-    return {"insns": insns, "iterations": k, "seconds": best, "minsn_per_s": insns / best / 1e6,
-            "result": r_interp}
+    return {
+        "insns": insns,
+        "iterations": k,
+        "seconds": best,
+        "minsn_per_s": insns / best / 1e6,
+        "result": r_interp,
+    }
 
 
 def measure_kernels(compile_elf: Compile, names: tuple[str, ...] = KERNELS) -> dict[str, Any]:

@@ -89,15 +89,22 @@ async def _procedure(rt: Runtime, plan: InprocPlan, acks: _Acks, progress: Progr
     if plan.distinct == "structure":
         shapes["translate_ms_per_object"] = translate_s * 1000 / max(plan.count, 1)
     return {
-        "transport": "inproc", "count": plan.count, "distinct": plan.distinct,
+        "transport": "inproc",
+        "count": plan.count,
+        "distinct": plan.distinct,
         "init": {"pid": os.getpid(), "execution_threads": 1},
-        "snapshots": snaps, "load_start_s": load_start_s, "fanout_s": fanout_s,
-        "acks": acks.count - acks_before, "idle_rtt_ms": idle, "control_rtt_ms": None,
+        "snapshots": snaps,
+        "load_start_s": load_start_s,
+        "fanout_s": fanout_s,
+        "acks": acks.count - acks_before,
+        "idle_rtt_ms": idle,
+        "control_rtt_ms": None,
         "active_pss_per_object": per_object(snaps["active"], snaps["baseline"], "pss", plan.count),
         "mixed_pss_per_object": per_object(snaps["after_events"], snaps["baseline"], "pss", plan.count),
         "active_rss_per_object": per_object(snaps["active"], snaps["baseline"], "rss", plan.count),
         "mixed_rss_per_object": per_object(snaps["after_events"], snaps["baseline"], "rss", plan.count),
-        "shapes": shapes, "failures": failures,
+        "shapes": shapes,
+        "failures": failures,
     }
 
 

@@ -35,8 +35,12 @@ def threshold_request() -> dict[str, Any]:
 def _config(n: int) -> dict[str, Any]:
     """A harness-like config: loop id, incarnation and a state of a few hundred bytes."""
     notes = [f"observation {i} of loop {n}: nominal" for i in range(8)]
-    return {"loop_id": f"loop_{n:06d}", "incarnation": 1, "threshold": 90,
-            "state": {"above": False, "notes": notes, "since_ms": 1_700_000_000_000 + n}}
+    return {
+        "loop_id": f"loop_{n:06d}",
+        "incarnation": 1,
+        "threshold": 90,
+        "state": {"above": False, "notes": notes, "since_ms": 1_700_000_000_000 + n},
+    }
 
 
 class _Host:
@@ -85,7 +89,7 @@ async def _events(rt: Runtime, ids: list[str], host: _Host, progress: Progress) 
             value = 95 if e % 2 else 40  # crossing up and down: notify and checkpoint as the example does
             for object_id in ids:
                 rt.deliver_nowait(object_id, f"evt_{e:04d}", "metric", {"name": "cpu", "value": value})
-        await _until(lambda t=target: host.acks >= t, "every ack")  # type: ignore[misc]
+        await _until(lambda t=target: host.acks >= t, "every ack")
         progress.advance(first + PER_ROUND)
 
 
@@ -113,10 +117,13 @@ async def _run(elf: bytes, count: int, progress: Progress) -> dict[str, Any]:
         await rt.close()
     snaps = {"baseline": baseline, "realistic": realistic}
     return {
-        "count": count, "events_per_object": EVENTS_PER_OBJECT, "snapshots": snaps,
+        "count": count,
+        "events_per_object": EVENTS_PER_OBJECT,
+        "snapshots": snaps,
         "realistic_pss_per_object": per_object(realistic, baseline, "pss", count),
         "realistic_rss_per_object": per_object(realistic, baseline, "rss", count),
-        "acks": host.acks, "notifications": host.messages,
+        "acks": host.acks,
+        "notifications": host.messages,
     }
 
 

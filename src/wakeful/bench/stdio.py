@@ -51,8 +51,12 @@ def run_stdio(plan: StdioPlan, progress: Progress | None = None) -> dict[str, An
     exit_code = client.shutdown()
     if exit_code != 0:
         result["failures"].append(f"runtime exited {exit_code}: {client.stderr_tail(400)}")
-    result["init"] = {"pid": client.pid, "session_id": init.get("session_id"),
-                      "execution_threads": 1, "exit_code": exit_code}
+    result["init"] = {
+        "pid": client.pid,
+        "session_id": init.get("session_id"),
+        "execution_threads": 1,
+        "exit_code": exit_code,
+    }
     return result
 
 
@@ -89,14 +93,22 @@ def _procedure(client: BenchClient, plan: StdioPlan, progress: Progress) -> dict
     snaps["after_unload"] = _snap(client)
     shapes_after = _counters(client).get("shapes", {})
     return {
-        "transport": "stdio", "count": plan.count, "distinct": plan.distinct,
-        "snapshots": _strip(snaps), "load_start_s": load_start_s, "fanout_s": fanout_s,
-        "acks": client.acks - acks_before, "idle_rtt_ms": idle, "control_rtt_ms": control,
+        "transport": "stdio",
+        "count": plan.count,
+        "distinct": plan.distinct,
+        "snapshots": _strip(snaps),
+        "load_start_s": load_start_s,
+        "fanout_s": fanout_s,
+        "acks": client.acks - acks_before,
+        "idle_rtt_ms": idle,
+        "control_rtt_ms": control,
         "active_pss_per_object": per_object(snaps["active"], snaps["baseline"], "pss", plan.count),
         "mixed_pss_per_object": per_object(snaps["after_events"], snaps["baseline"], "pss", plan.count),
         "active_rss_per_object": per_object(snaps["active"], snaps["baseline"], "rss", plan.count),
         "mixed_rss_per_object": per_object(snaps["after_events"], snaps["baseline"], "rss", plan.count),
-        "shapes": {k: shapes_after.get(k, 0) - shapes_before.get(k, 0) for k in ("translated", "hits", "misses")},
+        "shapes": {
+            k: shapes_after.get(k, 0) - shapes_before.get(k, 0) for k in ("translated", "hits", "misses")
+        },
         "failures": failures,
     }
 
@@ -116,11 +128,15 @@ def _load_and_start(client: BenchClient, plan: StdioPlan, numbers: range, progre
     for n in numbers:
         loads.append(client.submit("sf.object.load", _load_params(plan.variant(n))))
         while loads and loads[0].done():
-            starts.append(client.submit("sf.object.start", {"object_id": loads.popleft().result()["object_id"]}))
+            starts.append(
+                client.submit("sf.object.start", {"object_id": loads.popleft().result()["object_id"]})
+            )
         if n & 255 == 255:
             progress.advance(len(starts))
     while loads:
-        starts.append(client.submit("sf.object.start", {"object_id": loads.popleft().result(FANOUT_S)["object_id"]}))
+        starts.append(
+            client.submit("sf.object.start", {"object_id": loads.popleft().result(FANOUT_S)["object_id"]})
+        )
     return [f.result(FANOUT_S)["object_id"] for f in starts]
 
 
@@ -178,8 +194,15 @@ def _idle_rtt(client: BenchClient, ids: list[str], samples: int) -> dict[str, fl
         object_id = ids[i % len(ids)]
         target = client.acks + 1
         began = time.perf_counter()
-        client.call("sf.event.deliver", {"object_id": object_id, "event_id": f"idle-{i}", "topic": "benchmark",
-                                         "payload": {"sequence": -1}})
+        client.call(
+            "sf.event.deliver",
+            {
+                "object_id": object_id,
+                "event_id": f"idle-{i}",
+                "topic": "benchmark",
+                "payload": {"sequence": -1},
+            },
+        )
         if not client.wait_acks(target, FANOUT_S):
             raise BenchError(f"no ack from {object_id} within {FANOUT_S:.0f} s")
         while not _waiting(client.call("sf.object.get", {"object_id": object_id})):
@@ -205,8 +228,10 @@ def _fan_out(client: BenchClient, ids: list[str], progress: Progress) -> float:
     target = client.acks + len(ids)
     began = time.perf_counter()
     futures = [
-        client.submit("sf.event.deliver", {"object_id": object_id, "event_id": str(n), "topic": "benchmark",
-                                           "payload": {"sequence": n}})
+        client.submit(
+            "sf.event.deliver",
+            {"object_id": object_id, "event_id": str(n), "topic": "benchmark", "payload": {"sequence": n}},
+        )
         for n, object_id in enumerate(ids)
     ]
     while not client.wait_acks(target, 0.05):
@@ -224,8 +249,11 @@ def _fan_out(client: BenchClient, ids: list[str], progress: Progress) -> float:
 
 # §1.3 step 7: every object must still be running
 def _not_running(client: BenchClient) -> list[str]:
-    return [f"{s['object_id']} is {s['state']}: {s.get('outcome')}" for s in _statuses(client)
-            if s.get("state") != "running"]
+    return [
+        f"{s['object_id']} is {s['state']}: {s.get('outcome')}"
+        for s in _statuses(client)
+        if s.get("state") != "running"
+    ]
 
 
 # §1.3 step 8: unload all (pipelined)

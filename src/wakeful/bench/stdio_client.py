@@ -6,6 +6,7 @@ client; every ``host.call`` is answered ``{accepted: true}`` from the reader thr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -40,12 +41,24 @@ class BenchClient:
     """Spawn ``wakeful runtime`` and drive it: ``submit`` → ``Future``, ``call`` → result (blocking)."""
 
     def __init__(self, argv: list[str] | None = None, *, max_objects: int = 10_000) -> None:
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-        argv = argv or [sys.executable, "-m", "wakeful.cli.main", "runtime", "--max-objects", str(max_objects)]
+        argv = argv or [
+            sys.executable,
+            "-m",
+            "wakeful.cli.main",
+            "runtime",
+            "--max-objects",
+            str(max_objects),
+        ]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            bufsize=0,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._out: IO[bytes] = self.proc.stdin
@@ -152,14 +165,10 @@ class BenchClient:
 
     def shutdown(self, timeout: float = 10.0) -> int:
         """``sf.shutdown`` then wait for the child; returns its exit code (killed after ``timeout``)."""
-        try:
+        with contextlib.suppress(BenchError, TimeoutError):
             self.call("sf.shutdown", {}, timeout=timeout)
-        except (BenchError, TimeoutError):
-            pass
-        try:
+        with contextlib.suppress(OSError):
             self._out.close()
-        except OSError:
-            pass
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

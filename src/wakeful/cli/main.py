@@ -14,6 +14,7 @@ import typer
 
 from wakeful import __version__
 from wakeful.cli import build_cmd, run, sdk_cmd, vm_cmd
+from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -37,6 +38,7 @@ vm_app = typer.Typer(help="Inspect programs as the VM runs them.", no_args_is_he
 sdk_app = typer.Typer(help="The guest SDK: header, guides, examples.", no_args_is_help=True)
 app.add_typer(vm_app, name="vm")
 app.add_typer(sdk_app, name="sdk")
+app.add_typer(bench_app, name="bench")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 

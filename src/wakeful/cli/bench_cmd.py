@@ -1,0 +1,93 @@
+"""``wakeful bench density`` / ``wakeful bench runtime`` (benchmarks.md §1): options → run → JSON and table.
+
+The logic lives in ``wakeful.bench``; this module only wires options, output and the ``--check`` exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, UsageError
+
+bench_app = typer.Typer(help="Benchmarks (benchmarks.md).", no_args_is_help=True)
+
+
+def _write_json(doc: dict[str, object], path: str) -> None:
+    text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def density_command(
+    count: Annotated[
+        int | None, typer.Option("--count", help="Objects to load (default 10,000; 1,000 for structure).")
+    ] = None,
+    distinct: Annotated[str, typer.Option("--distinct", help="data, imm or structure.")] = "data",
+    transport: Annotated[str, typer.Option("--transport", help="inproc, stdio or both.")] = "both",
+    samples: Annotated[int, typer.Option("--samples", help="Latency samples.")] = 1_000,
+    soak_seconds: Annotated[float, typer.Option("--soak-seconds", help="Idle time before unloading.")] = 10.0,
+    builds: Annotated[
+        int, typer.Option("--builds", help="Distinct compiles for compile time; 0 skips.")
+    ] = 40,
+    skip_cpu: Annotated[bool, typer.Option("--skip-cpu", help="Skip the guest CPU kernels.")] = False,
+    realistic: Annotated[
+        int, typer.Option("--realistic", help="Objects for the realistic variant; 0 skips.")
+    ] = 1_000,
+    repeat: Annotated[
+        int, typer.Option("--repeat", help="Repeat the whole run; judgements use the median.")
+    ] = 1,
+    json_path: Annotated[
+        str | None, typer.Option("--json", help="Write the JSON document here (- for stdout).")
+    ] = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when a checked target is missed.")] = False,
+) -> None:
+    """Density, latency, guest CPU and compile figures of the runtime (benchmarks.md §1)."""
+    from wakeful.bench import density
+    from wakeful.bench.report import RichProgress, render
+    from wakeful.bench.schema import validate
+    from wakeful.bench.variants import BenchError
+
+    options = density.DensityOptions(
+        count=count,
+        distinct=distinct,
+        transport=transport,
+        samples=samples,
+        soak_seconds=soak_seconds,
+        builds=builds,
+        skip_cpu=skip_cpu,
+        realistic=realistic,
+        repeat=repeat,
+        check=check,
+    )
+    try:
+        options.validate()
+    except BenchError as exc:
+        raise UsageError(exc.message) from None
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+    with RichProgress(err) as progress:
+        doc = density.run_density(options, progress)
+    validate(doc)
+    density.raise_for_failures(doc)
+    if json_path is not None:
+        _write_json(doc, json_path)
+    render(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else 120))
+    missed = density.failed_checks(doc)
+    if check and missed:
+        err.print(f"targets missed: {', '.join(missed)}")
+        raise CliExit(EXIT_FAILED)
+    raise CliExit(EXIT_OK)
+
+
+bench_app.command("density")(density_command)
+bench_app.command("runtime", help="The runtime benchmark: the same as `wakeful bench density`.")(
+    density_command
+)
