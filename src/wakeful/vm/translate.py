@@ -70,6 +70,7 @@ def _jump_target(insn: Insn, slot: int) -> int | None:
     return slot + insn.off + 1
 
 
+# vm.md §6.2: basic blocks (leaders: the start, jump targets, the slot after a jump)
 def _blocks(code: LinkedCode, func: Function) -> list[Block]:
     insns = code.insns
     slots: list[int] = []
@@ -117,6 +118,7 @@ def _reachable(blocks: list[Block]) -> list[Block]:
     return [b for b in blocks if b.start in seen]
 
 
+# vm.md §6.1 / §6.3: what one CALL adds to the static cost and to the plain-function bound
 def _call_cost(code: LinkedCode, insn: Insn, infos: dict[int, FuncInfo]) -> tuple[int, int, bool]:
     """(static cost, bound, makes-caller-a-generator) of one CALL."""
     if insn.src == isa.PSEUDO_CALL:
@@ -183,6 +185,7 @@ def _src(insn: Insn, slot: int) -> str:
     return _reg(insn.src) if insn.op & isa.X else f"k{slot}"
 
 
+# RFC 9669 §4.1 ALU64 (vm.md §4.1): u64 registers; mask only after ops that can leave the range
 def _alu64(insn: Insn, slot: int) -> str:
     d, code = f"r{insn.dst}", insn.op & 0xF0
     s = _src(insn, slot)
@@ -211,6 +214,7 @@ def _low32(reg: int, narrow: frozenset[int]) -> str:
     return f"r{reg}" if reg in narrow else f"({_reg(reg)} & {M32})"
 
 
+# RFC 9669 §4.1 ALU (32-bit): results zero-extended; the K immediate is its low 32 bits
 def _alu32(insn: Insn, slot: int, narrow: frozenset[int] = frozenset()) -> str:
     d, code = f"r{insn.dst}", insn.op & 0xF0
     s = _src(insn, slot)
@@ -270,6 +274,7 @@ def _divmod(insn: Insn, d: str, bits: int, narrow: frozenset[int] = frozenset())
     return f"{d} = {a} // {c}" if div else f"{d} = {a} % {c}"
 
 
+# RFC 9669 §4.2 byte swaps: END to-le / to-be (ALU) and BSWAP (ALU64) of 16/32/64 bits
 def _endian(insn: Insn) -> str:
     d = f"r{insn.dst}"
     width = insn.imm
@@ -324,6 +329,7 @@ def _write_index(base: int, off: int) -> str:
     return f"i if (i := r{base} + {off - BASE}) >= W else BAD"
 
 
+# RFC 9669 §5.1 LDX MEM / MEMSX (vm.md §5: struct-based access, explicit lower bound)
 def _load(insn: Insn, dst: int, base: int, signed: bool) -> str:
     size = insn.op & 0x18
     idx = _read_index(base, insn.off)
@@ -333,6 +339,7 @@ def _load(insn: Insn, dst: int, base: int, signed: bool) -> str:
     return f"r{dst} = {fetch} & {M64}" if signed else f"r{dst} = {fetch}"
 
 
+# RFC 9669 §5.1 ST / STX MEM (vm.md §5: stores check index >= W)
 def _store(insn: Insn, value: str, base: int) -> str:
     size = insn.op & 0x18
     idx = _write_index(base, insn.off)
