@@ -69,8 +69,12 @@ class Program:
         return self._shape
 
     def translation(self) -> str:
-        """The generated Python of this program's shape (``wakeful vm dump``)."""
-        return self._bind_shape().source
+        """The generated Python of this program's shape plus this program's constant cells
+        (``wakeful vm dump``)."""
+        source = self._bind_shape().source
+        names = [f"k{slot}" for slot, _ in self._recipe] + ["W"]
+        cells = "\n".join(f"#   {n} = 0x{v:x}" for n, v in zip(names, self._consts))
+        return f"{source}\n# cells of this program (shape.factory arguments):\n{cells}\n"
 
     # -- instances (vm.md §5) --
 
