@@ -209,16 +209,10 @@ def sdk_headers() -> dict[str, bytes]:
 def _verifier() -> Callable[[bytes], VerifyReport]:
     """The VM's ``verify_elf`` (vm.md §4.3); a missing VM is reported, not crashed on."""
     try:
-        from wakeful import vm
-
-        fn = getattr(vm, "verify_elf", None)
-        if fn is None:
-            from wakeful.vm import loader  # type: ignore[attr-defined]
-
-            fn = loader.verify_elf
+        from wakeful.vm import verify_elf
     except ImportError as exc:
         raise BuildUnavailable(f"the VM verifier (wakeful.vm.verify_elf) is not available: {exc}") from None
-    return fn  # type: ignore[no-any-return]
+    return verify_elf
 
 
 class Builder:
@@ -233,6 +227,7 @@ class Builder:
         self._probe_lock = threading.Lock()
         self._probing = False
         self._closing = False
+        self._sdk: dict[str, bytes] = {}  # read once by the probe: the fingerprint covers exactly these bytes
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -320,6 +315,7 @@ class Builder:
             self._probe_search_dirs(staging)
             macros = self._probe_macros(staging)
         info.predefined_forbidden = forbidden_predefined(macros)
+        self._sdk = sdk_headers()
         info.fingerprint = self._fingerprint(info)
         info.available = True
         self._info = info
@@ -383,7 +379,7 @@ class Builder:
                  f"clang:{info.clang_version}", f"zig-sha256:{self._zig_digest()}", PREPROCESS, COMPILE]
         for part in parts:
             h.update(part.encode() + b"\0")
-        for name, data in sdk_headers().items():
+        for name, data in self._sdk.items():
             h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
         return h.hexdigest()
 
@@ -508,7 +504,7 @@ class Builder:
         run: _Run | None = None
         try:
             self._scan(bundle, info)
-            staging = self._stage(bundle, sdk_headers())
+            staging = self._stage(bundle, self._sdk)
             run = _Run(bundle, staging, time.monotonic() + self.options.deadline_seconds, cancel=cancel or Cancel())
             result = self._run_steps(run, info)
         except _Failed as failed:
@@ -529,7 +525,7 @@ class Builder:
     def _scan(self, bundle: Bundle, info: CompilerInfo) -> None:
         if not self.options.scans:
             return
-        findings = scan_bundle(bundle, sdk_headers(), info.predefined_forbidden)
+        findings = scan_bundle(bundle, self._sdk, info.predefined_forbidden)
         if findings:
             raise _Failed("scan", "".join(f.format() + "\n" for f in findings) + "[wakeful:scan]")
 
