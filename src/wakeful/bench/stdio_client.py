@@ -58,7 +58,7 @@ class BenchClient:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
-            bufsize=0,
+            bufsize=-1,  # buffered: a raw pipe would read lines one byte at a time
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._out: IO[bytes] = self.proc.stdin
