@@ -446,10 +446,14 @@ class Runtime:
     async def stats(self) -> dict[str, Any]:
         return self.stats_nowait()
 
-    def stats_nowait(self) -> dict[str, Any]:
-        """§6.11 form (queues are the stdio server's: zero in-process) plus the ``wakeful`` counters."""
+    def stats_nowait(self, *, extensions: bool = True) -> dict[str, Any]:
+        """§6.11 form (queues are the stdio server's: zero in-process) plus the ``wakeful`` counters.
+
+        ``extensions=False`` leaves out the ``wakeful`` member, whose guest totals walk every object: plain
+        ``sf.stats`` stays O(1) (spinfoam's control round trip, benchmarks.md §1.3 step 5).
+        """
         uptime_ms = (self.clock.monotonic_ns() - self._opened_ns) // 1_000_000
-        return {
+        out = {
             "objects": len(self._objects),
             "host": {
                 "pending_host_calls": self.hostcalls.pending_count,
@@ -458,8 +462,10 @@ class Runtime:
             "output": {"queued_control_frames": 0, "queued_object_bytes": 0, "dropped_data_notifications": 0},
             "uptime_ms": uptime_ms,
             "execution_threads": 1,
-            "wakeful": self._wakeful_stats(),
         }
+        if extensions:
+            out["wakeful"] = self._wakeful_stats()
+        return out
 
     def _wakeful_stats(self) -> dict[str, Any]:
         sched = self.scheduler

@@ -176,7 +176,7 @@ class Methods:
 
     # §6.11
     async def stats(self, p: dict[str, Any]) -> Any:
-        stats = self.s.rt.stats_nowait()
+        stats = self.s.rt.stats_nowait(extensions=self.s.detail)  # the wakeful totals are O(objects)
         wakeful = stats.pop("wakeful", None)
         stats["host"]["pending_host_calls"] = self.s.calls.pending
         stats["host"]["ignored_host_responses"] += self.s.calls.ignored
