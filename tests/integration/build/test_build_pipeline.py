@@ -451,3 +451,21 @@ def test_pipeline_cancelled_caller_kills_the_compiler(tmp_path: Path) -> None:
             time.sleep(0.02)
         assert children_of(helper) == [] and list((b.build_root / "tmp").iterdir()) == []
         assert b.cache is not None and b.cache.stats()["entries"] == 0
+
+
+def test_pipeline_helper_start_removes_leftovers_of_dead_builders(tmp_path: Path) -> None:
+    """§5.1: staging left by a crashed process is removed when the next helper starts; live ones stay."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"])  # a finished, reaped child: its pid names no live builder
+    gone.wait()
+    tmp = tmp_path / "build" / "tmp"
+    tmp.mkdir(parents=True)
+    stale = tmp / f"s{gone.pid}-crashed"
+    (stale / "src").mkdir(parents=True)
+    (stale / "src" / "main.c").write_text("int x;\n")
+    live = tmp / f"s{os.getpid()}-live"
+    live.mkdir()
+    with make_builder(tmp_path, cache=False) as b:
+        require_available(b)
+        assert not stale.exists() and live.exists()
