@@ -15,6 +15,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,7 +94,10 @@ class Session:
         except Exception as exc:  # e.g. the build root cannot be created
             log.error("runtime could not start: %s", exc)
             return EXIT_USAGE
-        loop.add_reader(self.stdin, self._readable)
+        try:
+            loop.add_reader(self.stdin, self._readable)
+        except PermissionError:  # --allow-any-stdio with a regular file: epoll refuses it
+            threading.Thread(target=self._read_blocking, args=(loop,), daemon=True).start()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop, EXIT_OK, True)
         code = await self._stopping
@@ -151,6 +155,23 @@ class Session:
         except OSError as exc:
             log.error("stdin failed: %s", exc)
             self._stop(EXIT_FATAL, True)
+            return
+        self._feed(data)
+
+    def _read_blocking(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Reader thread for a stdin that cannot be polled (a regular file, only with --allow-any-stdio)."""
+        while True:
+            try:
+                data = os.read(self.stdin, READ_BYTES)
+            except OSError:
+                data = b""
+            with contextlib.suppress(RuntimeError):  # the loop is gone
+                loop.call_soon_threadsafe(self._feed, data)
+            if not data:
+                return
+
+    def _feed(self, data: bytes) -> None:
+        if self._stopping is None or self._stopping.done():
             return
         if not data:  # §3: EOF inside a line is fatal; EOF between frames is a clean end (§12)
             self._stop(EXIT_FATAL if self.splitter.partial else EXIT_OK, True)
