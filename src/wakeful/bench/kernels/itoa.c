@@ -27,9 +27,9 @@ static int to_dec(sf_u64 v) {
 
 SF_MAIN sf_i64 main(void) {
     sf_i64 k = iterations();
-    sf_u64 x = 88172645463325252ULL;
     sf_i64 digits = 0;
     for (sf_i64 it = 0; it < k; it++) {
+        sf_u64 x = 88172645463325252ULL; /* the same values every iteration: count(k) = a + b·k exactly */
         for (int i = 0; i < 1000; i++) {
             x ^= x << 13;
             x ^= x >> 7;
