@@ -1,0 +1,172 @@
+"""Object methods over stdio: load errors and ids, start once, stop/unload/get, list paging, states and
+wait reasons, outcomes and state notifications (runtime-protocol.md §6.2-§6.8, §7; §16 items 5, 6, 12)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+import pytest
+import stdio_guests as g
+
+from wakeful.errors import Busy, InvalidObject, InvalidParams, ObjectNotFound
+from wakeful.runtime import ObjectStatus
+
+
+@pytest.fixture(scope="module")
+def elfs(compile_c: Any) -> dict[str, bytes]:
+    return {name: compile_c(getattr(g, name.upper()))
+            for name in ("exit_code", "spin", "sleeper", "fault", "event_sink", "host_caller")}
+
+
+def test_load_errors_in_order_and_ids_keep_advancing(elfs: dict[str, bytes], compile_c: Any) -> None:
+    no_main = compile_c("int f(void) { return 1; }\n")
+    good = elfs["exit_code"]
+
+    async def body() -> None:
+        async with g.session("--max-objects", "2") as c:
+            with pytest.raises(InvalidParams, match="invalid base64"):
+                await c.request("sf.object.load", {"elf": "not base64!"})
+            with pytest.raises(InvalidParams, match="invalid base64"):
+                await c.request("sf.object.load", {"elf": "QUJD"[:3]})
+            with pytest.raises(InvalidParams, match="config exceeds JSON limits"):
+                await c.load(good, config={"x": "a" * 16_400})
+            deep: Any = 1
+            for _ in range(40):
+                deep = [deep]
+            with pytest.raises(InvalidParams, match="config exceeds JSON limits"):
+                await c.load(good, config=deep)
+            for caps in ([{"name": ""}], [{"name": "x" * 129}], [{"name": "a", "extra": 1}],
+                         [{"name": "a", "arguments": [1]}], [{"name": "a"}] * 1025, "cap"):
+                with pytest.raises(InvalidParams, match="invalid capabilities"):
+                    await c.request("sf.object.load", {"elf": base64.b64encode(good).decode(), "capabilities": caps})
+            with pytest.raises(InvalidParams, match="spinfoam.main"):
+                await c.load(no_main)  # takes id o1
+            with pytest.raises(InvalidObject) as bad:
+                await c.load(b"\x7fELF" + b"\0" * 60)  # takes id o2
+            assert bad.value.rpc_code == -32010 and bad.value.rule.startswith("ELF")  # type: ignore[attr-defined]
+            a = await c.load(good)
+            assert a.object_id == "o3" and a.state == "loaded" and a.wait == "none"
+            assert a.sha256 == hashlib.sha256(good).hexdigest() and a.outcome is None
+            await c.load(good)
+            with pytest.raises(Busy, match="object limit reached"):
+                await c.load(good)  # the limit is checked before an id is taken
+            await c.unload("o3")
+            assert (await c.load(good)).object_id == "o5"
+
+    g.run(body)
+
+
+def test_objects_from_one_elf_are_independent_and_start_once(elfs: dict[str, bytes]) -> None:
+    async def body() -> None:
+        async with g.session() as c:
+            a = await c.load(elfs["exit_code"], config={"code": 1})
+            b = await c.load(elfs["exit_code"], config={"code": 2, "delay_ms": 50})
+            started = await c.start(a.object_id)
+            assert started.state == "starting"
+            with pytest.raises(Busy, match="object can only start once"):
+                await c.start(a.object_id)
+            await c.start(b.object_id)
+            assert (await g.wait_state(c, a.object_id, "exited")).outcome == {"exit_code": 1}
+            assert (await g.wait_state(c, b.object_id, "exited")).outcome == {"exit_code": 2}
+            with pytest.raises(Busy):
+                await c.start(b.object_id)
+            with pytest.raises(ObjectNotFound):
+                await c.start("o99")
+
+    g.run(body)
+
+
+def test_states_wait_reasons_and_notifications(elfs: dict[str, bytes]) -> None:
+    async def body() -> None:
+        async with g.session() as c:
+            notes: list[ObjectStatus] = []
+            c.on_state(notes.append)
+
+            async def pending_call(call: Any) -> Any:
+                import asyncio
+
+                await asyncio.sleep(3600)
+
+            c.on_host_call(pending_call)
+            sleeper = await c.load(elfs["sleeper"])
+            waiter = await c.load(elfs["event_sink"])
+            caller = await c.load(elfs["host_caller"], capabilities=[{"name": "cap"}],
+                                  config={"params": {}, "timeout_ms": 600000})
+            spinner = await c.load(elfs["spin"])
+            faulty = await c.load(elfs["fault"])
+            for oid in (sleeper.object_id, waiter.object_id, caller.object_id, spinner.object_id, faulty.object_id):
+                await c.start(oid)
+            for oid, wait in ((sleeper.object_id, "timer"), (waiter.object_id, "event"),
+                              (caller.object_id, "host_rpc")):
+                async def reached(oid: str = oid, wait: str = wait) -> bool:
+                    st = await c.get(oid)
+                    return st.state == "running" and st.wait == wait
+
+                await g.until(reached)
+            assert (await c.get(spinner.object_id)).wait == "none"
+            failed = await g.wait_state(c, faulty.object_id, "failed")
+            assert failed.outcome is not None and failed.outcome["kind"] == "PROGRAM_FAULT"
+            assert isinstance(failed.outcome["error"], str) and failed.wait == "none"
+            for oid in (sleeper.object_id, waiter.object_id, caller.object_id, spinner.object_id):
+                st = await c.stop(oid)
+                assert (st.state, st.wait, st.outcome) == ("stopped", "none", None)
+                assert (await c.stop(oid)).state == "stopped"  # terminal: unchanged
+            loaded = await c.load(elfs["sleeper"])
+            assert (await c.stop(loaded.object_id)).state == "stopped"  # loaded → stopped at once
+            with pytest.raises(Busy):
+                await c.start(loaded.object_id)
+
+            async def all_noted() -> bool:
+                return len(notes) >= 6
+
+            await g.until(all_noted)
+            by_id = {n.object_id: n.state for n in notes}
+            assert by_id[faulty.object_id] == "failed" and by_id[spinner.object_id] == "stopped"
+            await c.unload(spinner.object_id)
+            await c.unload(spinner.object_id)  # unknown now: still fine
+            await c.unload("o404")
+            with pytest.raises(ObjectNotFound):
+                await c.get(spinner.object_id)
+            assert (await c.stats())["objects"] == 5
+
+    g.run(body)
+
+
+def test_concurrent_stops_all_succeed(elfs: dict[str, bytes]) -> None:
+    async def body() -> None:
+        import asyncio
+
+        async with g.session() as c:
+            st = await c.load(elfs["spin"])
+            await c.start(st.object_id)
+            results = await asyncio.gather(*(c.stop(st.object_id) for _ in range(10)))
+            assert {r.state for r in results} == {"stopped"}
+
+    g.run(body)
+
+
+def test_list_string_order_paging_and_limit_bounds(elfs: dict[str, bytes]) -> None:
+    async def body() -> None:
+        async with g.session() as c:
+            for _ in range(12):
+                await c.load(elfs["exit_code"])
+            page, nxt = await c.list(limit=5)
+            assert [s.object_id for s in page] == ["o1", "o10", "o11", "o12", "o2"] and nxt == "o2"
+            page, nxt = await c.list(after=nxt, limit=5)
+            assert [s.object_id for s in page] == ["o3", "o4", "o5", "o6", "o7"] and nxt == "o7"
+            page, nxt = await c.list(after=nxt, limit=5)
+            assert [s.object_id for s in page] == ["o8", "o9"] and nxt is None
+            page, nxt = await c.list(after="o12", limit=3)
+            assert [s.object_id for s in page] == ["o2", "o3", "o4"]
+            page, nxt = await c.list()
+            assert len(page) == 12 and nxt is None
+            page, nxt = await c.list(limit=12)
+            assert len(page) == 12 and nxt is None
+            for limit in (0, 257, -1):
+                with pytest.raises(InvalidParams):
+                    await c.list(limit=limit)
+            assert len((await c.list(limit=256))[0]) == 12
+
+    g.run(body)
