@@ -15,7 +15,7 @@ from wakeful.vm.guest import SYNC_HELPERS, GuestEnv
 from wakeful.vm.interp import interpret
 from wakeful.vm.linked import Layout, LinkedCode, VerifyReport
 from wakeful.vm.shapes import Shape, ShapeCache, constants, shape_key
-from wakeful.vm.translate import MEMORY_ERRORS, fill_fault, recover_fault, translate
+from wakeful.vm.translate import MEMORY_ERRORS, fill_fault, generate, recover_fault, translate
 
 __all__ = ["ENGINES", "Instance", "Program", "clear_caches", "load", "shape_stats", "verify_elf"]
 
@@ -71,7 +71,8 @@ class Program:
     def translation(self) -> str:
         """The generated Python of this program's shape plus this program's constant cells
         (``wakeful vm dump``)."""
-        source = self._bind_shape().source
+        self._bind_shape()
+        source, _, _ = generate(self.code, self.shape_key, self._recipe, comments=True)
         names = [f"k{slot}" for slot, _ in self._recipe] + ["W"]
         cells = "\n".join(f"#   {n} = 0x{v:x}" for n, v in zip(names, self._consts))
         return f"{source}\n# cells of this program (shape.factory arguments):\n{cells}\n"

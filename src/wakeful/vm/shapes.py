@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,16 +111,21 @@ def constants(code: LinkedCode, recipe: tuple[tuple[int, int], ...]) -> tuple[in
 
 @dataclass(slots=True)
 class Shape:
-    """One translation: source, compiled shape factory, line table and per-function facts."""
+    """One translation: compiled shape factory, its linecache filename, line table, function facts."""
 
     key: str
-    source: str
     filename: str
     factory: Callable[..., Any]  # shape(*constants, W) -> instance(M, env, H) -> entry function
-    lines: dict[int, int]  # generated line -> global slot
+    lines: Sequence[int]  # generated line number -> global slot (-1: no instruction)
     entry_is_generator: bool
     entry_cost: int
     generators: frozenset[int] = field(default_factory=frozenset)
+
+    def slot_at(self, lineno: int) -> int | None:
+        """The slot whose code is on generated line ``lineno`` (vm.md §8 line table)."""
+        if 0 <= lineno < len(self.lines) and self.lines[lineno] >= 0:
+            return self.lines[lineno]
+        return None
 
 
 class ShapeCache:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import linecache
 import struct
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -825,9 +826,10 @@ NAMESPACE: dict[str, Any] = {
 }
 
 
-def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
-              comments: list[str] | None = None) -> Shape:
-    """Generate, compile and register the Python source of a shape (vm.md §6)."""
+def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
+             comments: bool) -> tuple[str, _Source, dict[int, FuncInfo]]:
+    """The Python source of a shape; ``comments`` adds each instruction's disassembly at the end of its
+    line (line numbers are the same either way, so one line table serves both)."""
     infos = analyse_program(code)
     out = _Source()
     params = ", ".join([*(f"k{slot}" for slot, _ in recipe), "W"])
@@ -838,20 +840,30 @@ def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *
     for i, name in enumerate(code.helpers):
         if name in SYNC_HELPERS:
             out.add(2, f"h{i} = H[{i}]  # {name}")
-    if comments is None:
-        comments = _comments(code)
+    notes = _comments(code) if comments else []
     for index in sorted(infos):
-        _FunctionEmitter(code, infos[index], infos, out, comments).emit()
+        _FunctionEmitter(code, infos[index], infos, out, notes).emit()
     out.add(2, f"return f{code.entry}")
     out.add(1, "return instance")
-    source = "\n".join(out.lines) + "\n"
+    return "\n".join(out.lines) + "\n", out, infos
+
+
+def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...]) -> Shape:
+    """Generate, compile and register (``linecache``) the Python source of a shape (vm.md §6).
+
+    The compiled source carries no comments (memory per shape); ``generate(..., comments=True)``
+    rebuilds the annotated listing with identical line numbers for ``wakeful vm dump``."""
+    source, out, infos = generate(code, key, recipe, comments=False)
     entry_name = code.functions[code.entry].name
     filename = f"<wakeful:{key[:16]}:{entry_name}>"
     namespace = dict(NAMESPACE)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    table = array("i", [-1]) * (len(out.lines) + 1)
+    for line, slot in out.table.items():
+        table[line] = slot
     entry = infos[code.entry]
-    return Shape(key, source, filename, namespace["shape"], out.table, entry.generator, entry.cost,
+    return Shape(key, filename, namespace["shape"], table, entry.generator, entry.cost,
                  frozenset(i for i, f in infos.items() if f.generator))
 
 
@@ -893,7 +905,7 @@ def recover_fault(exc: BaseException, code: LinkedCode, shape: Shape, writable: 
     ours, last = _frames(exc.__traceback__, shape.filename)
     if ours is None or ours is not last:
         return None
-    slot = shape.lines.get(ours.tb_lineno)
+    slot = shape.slot_at(ours.tb_lineno)
     if slot is None:
         return None
     insn = code.insns[slot]
@@ -914,6 +926,6 @@ def fill_fault(exc: GuestFault, code: LinkedCode, shape: Shape) -> None:
     ours, _ = _frames(exc.__traceback__, shape.filename)
     if ours is None:
         return
-    slot = shape.lines.get(ours.tb_lineno)
+    slot = shape.slot_at(ours.tb_lineno)
     if slot is not None:
         exc.function, exc.pc, exc.insn = _where(code, slot)

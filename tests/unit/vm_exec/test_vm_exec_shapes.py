@@ -109,6 +109,10 @@ def test_translation_is_registered_with_linecache_and_dumpable() -> None:
     shape = program._shape
     assert shape is not None and shape.filename.startswith("<wakeful:")
     assert linecache.getline(shape.filename, 2).strip().startswith("def shape(")
+    # the registered source is the listing without its comments, line for line
+    listing = source.splitlines()
+    for n, line in enumerate(linecache.getlines(shape.filename), 1):
+        assert listing[n - 1].startswith(line.rstrip("\n")) and line.strip()
     # the interpreter engine can still show the translation
     assert build([("main", variant(5))], engine="interp").translation() == source
 
@@ -124,7 +128,7 @@ def test_shape_cache_is_an_lru() -> None:
 
     def make(name: str) -> Shape:
         linecache.cache[f"<wakeful:{name}>"] = (1, None, ["x\n"], f"<wakeful:{name}>")
-        return Shape(name, "", f"<wakeful:{name}>", lambda: None, {}, True, 0)
+        return Shape(name, f"<wakeful:{name}>", lambda: None, [], True, 0)
 
     a = cache.get("a", lambda: make("a"))
     cache.get("b", lambda: make("b"))
