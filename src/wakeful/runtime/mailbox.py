@@ -6,7 +6,6 @@ this module applies the dedup → fullness → append part of the check order.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from wakeful.errors import MailboxFull
@@ -19,26 +18,30 @@ DEDUP_WINDOW = 128
 
 
 class Mailbox:
-    """FIFO of envelopes with their encoded sizes, and the ids of the last 128 accepted events."""
+    """FIFO of envelopes with their encoded sizes, and the ids of the last 128 accepted events.
 
-    __slots__ = ("_entries", "_ids", "_recent", "bytes")
+    Both are allocated on first use and the FIFO is dropped again when it empties: an idle object's mailbox
+    costs a few dozen bytes instead of two deques and a set (benchmarks.md §1.8: ≤ 8 KiB per object).
+    The dedup window is an insertion-ordered dict used as an ordered set (oldest id first).
+    """
+
+    __slots__ = ("_entries", "_window", "bytes")
 
     def __init__(self) -> None:
-        self._entries: deque[tuple[Any, int]] = deque()
-        self._recent: deque[str] = deque()
-        self._ids: set[str] = set()
+        self._entries: list[tuple[Any, int]] | None = None
+        self._window: dict[str, None] | None = None
         self.bytes = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) if self._entries is not None else 0
 
     def is_duplicate(self, event_id: str) -> bool:
         # §8: the window holds the last 128 accepted ids, including consumed ones
-        return event_id in self._ids
+        return self._window is not None and event_id in self._window
 
     def check_room(self, size: int) -> None:
         """§6.9: 32 entries already queued, or bytes plus this envelope over 32,768 → MAILBOX_FULL."""
-        if len(self._entries) >= MAILBOX_ENTRIES:
+        if len(self) >= MAILBOX_ENTRIES:
             raise MailboxFull(f"mailbox full: {MAILBOX_ENTRIES} events queued")
         if self.bytes + size > MAILBOX_BYTES:
             raise MailboxFull(f"mailbox full: {self.bytes} + {size} bytes exceeds {MAILBOX_BYTES}")
@@ -51,28 +54,35 @@ class Mailbox:
         if self.is_duplicate(event_id):
             return True
         self.check_room(size)
-        self._entries.append((envelope, size))
+        if self._entries is None:
+            self._entries = [(envelope, size)]
+        else:
+            self._entries.append((envelope, size))
         self.bytes += size
         self._remember(event_id)
         return False
 
     def pop(self) -> Any:
         """The oldest envelope, or ``None`` when empty (sf_event_next, §8)."""
-        if not self._entries:
+        entries = self._entries
+        if not entries:
             return None
-        envelope, size = self._entries.popleft()
+        envelope, size = entries.pop(0)  # at most 32 entries: a list shift is cheap
+        if not entries:
+            self._entries = None
         self.bytes -= size
         return envelope
 
     def clear(self) -> None:
         """§7.1: the mailbox and its dedup window are cleared when the object ends."""
-        self._entries.clear()
-        self._recent.clear()
-        self._ids.clear()
+        self._entries = None
+        self._window = None
         self.bytes = 0
 
     def _remember(self, event_id: str) -> None:
-        self._recent.append(event_id)
-        self._ids.add(event_id)
-        if len(self._recent) > DEDUP_WINDOW:
-            self._ids.discard(self._recent.popleft())
+        window = self._window
+        if window is None:
+            self._window = window = {}
+        window[event_id] = None
+        if len(window) > DEDUP_WINDOW:
+            del window[next(iter(window))]
