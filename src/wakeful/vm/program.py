@@ -149,6 +149,8 @@ def load(data: bytes, *, max_elf_bytes: int = 65536, max_instructions: int = 819
     """vm.md §1: ELF bytes → Program (cached by SHA-256 and options); raises ``InvalidObject``."""
     _check_limits(max_elf_bytes, max_instructions, max_image_bytes)
     _check_engine(engine, slice_insns)
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidParams(f"an ELF object must be bytes, not {type(data).__name__}")
     data = bytes(data)
     digest = hashlib.sha256(data).hexdigest()
     key = (digest, max_elf_bytes, max_instructions, max_image_bytes, slice_insns, engine)

@@ -189,4 +189,7 @@ def test_program_rejects_bad_options() -> None:
         load(data, slice_insns=0)
     with pytest.raises(InvalidParams):
         load(data, max_instructions=70000)
+    with pytest.raises(InvalidParams):
+        load("not bytes")  # type: ignore[arg-type]
     assert isinstance(load(data, max_elf_bytes=1 << 20), Program)
+    assert load(bytearray(data)) is load(memoryview(data))
