@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from wakeful.errors import GuestFault
 from wakeful.vm import isa
-from wakeful.vm.isa import BASE, MASK32, MASK64, SIGN32, SIGN64, Insn
+from wakeful.vm.isa import BASE, MASK32, MASK64, Insn
 
 __all__ = [
     "ALU32",
@@ -211,11 +211,6 @@ def memory_fault(
     return GuestFault(code, message, address=address, size=size, function=function, pc=pc, insn=insn)
 
 
-def is_memory_insn(insn: Insn) -> bool:
-    cls = insn.op & 0x07
-    return cls in (isa.LDX, isa.ST, isa.STX)
-
-
 def memory_access(insn: Insn) -> tuple[int, int, bool]:
     """(base register, size in bytes, is-write) of a load/store/atomic instruction."""
     cls = insn.op & 0x07
@@ -226,5 +221,3 @@ def memory_access(insn: Insn) -> tuple[int, int, bool]:
         return insn.src, size, False
     return insn.dst, size, True
 
-
-SIGNS = {64: SIGN64, 32: SIGN32}
