@@ -52,6 +52,7 @@ class FuncInfo:
     generator: bool = False
     cost: int = 0  # static instruction cost (plain functions: what callers charge, vm.md §6.3)
     bound: int = 0  # worst case with helper maximum charges (vm.md §6.1)
+    helper_debt: bool = False  # it or a plain callee calls a sync helper (charges land in env.debt)
 
 
 def _width(insn: Insn) -> int:
@@ -119,6 +120,14 @@ def _reachable(blocks: list[Block]) -> list[Block]:
     return [b for b in blocks if b.start in seen]
 
 
+def _leaves_debt(code: LinkedCode, insn: Insn, infos: dict[int, FuncInfo]) -> bool:
+    """Whether a CALL can leave helper charges in ``env.debt`` for its caller to collect (vm.md §6.3)."""
+    if insn.src == isa.PSEUDO_CALL:
+        callee = infos[insn.imm]
+        return callee.helper_debt and not callee.generator
+    return code.helpers[insn.imm] in SYNC_HELPERS
+
+
 # vm.md §6.1 / §6.3: what one CALL adds to the static cost and to the plain-function bound
 def _call_cost(code: LinkedCode, insn: Insn, infos: dict[int, FuncInfo]) -> tuple[int, int, bool]:
     """(static cost, bound, makes-caller-a-generator) of one CALL."""
@@ -146,6 +155,7 @@ def _analyse(code: LinkedCode, index: int, infos: dict[int, FuncInfo]) -> FuncIn
             if insn.op == isa.OP_CALL:
                 c, m, g = _call_cost(code, insn, infos)
                 cost, bound, generator = cost + c, bound + m, generator or g
+                info.helper_debt = info.helper_debt or _leaves_debt(code, insn, infos)
         nexts = [longest[s] for s in b.succ if s > b.start]
         longest[b.start] = (cost + max((n[0] for n in nexts), default=0),
                             bound + max((n[1] for n in nexts), default=0))
@@ -783,7 +793,10 @@ class _FunctionEmitter:
                 return
             out.add(depth, f"r0 = f{insn.imm}({args})" + self._comment(slot), slot)
             if self.gen:
-                self._charge_debt(depth, u + callee.cost, slot)
+                if callee.helper_debt:
+                    self._charge_debt(depth, u + callee.cost, slot)
+                else:
+                    self._emit_lines(self._charge_lines(u + callee.cost), depth, slot)
             return
         name = self.code.helpers[insn.imm]
         if name in SUSPENDING_HELPERS:
