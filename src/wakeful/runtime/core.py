@@ -609,10 +609,14 @@ def _checked_json(value: Any, message: str) -> Any:
         raise InvalidParams(f"{message}: {exc.message}") from None
 
 
+_ENVELOPE_FRAME = len(b'{"event_id":,"topic":,"payload":}')
+
+
 def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
     """§6.9 envelope ``{event_id, topic, payload}`` boxed with its encoded size (root + 2 strings + payload)."""
     value = {"event_id": event_id, "topic": topic, "payload": payload.value}
-    size = len(jsonval.encode(value))
+    # '{"event_id":' + id + ',"topic":' + topic + ',"payload":' + payload + '}': the payload is not re-encoded
+    size = _ENVELOPE_FRAME + len(jsonval.encode(event_id)) + len(jsonval.encode(topic)) + payload.size
     return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1)
 
 

@@ -8,7 +8,6 @@ zero-length regions always accepted); fuel charges follow vm.md §6.3 and are ad
 
 from __future__ import annotations
 
-import json
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -533,7 +532,7 @@ class GuestContext:
             return SF_LIMIT
         if timeout_ms == 0:
             return SF_TIMEOUT
-        snapshot: JsonValue = json.loads(jsonval.encode(box.value))  # the host gets its own copy
+        snapshot: JsonValue = jsonval.copy_of(box)  # the host gets its own copy
         return HostCallRequest(name, snapshot, clamp_ms(timeout_ms))
 
     # sdk.md §9.3 step 6, runtime-protocol.md §9.4: result → handle; over limits → SF_LIMIT; error → SF_HOST_ERROR

@@ -308,7 +308,60 @@ def _box(value: JsonValue, encoded: bytes) -> Json:
 
 def part_of(value: JsonValue) -> Json:
     """Box a part of a boxed value (already validated) from its encoding alone: no walk, no limits."""
+    kind = type(value)
+    if kind is int:  # a validated int encodes as its decimal text: skip the encoder (hot in events)
+        return Json(value, len(str(value)), 1, 0)
+    if kind is dict or kind is list:
+        members: Any = value.values() if kind is dict else value  # type: ignore[union-attr]
+        if not any(type(m) is dict or type(m) is list for m in members):  # flat: shape without a scan
+            return Json(value, len(_encode_checked(value)), 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
     return _box(value, _encode_checked(value))
+
+
+_SMALL_COPY_NODES = 64  # below this a Python copy beats encode + parse
+
+
+def copy_of(box: Json) -> JsonValue:
+    """An independent copy of a boxed value (a host gets its own, runtime-protocol.md §9.2)."""
+    if box.nodes <= _SMALL_COPY_NODES:
+        return _copy(box.value)
+    copy: JsonValue = json.loads(_encode_checked(box.value))
+    return copy
+
+
+def _copy(value: JsonValue) -> JsonValue:
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}  # type: ignore[union-attr]
+    if kind is list:
+        return [_copy(v) for v in value]  # type: ignore[union-attr]
+    return value
+
+
+def _flat_copy(value: object) -> tuple[JsonValue, int, int] | None:
+    """(copy, nodes, depth) of a checked scalar or a dict/list holding only scalars; ``None`` otherwise.
+
+    Scalars are type- and range-checked here (lone surrogates and the like are left to the encoder).
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, member in value.items():  # type: ignore[attr-defined]
+            mkind = type(member)
+            if type(key) is not str or mkind is dict or mkind is list:
+                return None
+            if mkind is not str and member is not None:
+                _check_scalar(member, mkind)
+        return dict(value), 1 + len(value), 1 if value else 0  # type: ignore[call-overload, arg-type]
+    if kind is list:
+        for member in value:  # type: ignore[attr-defined]
+            mkind = type(member)
+            if mkind is dict or mkind is list:
+                return None
+            if mkind is not str and member is not None:
+                _check_scalar(member, mkind)
+        return list(value), 1 + len(value), 1 if value else 0  # type: ignore[call-overload, arg-type]
+    _check_scalar(value, kind)
+    return value, 1, 0  # type: ignore[return-value]
 
 
 def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 << 30) -> Json:
@@ -368,6 +421,15 @@ def from_python(value: object, *, limits: bool = True) -> Json:
     """
     if isinstance(value, Json):
         return check(value) if limits else value
+    flat = _flat_copy(value)
+    if flat is not None:  # a scalar or an object/array of scalars: no walk, no parse (event payloads, replies)
+        duplicate, nodes, depth = flat
+        if limits and nodes > MAX_NODES:
+            raise JsonLimitError(f"JSON value of {nodes} nodes exceeds {MAX_NODES}")
+        encoded = _encode_checked(value)  # type: ignore[arg-type]
+        if limits and len(encoded) > MAX_BYTES:
+            raise JsonLimitError(f"JSON value of {len(encoded)} bytes exceeds {MAX_BYTES}")
+        return Json(duplicate, len(encoded), nodes, depth)
     cap_nodes, cap_depth = (MAX_NODES, MAX_DEPTH) if limits else (1 << 30, 1 << 30)
     nodes, depth = _count(value, cap_nodes, cap_depth)  # type: ignore[arg-type]
     encoded = _encode_checked(value)  # type: ignore[arg-type]
