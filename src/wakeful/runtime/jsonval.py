@@ -18,9 +18,8 @@ import json
 import math
 import re
 from array import array
-from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from wakeful.errors import InvalidParams
 
@@ -80,9 +79,12 @@ class JsonTypeError(JsonError):
     """A Python object handed in as a value is not a JSON value."""
 
 
-@dataclass(frozen=True, slots=True)
-class Json:
-    """A JSON value with its compact encoded size, node count and deepest node depth (sdk.md §6)."""
+class Json(NamedTuple):
+    """A JSON value with its compact encoded size, node count and deepest node depth (sdk.md §6).
+
+    Immutable; a named tuple because several boxes are made per event and a frozen dataclass's ``__init__``
+    costs five times as much (benchmarks.md §1.8 fan-out).
+    """
 
     value: JsonValue
     size: int
