@@ -141,15 +141,16 @@ SF_MAIN sf_i64 main(void) {
 """
 
 
-def child_env() -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(extra)
     env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-async def spawn(*args: str, enable_builds: bool = False) -> RuntimeClient:
+async def spawn(*args: str, enable_builds: bool = False, env: dict[str, str] | None = None) -> RuntimeClient:
     argv = [*default_argv(enable_builds), *args]
-    return await RuntimeClient.spawn(argv, env=child_env())
+    return await RuntimeClient.spawn(argv, env=child_env(**(env or {})))
 
 
 @contextlib.asynccontextmanager
