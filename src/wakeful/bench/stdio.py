@@ -126,17 +126,17 @@ def _load_and_start(client: BenchClient, plan: StdioPlan, numbers: range, progre
     loads: deque[Future[Any]] = deque()
     starts: list[Future[Any]] = []
     for n in numbers:
-        loads.append(client.submit("sf.object.load", _load_params(plan.variant(n))))
+        loads.append(client.submit("sf.object.load", _load_params(plan.variant(n)), flush=False))
         while loads and loads[0].done():
-            starts.append(
-                client.submit("sf.object.start", {"object_id": loads.popleft().result()["object_id"]})
-            )
+            object_id = loads.popleft().result()["object_id"]
+            starts.append(client.submit("sf.object.start", {"object_id": object_id}, flush=False))
         if n & 255 == 255:
             progress.advance(len(starts))
+    client.flush()
     while loads:
-        starts.append(
-            client.submit("sf.object.start", {"object_id": loads.popleft().result(FANOUT_S)["object_id"]})
-        )
+        object_id = loads.popleft().result(FANOUT_S)["object_id"]
+        starts.append(client.submit("sf.object.start", {"object_id": object_id}, flush=False))
+    client.flush()
     return [f.result(FANOUT_S)["object_id"] for f in starts]
 
 
@@ -231,9 +231,11 @@ def _fan_out(client: BenchClient, ids: list[str], progress: Progress) -> float:
         client.submit(
             "sf.event.deliver",
             {"object_id": object_id, "event_id": str(n), "topic": "benchmark", "payload": {"sequence": n}},
+            flush=False,
         )
         for n, object_id in enumerate(ids)
     ]
+    client.flush()
     while not client.wait_acks(target, 0.05):
         progress.advance(len(ids) - (target - client.acks))
         if time.perf_counter() - began > FANOUT_S:
@@ -258,6 +260,7 @@ def _not_running(client: BenchClient) -> list[str]:
 
 # §1.3 step 8: unload all (pipelined)
 def _unload(client: BenchClient, ids: list[str]) -> None:
-    futures = [client.submit("sf.object.unload", {"object_id": object_id}) for object_id in ids]
+    futures = [client.submit("sf.object.unload", {"object_id": object_id}, flush=False) for object_id in ids]
+    client.flush()
     for future in futures:
         future.result(FANOUT_S)
