@@ -156,7 +156,7 @@ def test_duplicate_outstanding_id_and_busy_slots_but_compile_is_exempt() -> None
     # a duplicate of an outstanding id is DUPLICATE_ID, and sf.build.compile needs no slot
     async def body() -> None:
         async with g.session() as c:
-            lines = [{"jsonrpc": "2.0", "id": f"r{i}", "method": "sf.stats"} for i in range(56)]
+            lines: list[dict[str, Any]] = [{"jsonrpc": "2.0", "id": f"r{i}", "method": "sf.stats"} for i in range(56)]
             lines.insert(10, {"jsonrpc": "2.0", "id": "r3", "method": "sf.stats"})
             lines.append({"jsonrpc": "2.0", "id": "b1", "method": "sf.build.compile",
                           "params": {"sdk_version": 1, "entry": "main.c", "files": {"main.c": "int x;"}}})

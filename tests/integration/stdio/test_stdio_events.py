@@ -91,7 +91,7 @@ def test_fifo_queued_before_start_and_dedup_after_consumption(sink: bytes) -> No
                 got = await c.deliver(oid, f"e{i}", "t", i)
                 assert got == (True, False)
                 if i % 20 == 0:
-                    await g.until(lambda i=i: consumed(i - 10))
+                    await g.until(lambda n=i - 10: consumed(n))  # type: ignore[misc]
             await g.until(lambda: consumed(135))
             assert [s["event_id"] for s in seen] == [f"e{i}" for i in range(135)]  # FIFO
             # the window holds the last 128 accepted ids: e0..e6 were evicted by e7..e134
@@ -106,7 +106,11 @@ def test_waiting_guest_is_woken_by_delivery(sink: bytes) -> None:
     async def body() -> None:
         async with g.session() as c:
             got: asyncio.Queue[Any] = asyncio.Queue()
-            c.on_host_call(lambda call: got.put_nowait(call.arguments) or {})
+            def forward(call: Any) -> Any:
+                got.put_nowait(call.arguments)
+                return {}
+
+            c.on_host_call(forward)
             oid = (await c.load(sink, capabilities=[{"name": "sink"}], config={"count": 1})).object_id
             await c.start(oid)
 

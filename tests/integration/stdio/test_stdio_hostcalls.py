@@ -22,6 +22,14 @@ def caller(compile_c: Any) -> bytes:
     return bytes(compile_c(g.HOST_CALLER))
 
 
+def _recorder(calls: list[HostCall]) -> Any:
+    def record(call: HostCall) -> Any:
+        calls.append(call)
+        return {"v": 0}
+
+    return record
+
+
 async def _exit_code(c: Any, oid: str) -> int:
     st = await g.wait_state(c, oid, "exited", "failed")
     assert st.outcome is not None and "exit_code" in st.outcome, st.outcome
@@ -66,7 +74,7 @@ def test_label_only_with_detail(caller: bytes) -> None:
     async def body() -> None:
         async with g.session() as c:
             calls: list[HostCall] = []
-            c.on_host_call(lambda call: calls.append(call) or {"v": 0})
+            c.on_host_call(_recorder(calls))
             assert await _run(c, caller, caps=[{"name": "cap"}], params={}, label="secret") == 1
             assert calls[0].label is None
 
@@ -77,7 +85,7 @@ def test_capability_matching_is_exact(caller: bytes) -> None:
     async def body() -> None:
         async with g.session() as c:
             calls: list[HostCall] = []
-            c.on_host_call(lambda call: calls.append(call) or {"v": 0})
+            c.on_host_call(_recorder(calls))
             constrained = [{"name": "cap", "arguments": {"k": 1, "s": "x"}}]
             cases = [
                 (constrained, {"k": 1, "s": "x", "extra": [1]}, "cap", 1),
@@ -231,7 +239,7 @@ def test_unload_with_a_pending_call_sends_host_cancel(caller: bytes) -> None:
             await c.start(st.object_id)
 
             async def pending() -> bool:
-                return (await c.stats())["host"]["pending_host_calls"] == 1
+                return bool((await c.stats())["host"]["pending_host_calls"] == 1)
 
             await g.until(pending)
             await c.unload(st.object_id)
