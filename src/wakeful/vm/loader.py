@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -73,6 +74,87 @@ class VerifyCache:
 CACHE = VerifyCache()
 
 
+# ---------------------------------------------------------------------- data twins (vm.md §10 load path)
+
+_SHOFF_SHNUM = struct.Struct("<Q16xH")  # e_shoff at 40, e_shnum at 60 (ELF64 header)
+
+
+class _Twin:
+    """The last parsed object of one size, and the file spans only its data/rodata contents occupy.
+
+    vm.md §10: data-only variants (benchmarks.md §1.2) must skip what they can. A new ELF equal to the twin
+    outside those spans parses to the same sections, symbols and relocations and has the same code key
+    (vm.md §1.1 never covers data bytes), so only its bytes are swapped in. Spans that overlap any other
+    section, the ELF header or the section table disable the twin (a hostile layout always parses afresh).
+    """
+
+    __slots__ = ("data", "key", "obj", "outside")
+
+    def __init__(self, obj: elfmod.ElfObject, key: str, outside: tuple[tuple[int, int], ...]) -> None:
+        self.obj, self.key, self.data, self.outside = obj, key, obj.data, outside
+
+    @classmethod
+    def of(cls, obj: elfmod.ElfObject, key: str) -> _Twin | None:
+        spans = sorted((s.offset, s.offset + s.size) for s in obj.of_kind(elfmod.RODATA, elfmod.DATA) if s.size)
+        if not spans or not _spans_are_private(obj, spans):
+            return None
+        outside, at = [], 0
+        for start, end in spans:
+            outside.append((at, start))
+            at = end
+        outside.append((at, len(obj.data)))
+        return cls(obj, key, tuple(outside))
+
+    def matches(self, data: bytes) -> bool:
+        """Equal to the twin everywhere but inside its data/rodata contents."""
+        mine = self.data
+        return all(data[a:b] == mine[a:b] for a, b in self.outside)
+
+    def with_data(self, data: bytes) -> elfmod.ElfObject:
+        o = self.obj
+        return elfmod.ElfObject(data, o.sections, o.symbols, o.symtab, o.strtab, o.rels, o.rel_sections, o.ignored)
+
+
+def _spans_are_private(obj: elfmod.ElfObject, spans: list[tuple[int, int]]) -> bool:
+    """No data/rodata span overlaps the header, the section table or another section's file bytes."""
+    shoff, shnum = _SHOFF_SHNUM.unpack_from(obj.data, 40)
+    mutable = {(s.offset, s.offset + s.size) for s in obj.of_kind(elfmod.RODATA, elfmod.DATA)}
+    others = [(0, 64), (shoff, shoff + shnum * 64)] + [
+        (s.offset, s.offset + s.size) for s in obj.sections
+        if s.type != elfmod.SHT_NOBITS and s.size and (s.offset, s.offset + s.size) not in mutable
+    ]
+    for start, end in spans:
+        if any(start < b and a < end for a, b in others):
+            return False
+    return all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+class _TwinCache:
+    """One twin per (ELF size, options); at most ``capacity`` sizes, least recently used evicted."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._twins: OrderedDict[tuple[int, ...], _Twin] = OrderedDict()
+
+    def get(self, key: tuple[int, ...]) -> _Twin | None:
+        return self._twins.get(key)
+
+    def put(self, key: tuple[int, ...], twin: _Twin | None) -> None:
+        if twin is None:
+            self._twins.pop(key, None)
+            return
+        self._twins[key] = twin
+        self._twins.move_to_end(key)
+        while len(self._twins) > self.capacity:
+            self._twins.popitem(last=False)
+
+    def clear(self) -> None:
+        self._twins.clear()
+
+
+TWINS = _TwinCache()
+
+
 def prepare(
     data: bytes,
     *,
@@ -84,8 +166,15 @@ def prepare(
     """vm.md §1 steps 1-6. ``cache=None`` always links and verifies (tests compare both paths)."""
     data = _as_bytes(data)
     _check_options(max_elf_bytes, max_instructions, max_image_bytes)
-    obj = elfmod.parse(data, max_elf_bytes=max_elf_bytes)
-    key = code_key(obj, max_instructions=max_instructions, max_image_bytes=max_image_bytes)
+    twin_key = (len(data), max_elf_bytes, max_instructions, max_image_bytes)
+    twin = TWINS.get(twin_key) if cache is not None else None
+    if twin is not None and twin.matches(data):
+        obj, key = twin.with_data(data), twin.key
+    else:
+        obj = elfmod.parse(data, max_elf_bytes=max_elf_bytes)
+        key = code_key(obj, max_instructions=max_instructions, max_image_bytes=max_image_bytes)
+        if cache is not None:
+            TWINS.put(twin_key, _Twin.of(obj, key))
     verified = cache.get(key) if cache is not None else None
     if verified is None:
         verified = _link_and_verify(obj, key, max_instructions=max_instructions, max_image_bytes=max_image_bytes)
