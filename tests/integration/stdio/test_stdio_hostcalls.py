@@ -235,6 +235,8 @@ def test_unload_with_a_pending_call_sends_host_cancel(caller: bytes) -> None:
                 seen.append(call.id)
                 await asyncio.sleep(3600)
 
+            cancels_at_state: list[int] = []
+            c.on_state(lambda status: cancels_at_state.append(len(c.cancels)))
             st = await c.load(caller, capabilities=[{"name": "cap"}], config={"params": {}, "timeout_ms": 600_000})
             await c.start(st.object_id)
 
@@ -249,6 +251,12 @@ def test_unload_with_a_pending_call_sends_host_cancel(caller: bytes) -> None:
 
             await g.until(cancelled)
             assert (await c.stats())["host"]["pending_host_calls"] == 0
+
+            async def noted() -> bool:
+                return bool(cancels_at_state)
+
+            await g.until(noted)
+            assert cancels_at_state == [1]  # §7.1: host.cancel is queued before sf.object.state
 
     g.run(body)
 

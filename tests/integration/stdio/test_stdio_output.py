@@ -85,7 +85,7 @@ def test_stalled_reader_drops_logs_keeps_control_priority_and_alternates(compile
     try:
         assert "result" in child.call("i", "sf.initialize", {"protocol_version": 1})
         for n in range(LOGGERS):
-            child.call(f"l{n}", "sf.object.load", {"elf": logger, "config": {"count": 90, "letter": n}})
+            child.call(f"l{n}", "sf.object.load", {"elf": logger, "config": {"count": 90, "letter": n, "linger_ms": 3000}})
             child.call(f"s{n}", "sf.object.start", {"object_id": f"o{n + 1}"})
         rss_early = 0
         time.sleep(2.0)  # the embedder stops reading; the loggers keep logging (10 per second each)
@@ -113,6 +113,18 @@ def test_stalled_reader_drops_logs_keeps_control_priority_and_alternates(compile
         assert rss_late - rss_early < 8_192, (rss_early, rss_late)  # KiB: no growth while stalled
         dropped = child.call("d", "sf.stats", {})["result"]["output"]["dropped_data_notifications"]
         assert dropped >= stats["output"]["dropped_data_notifications"]
+        # the guests saw SF_LIMIT for every dropped log: each exits with its count of refusals
+        refused = 0
+        deadline = time.monotonic() + 10
+        for n in range(LOGGERS):
+            while True:
+                status = child.call(f"g{n}", "sf.object.get", {"object_id": f"o{n + 1}"})["result"]
+                if status["state"] == "exited" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert status["state"] == "exited", status
+            refused += status["outcome"]["exit_code"]
+        assert refused == child.call("e", "sf.stats", {})["result"]["output"]["dropped_data_notifications"] > 0
     finally:
         child.close()
 
