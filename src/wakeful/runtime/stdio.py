@@ -76,6 +76,7 @@ class Session:
         self._drained: asyncio.Event | None = None
         self._stopping: asyncio.Future[int] | None = None
         self._flush_on_exit = True
+        self._broken = False
         # request waits in scheduler terms (§16.10): batches and slices between arrival and queued reply
         self.handled = 0
         self.busy = 0
@@ -136,7 +137,7 @@ class Session:
 
     async def _wait_drained(self) -> None:
         assert self._drained is not None
-        while self.outbox.has_frames() or self._pending_write:
+        while (self.outbox.has_frames() or self._pending_write) and not self._broken:
             self._drained.clear()
             await self._drained.wait()
 
@@ -316,7 +317,7 @@ class Session:
     # ------------------------------------------------------------------ writing (§10)
 
     def _frames_ready(self) -> None:
-        if self._flush_soon or self._writer_armed:
+        if self._flush_soon or self._writer_armed or self._broken:
             return
         self._flush_soon = True
         asyncio.get_running_loop().call_soon(self._flush)
@@ -339,8 +340,11 @@ class Session:
             except OSError as exc:  # §12: a broken stdout ends the session with exit 1
                 log.error("stdout failed: %s", exc)
                 self._pending_write = b""
+                self._broken = True
                 self._disarm_writer()
                 self._stop(EXIT_FATAL, False)
+                if self._drained is not None:  # a flush in progress stops waiting
+                    self._drained.set()
                 return
             self._pending_write = self._pending_write[written:]
         self._disarm_writer()
@@ -382,11 +386,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# vm.md §1 option bounds (None: no upper bound)
+_BOUNDS: dict[str, int | None] = {
+    "max_objects": None, "max_elf_bytes": 1 << 20, "max_instructions": 65_536, "max_image_bytes": 1 << 20,
+    "slice_insns": None, "build_workers": None,
+}
+
+
 def _options(args: argparse.Namespace) -> RuntimeOptions:
-    for name in ("max_objects", "max_elf_bytes", "max_instructions", "max_image_bytes", "slice_insns",
-                 "build_workers"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    for name, upper in _BOUNDS.items():
+        value = getattr(args, name)
+        if value < 1 or (upper is not None and value > upper):
+            bound = f"1..{upper}" if upper is not None else "at least 1"
+            raise ValueError(f"--{name.replace('_', '-')} must be {bound}")
     return RuntimeOptions(
         max_objects=args.max_objects, max_elf_bytes=args.max_elf_bytes,
         max_instructions=args.max_instructions, max_image_bytes=args.max_image_bytes,

@@ -146,10 +146,12 @@ def test_stdio_must_be_pipes(tmp_path: Any) -> None:
     assert proc.returncode == 0
 
 
-def test_usage_error_exits_2() -> None:
-    proc = subprocess.run([*default_argv(), "--max-objects", "zero"], stdin=subprocess.PIPE,
+@pytest.mark.parametrize("args", [["--max-objects", "zero"], ["--max-elf-bytes", "1048577"],
+                                  ["--max-instructions", "0"], ["--no-such-option"]])
+def test_usage_error_exits_2(args: list[str]) -> None:
+    proc = subprocess.run([*default_argv(), *args], stdin=subprocess.PIPE,
                           capture_output=True, env=g.child_env(), timeout=30)
-    assert proc.returncode == 2
+    assert proc.returncode == 2, proc.stderr
 
 
 def test_fd_flags_restored_on_exit() -> None:
