@@ -58,7 +58,7 @@ EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 def clean(text: str, staging: str) -> str:
-    """Crash report removed, paths rewritten, addresses folded, consecutive duplicates collapsed (§7)."""
+    """Crash report removed, paths rewritten, addresses folded, repeated messages collapsed (§7)."""
     text = remove_crash_report(text)
     text = rewrite_paths(text, staging)
     text = HEX_ADDRESS.sub("0x…", text)
@@ -81,18 +81,19 @@ def rewrite_paths(text: str, staging: str) -> str:
 
 
 def collapse_duplicates(text: str) -> str:
-    """Collapse consecutive messages with the same first line (clang repeats some with and without a snippet)."""
+    """Keep each message (by its first line) once: clang repeats the stack-limit error, and prints a whole
+    block of backend errors twice (once per codegen pass), so repeats need not be consecutive (§7)."""
     starts = [m.start() for m in MESSAGE_START.finditer(text)]
     if not starts:
         return text
     blocks = [text[: starts[0]]] + [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
     kept = [blocks[0]]
-    previous = ""
+    seen: set[str] = set()
     for block in blocks[1:]:
         header = block.split("\n", 1)[0]
-        if header != previous:
+        if header not in seen:
             kept.append(block)
-        previous = header
+        seen.add(header)
     return "".join(kept)
 
 

@@ -27,11 +27,12 @@ def test_diag_hex_folded_only_from_six_digits() -> None:
     assert d.clean("at 0x7f00deadbeef and 0x12345 and 0xabcdef\n", "") == "at 0x… and 0x12345 and 0x…\n"
 
 
-def test_diag_consecutive_duplicates_collapsed() -> None:
+def test_diag_duplicates_collapsed_consecutive_or_not() -> None:
     msg = "main.c:2:5: error: Looks like the BPF stack limit is exceeded.\n"
     text = msg + "    2 | x\n      | ^\n" + msg + "\n" + "main.c:3:1: error: other\n" + msg
     out = d.clean(text, "")
-    assert out.count("stack limit") == 2 and out.startswith(msg + "    2 | x\n")
+    assert out.count("stack limit") == 1 and out.startswith(msg + "    2 | x\n")
+    assert "main.c:3:1: error: other" in out
 
 
 def test_diag_cut_at_line_boundary() -> None:
@@ -60,3 +61,15 @@ def test_diag_error_text_fits_with_explanations() -> None:
     error, truncated = d.with_explanations(text)
     assert truncated and len(error.encode()) <= 16_384
     assert error.endswith("wakeful: there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers\n")
+
+
+def test_diag_repeated_block_collapsed() -> None:
+    """clang's backend prints a whole block of errors twice (float calls, then the stack limit)."""
+    block = (
+        "main.c:3:5: error: A call to built-in function '__muldf3' is not supported.\n"
+        "main.c:4:1: error: Looks like the BPF stack limit is exceeded.\n"
+    )
+    text = block + block + "2 errors generated.\n"
+    out = d.clean(text, "")
+    assert out.count("__muldf3") == 1 and out.count("stack limit") == 1
+    assert out.endswith("2 errors generated.\n")
