@@ -244,7 +244,12 @@ class Session:
     def _early(self, request_id: str | None, kind: str, message: str) -> None:
         """An error of steps 1-9: queued now, or the session closes (§4)."""
         frame = encode_frame(error_frame(request_id, kind, message))
-        if frame is None or not self.outbox.offer_control(frame):
+        assert frame is not None  # ids ≤ 128 bytes and short messages
+        if self.outbox.offer_control(frame):
+            return
+        if not self._writer_armed and not self._broken:
+            self._flush()  # the pipe may still take bytes: make room before giving up
+        if not self.outbox.offer_control(frame):
             raise _Fatal(f"control queue full: cannot answer {kind}")
 
     async def _request(self, request_id: str, method: str, params: Any, arrival: tuple[int, int]) -> None:

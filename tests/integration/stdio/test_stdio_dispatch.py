@@ -191,3 +191,19 @@ def test_replies_with_unknown_ids_are_counted_not_answered() -> None:
             assert c.unmatched.empty()
 
     g.run(body)
+
+
+def test_a_pipelined_burst_larger_than_the_control_queue_is_answered() -> None:
+    # 150 requests in one write: 48 take slots, the BUSY answers overflow the 64-frame control queue, and the
+    # runtime makes room by writing to the pipe (which the client reads) instead of closing the session
+    async def body() -> None:
+        async with g.session() as c:
+            data = b"".join(b'{"jsonrpc":"2.0","id":"p%d","method":"sf.stats"}\n' % i for i in range(150))
+            await c.write_raw(data)
+            frames = [await asyncio.wait_for(c.unmatched.get(), 10) for _ in range(150)]
+            assert sorted(f["id"] for f in frames) == sorted(f"p{i}" for i in range(150))
+            kinds = {f["error"]["data"]["kind"] if "error" in f else "ok" for f in frames}
+            assert kinds <= {"ok", "BUSY"} and "BUSY" in kinds
+            assert (await c.stats())["objects"] == 0
+
+    g.run(body)
