@@ -16,6 +16,7 @@ HEX_ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 SDK_PATH = re.compile(r"(?<![\w/.<>-])sdk/([\w.+-]+(?:/[\w.+-]+)*)")
 SRC_PATH = re.compile(r"(?<![\w/.<>-])src/(?=[\w.+-])")
 HOST_PATH = re.compile(r"(?<![\w/.<>-])/(?:[\w.+-]+/)+([\w.+-]+)")
+SUMMARY_LINE = re.compile(r"^\d+ (?:errors?|warnings?)(?: and \d+ errors?)? generated\.\n?\Z", re.MULTILINE)
 MESSAGE_START = re.compile(r"^(?:\S[^\n]*?: )?(?:fatal error|error|warning|note|remark): ", re.MULTILINE)
 
 # build.md §7 explanation table: (pattern in the text, one plain-words line)
@@ -83,9 +84,13 @@ def rewrite_paths(text: str, staging: str) -> str:
 def collapse_duplicates(text: str) -> str:
     """Keep each message (by its first line) once: clang repeats the stack-limit error, and prints a whole
     block of backend errors twice (once per codegen pass), so repeats need not be consecutive (§7)."""
+    summary = SUMMARY_LINE.search(text)  # "N errors generated." stays even when its block is a repeat
+    tail = summary.group(0) if summary else ""
+    if summary:
+        text = text[: summary.start()] + text[summary.end() :]
     starts = [m.start() for m in MESSAGE_START.finditer(text)]
     if not starts:
-        return text
+        return text + tail
     blocks = [text[: starts[0]]] + [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
     kept = [blocks[0]]
     seen: set[str] = set()
@@ -94,7 +99,7 @@ def collapse_duplicates(text: str) -> str:
         if header not in seen:
             kept.append(block)
         seen.add(header)
-    return "".join(kept)
+    return "".join(kept) + tail
 
 
 def cut(text: str, limit: int = MAX_DIAGNOSTIC_BYTES) -> tuple[str, bool]:
