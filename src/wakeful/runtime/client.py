@@ -273,6 +273,7 @@ class RuntimeClient:
             value = self._host_handler(call)
             if inspect.isawaitable(value):
                 value = await value
+            json.dumps(value, allow_nan=False)  # a value that is not JSON becomes an error reply
             reply["result"] = value
         except HostCallError as exc:
             reply["error"] = {"code": -32000, "message": exc.message, "data": {"kind": exc.kind}}

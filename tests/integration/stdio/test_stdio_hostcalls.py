@@ -267,3 +267,13 @@ def test_no_handler_means_error_reply(caller: bytes) -> None:
             assert await _run(c, caller, caps=[{"name": "cap"}], params={}) == SF_HOST_ERROR
 
     g.run(body)
+
+
+def test_a_handler_returning_a_non_json_value_gets_an_error_reply(caller: bytes) -> None:
+    async def body() -> None:
+        async with g.session() as c:
+            c.on_host_call(lambda call: {"v": {1, 2}})
+            assert await _run(c, caller, caps=[{"name": "cap"}], params={}) == SF_HOST_ERROR
+            assert (await c.stats())["host"]["pending_host_calls"] == 0
+
+    g.run(body)
