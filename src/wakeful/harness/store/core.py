@@ -1,0 +1,142 @@
+"""``Store`` (open, migrate, close) and ``Tx``, the one-transaction unit every state change runs in.
+
+harness.md §3: one store-clock reading per transaction, no success before commit, and every driver failure
+(connection loss, lock timeout, disk full, commit error) surfaces as ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from wakeful.harness.errors import HarnessError
+from wakeful.harness.store.clock import WallClock, read_store_ms
+from wakeful.harness.store.engine import (
+    EngineTarget,
+    NodeLock,
+    is_unavailable,
+    make_engine,
+    parse_url,
+    unavailable_from,
+)
+
+__all__ = ["Store", "Tx"]
+
+
+class Tx:
+    """One open transaction: ``conn`` for Core statements, ``await now_ms()`` for the store clock."""
+
+    def __init__(self, store: Store, conn: AsyncConnection) -> None:
+        self.store = store
+        self.conn = conn
+        self.dialect = store.dialect
+        self._now_ms: int | None = None
+
+    # harness.md §3: one store-clock reading per transaction
+    async def now_ms(self) -> int:
+        if self._now_ms is None:
+            self._now_ms = await read_store_ms(self.conn, self.dialect, self.store.clock)
+        return self._now_ms
+
+    async def execute(self, stmt: Any, params: Any = None) -> CursorResult[Any]:
+        result: CursorResult[Any] = await self.conn.execute(stmt, params)
+        return result
+
+    async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any]) -> bool:
+        """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key."""
+        dialect_mod: Any = pg_dialect if self.dialect == "postgresql" else sqlite_dialect
+        stmt = dialect_mod.insert(table).values(**values).on_conflict_do_nothing()
+        result = await self.conn.execute(stmt)
+        return bool(result.rowcount == 1)
+
+    def for_update(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
+        """Row lock on PostgreSQL (``SELECT … FOR UPDATE``); SQLite already holds the write lock."""
+        return stmt.with_for_update() if self.dialect == "postgresql" else stmt
+
+
+class Store:
+    """The durable store on SQLite or PostgreSQL. Open with ``await Store.open(url)``."""
+
+    def __init__(self, target: EngineTarget, engine: AsyncEngine, clock: WallClock | None) -> None:
+        self.target = target
+        self.engine = engine
+        self.clock = clock
+        self.dialect = target.dialect
+        self.url_text = target.sa_url
+        self._node_lock: NodeLock | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        clock: WallClock | None = None,
+        upgrade: bool = False,
+        migrate: bool = True,
+        node_lock: bool = False,
+    ) -> Store:
+        """Connect and apply harness.md §3's version rules (``migrate=False`` only connects).
+
+        ``upgrade`` allows upgrading an older PostgreSQL schema (``wakeful db upgrade`` / ``--upgrade``);
+        SQLite upgrades after a ``VACUUM INTO`` backup without it. ``node_lock`` takes ``<db>.node``.
+        """
+        target = parse_url(url)
+        store = cls(target, make_engine(target), clock)
+        try:
+            if node_lock and target.sqlite_path is not None:
+                store._node_lock = NodeLock(target.sqlite_path)
+                store._node_lock.acquire()
+            if migrate:
+                from wakeful.harness.store.migrations import migrate as run_migrations
+
+                await run_migrations(store, allow_upgrade=upgrade)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return self.target.sqlite_path
+
+    @asynccontextmanager
+    async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
+        """``async with store.tx() as tx:`` — commit on normal exit, roll back on error.
+
+        On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (``readonly=True``: deferred).
+        """
+        try:
+            async with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    await conn.execution_options(wakeful_begin="DEFERRED" if readonly else "IMMEDIATE")
+                await conn.begin()
+                yield Tx(self, conn)
+                # harness.md §3: no success before commit returns; a commit error is unavailable
+                await conn.commit()
+        except HarnessError:
+            raise
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise unavailable_from(exc, "a transaction") from exc
+            raise
+
+    async def now_ms(self) -> int:
+        """A single store-clock reading outside any caller transaction."""
+        async with self.tx(readonly=True) as tx:
+            return await tx.now_ms()
+
+    async def close(self) -> None:
+        try:
+            await self.engine.dispose()
+        finally:
+            if self._node_lock is not None:
+                self._node_lock.release()
+                self._node_lock = None

@@ -1,0 +1,173 @@
+"""URL → async SQLAlchemy engine with the store's per-dialect settings, the node lock file, and the
+translation of driver errors into ``StoreUnavailable`` (harness.md §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import sqlalchemy.exc as sa_exc
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from wakeful.harness.errors import InvalidRequest, NodeLocked, StoreUnavailable
+
+__all__ = ["EngineTarget", "NodeLock", "is_unavailable", "make_engine", "parse_url", "unavailable_from"]
+
+# harness.md §3: the SQLite pragmas applied on every connection
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=FULL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=5000",
+)
+# lock waits on PostgreSQL end as errors (→ StoreUnavailable) instead of hanging
+PG_LOCK_TIMEOUT_MS = 5000
+# PostgreSQL SQLSTATE classes that mean "the store is not available now" (connection, resources, admin, locks)
+_PG_UNAVAILABLE_PREFIXES = ("08", "53", "57", "58")
+_PG_UNAVAILABLE_CODES = {"55P03", "40P01", "40001", "25006"}
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """A parsed store URL: the dialect, the SQLAlchemy URL and, for SQLite, the database file."""
+
+    dialect: str
+    sa_url: str
+    sqlite_path: Path | None
+    search_path: str | None
+
+
+# harness.md §3: sqlite:///<file> → aiosqlite; postgresql:// → asyncpg
+def parse_url(url: str) -> EngineTarget:
+    scheme, _, rest = url.partition("://")
+    if not rest:
+        raise InvalidRequest(f"store URL {url!r} has no scheme", field="store.url")
+    base = scheme.split("+", 1)[0]
+    if base == "sqlite":
+        return _sqlite_target(rest)
+    if base in ("postgresql", "postgres"):
+        return _pg_target(url)
+    raise InvalidRequest(f"store URL scheme {scheme!r} is not sqlite or postgresql", field="store.url")
+
+
+def _sqlite_target(rest: str) -> EngineTarget:
+    path_text = rest[1:] if rest.startswith("/") else rest
+    if not path_text or path_text == ":memory:":
+        raise InvalidRequest("the SQLite store needs a file path", field="store.url")
+    path = Path(path_text)
+    return EngineTarget("sqlite", f"sqlite+aiosqlite:///{path}", path, None)
+
+
+def _pg_target(url: str) -> EngineTarget:
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query)
+    search_path = next((v for k, v in query if k == "search_path"), None)
+    rest = urlencode([(k, v) for k, v in query if k != "search_path"])
+    sa_url = urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, rest, parts.fragment))
+    return EngineTarget("postgresql", sa_url, None, search_path)
+
+
+def make_engine(target: EngineTarget) -> AsyncEngine:
+    """The async engine with the dialect's settings (pragmas and ``BEGIN IMMEDIATE``, or READ COMMITTED)."""
+    if target.dialect == "sqlite":
+        assert target.sqlite_path is not None
+        target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(target.sa_url, pool_size=8, max_overflow=8)
+        _install_sqlite_hooks(engine)
+        return engine
+    settings = {"lock_timeout": str(PG_LOCK_TIMEOUT_MS)}
+    if target.search_path:
+        settings["search_path"] = target.search_path
+    return create_async_engine(
+        target.sa_url,
+        isolation_level="READ COMMITTED",
+        pool_size=10,
+        max_overflow=10,
+        connect_args={"server_settings": settings, "timeout": 10},
+    )
+
+
+def _install_sqlite_hooks(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+        # the driver must not open transactions itself: we emit BEGIN below
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+        cursor.close()
+
+    # harness.md §3: write transactions start with BEGIN IMMEDIATE (no deadlock on lock upgrade)
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get("wakeful_begin", "IMMEDIATE")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+# harness.md §3: connection loss, lock timeout or disk full → StoreUnavailable
+def is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, StoreUnavailable):
+        return True
+    if isinstance(exc, (asyncio.TimeoutError, ConnectionError)):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        return _dbapi_unavailable(exc)
+    return isinstance(exc, (sa_exc.DisconnectionError, sa_exc.TimeoutError, sa_exc.InterfaceError))
+
+
+def _dbapi_unavailable(exc: sa_exc.DBAPIError) -> bool:
+    if exc.connection_invalidated or isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+        return True
+    state = _sqlstate(exc)
+    if state is None:
+        return isinstance(exc.orig, OSError)
+    return state.startswith(_PG_UNAVAILABLE_PREFIXES) or state in _PG_UNAVAILABLE_CODES
+
+
+def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
+    for holder in (exc.orig, getattr(exc.orig, "__cause__", None)):
+        for attr in ("sqlstate", "pgcode"):
+            value = getattr(holder, attr, None)
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def unavailable_from(exc: BaseException, what: str) -> StoreUnavailable:
+    """The one typed error for an unreachable store; the driver's text is kept short in the message."""
+    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return StoreUnavailable(f"store unavailable during {what}: {detail}")
+
+
+class NodeLock:
+    """harness.md §3: an exclusive lock file ``<db>.node`` so a second node refuses the same SQLite file."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = Path(str(db_path) + ".node")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise NodeLocked(f"another node is running on {self.path.with_suffix('')}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

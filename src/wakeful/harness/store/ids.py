@@ -1,0 +1,49 @@
+"""Ids of durable rows: a type prefix plus a ULID in lowercase Crockford base32 (harness.md §1).
+
+Also the fixed-length API key id (``key_`` + 12 base32 chars, §2.1). Ids are never reused.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+__all__ = ["PREFIXES", "new_id", "new_key_id", "is_id"]
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+PREFIXES = ("grp", "key", "agt", "ses", "msg", "lp", "node")
+
+
+def _b32(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+# harness.md §1: a ULID = 48-bit millisecond time + 80 random bits, 26 base32 chars
+def ulid(now_ms: int | None = None) -> str:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return _b32(ms & ((1 << 48) - 1), 10) + _b32(secrets.randbits(80), 16)
+
+
+def new_id(prefix: str, now_ms: int | None = None) -> str:
+    """``<prefix>_<ulid>``, e.g. ``lp_01jd…``."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return f"{prefix}_{ulid(now_ms)}"
+
+
+# harness.md §2.1: key_ + 12 base32 chars (fixed length, so key text splits by position)
+def new_key_id() -> str:
+    return "key_" + _b32(secrets.randbits(60), 12)
+
+
+def is_id(value: object, prefix: str) -> bool:
+    """Whether ``value`` looks like an id of this type (cheap check before a lookup)."""
+    if not isinstance(value, str) or not value.startswith(prefix + "_"):
+        return False
+    body = value[len(prefix) + 1 :]
+    want = 12 if prefix == "key" else 26
+    return len(body) == want and all(c in _ALPHABET for c in body)
