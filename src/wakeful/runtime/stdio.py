@@ -124,8 +124,8 @@ class Session:
         for request_id, task in list(self._compiles.items()):
             task.cancel()
             self._force(response(request_id, {"state": "cancelled", "result": None}))
+        await self.rt.close()  # each object's terminal cleanup offers its host.cancel frames (§7.1)
         self.calls.close()
-        await self.rt.close()
         self.outbox.close()
         if self._flush_on_exit:
             self._frames_ready()

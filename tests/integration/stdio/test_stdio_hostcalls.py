@@ -277,3 +277,27 @@ def test_a_handler_returning_a_non_json_value_gets_an_error_reply(caller: bytes)
             assert (await c.stats())["host"]["pending_host_calls"] == 0
 
     g.run(body)
+
+
+def test_shutdown_cancels_pending_calls(caller: bytes) -> None:
+    async def body() -> None:
+        c = await g.spawn()
+        await c.initialize()
+        seen: list[str] = []
+
+        @c.on_host_call
+        async def hold(call: HostCall) -> Any:
+            seen.append(call.id)
+            await asyncio.sleep(3600)
+
+        st = await c.load(caller, capabilities=[{"name": "cap"}], config={"params": {}, "timeout_ms": 600_000})
+        await c.start(st.object_id)
+
+        async def sent() -> bool:
+            return bool(seen)
+
+        await g.until(sent)
+        assert await c.shutdown() == 0
+        assert c.cancels == seen  # §12 stops every object; §7.1 offers host.cancel for its call
+
+    g.run(body)
