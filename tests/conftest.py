@@ -18,3 +18,20 @@ def compile_c():  # type: ignore[no-untyped-def]
     from support.cc import compile_c as cc
 
     return cc
+
+
+# harness store fixtures (tests/support/harness_fixtures.py): `store` runs on SQLite and PostgreSQL
+from support.harness_fixtures import (  # noqa: E402,F401
+    TestClock,
+    harness_runner,
+    store,
+    store_clock,
+    store_url,
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    from support.harness_fixtures import run_async_test
+
+    return run_async_test(pyfuncitem)

@@ -1,0 +1,150 @@
+"""Shared fixtures for store-backed harness tests: every such test runs on SQLite and on PostgreSQL.
+
+``store`` (ids ``sqlite``/``postgresql``) is an opened, migrated ``Store`` in a fresh SQLite file or a fresh PG
+schema ``wk_<random>`` (dropped afterwards); ``store_url`` is its URL (reopen it to simulate a restart);
+``store_clock`` is a ``TestClock`` driving the store clock and a node's monotonic clock together. ``async def``
+tests that use ``harness_runner`` (every fixture here does) run on that fixture's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PG_URL = os.environ.get("WAKEFUL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI") == "true"
+_pg_state: dict[str, str | None] = {}
+
+
+class TestClock:
+    """One controllable clock: ``unix_ms()`` is the store clock, ``monotonic_ns()`` the node's.
+
+    ``advance`` moves both; ``jump_wall`` moves only the wall clock (either way), as a clock jump does.
+    Fits ``wakeful.runtime.clock.Clock`` and ``wakeful.harness.store.WallClock``.
+    """
+
+    __test__ = False
+
+    def __init__(self, unix_ms: int = 1_767_225_600_000, monotonic_ns: int = 1_000_000_000) -> None:
+        self._mono_ns = monotonic_ns
+        self._wall_offset_ms = unix_ms - monotonic_ns // 1_000_000
+
+    def monotonic_ns(self) -> int:
+        return self._mono_ns
+
+    def unix_ms(self) -> int:
+        return self._mono_ns // 1_000_000 + self._wall_offset_ms
+
+    def advance(self, *, ms: float = 0, s: float = 0) -> None:
+        step = int((ms + s * 1000) * 1_000_000)
+        if step < 0:
+            raise ValueError("advance moves forward; use jump_wall for a wall-clock jump back")
+        self._mono_ns += step
+
+    def jump_wall(self, *, ms: float = 0, s: float = 0) -> None:
+        self._wall_offset_ms += int(ms + s * 1000)
+
+
+def _pg_unavailable_reason() -> str | None:
+    """None when PostgreSQL answers at WAKEFUL_TEST_PG_URL, else why not (checked once per session)."""
+    if "reason" not in _pg_state:
+        _pg_state["reason"] = asyncio.run(_probe_pg())
+    return _pg_state["reason"]
+
+
+async def _probe_pg() -> str | None:
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(PG_URL, timeout=5)
+    except Exception as exc:  # any failure to connect means "no PostgreSQL here"
+        return f"PostgreSQL at {PG_URL} is not reachable: {type(exc).__name__}: {exc}"
+    await conn.close()
+    return None
+
+
+def require_pg() -> None:
+    """Skip visibly without PostgreSQL; with CI=true a missing PostgreSQL fails the test."""
+    reason = _pg_unavailable_reason()
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+async def _pg_schema(action: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_URL, timeout=10)
+    try:
+        if action == "create":
+            await conn.execute(f'CREATE SCHEMA "{name}"')
+        else:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def pg_url_with_schema(schema_name: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}search_path={schema_name}"
+
+
+@pytest.fixture
+def harness_runner() -> Iterator[asyncio.Runner]:
+    """The event loop async harness tests and fixtures run on."""
+    with asyncio.Runner() as runner:
+        yield runner
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty store: a fresh SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'wakeful.db'}"
+        return
+    require_pg()
+    name = "wk_" + secrets.token_hex(6)
+    asyncio.run(_pg_schema("create", name))
+    try:
+        yield pg_url_with_schema(name)
+    finally:
+        asyncio.run(_pg_schema("drop", name))
+
+
+@pytest.fixture
+def store_clock() -> TestClock:
+    return TestClock()
+
+
+@pytest.fixture
+def store(harness_runner: asyncio.Runner, store_url: str, store_clock: TestClock) -> Iterator[Any]:
+    """An opened, migrated store on the test clock (both backends)."""
+    from wakeful.harness.store import Store
+
+    opened = harness_runner.run(Store.open(store_url, clock=store_clock))
+    try:
+        yield opened
+    finally:
+        harness_runner.run(opened.close())
+
+
+def run_async_test(pyfuncitem: pytest.Function) -> bool | None:
+    """pytest hook body: run an ``async def`` test on the ``harness_runner`` loop it requested."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    runner = pyfuncitem.funcargs.get("harness_runner")
+    if runner is None:
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
+    runner.run(pyfuncitem.obj(**kwargs))
+    return True
