@@ -39,6 +39,19 @@ SF_MAIN sf_i64 main(void) {
 }
 """
 
+# Adds 1 to a global `n` times, sleeping between steps so two objects interleave; returns the global.
+COUNTER = PRELUDE + r"""
+volatile sf_i64 total;
+SF_MAIN sf_i64 main(void) {
+    sf_i64 n = cfg("n", 3);
+    for (sf_i64 i = 0; i < n; i++) {
+        total += 1;
+        sf_sleep_ms(2);
+    }
+    return total;
+}
+"""
+
 SPIN = PRELUDE + r"""
 volatile sf_u64 counter;
 SF_MAIN sf_i64 main(void) {

@@ -78,6 +78,22 @@ def test_objects_from_one_elf_are_independent_and_start_once(elfs: dict[str, byt
     g.run(body)
 
 
+def test_objects_of_one_elf_have_their_own_memory(compile_c: Any) -> None:
+    counter = compile_c(g.COUNTER)
+
+    async def body() -> None:
+        async with g.session() as c:
+            a = await c.load(counter, config={"n": 5})
+            b = await c.load(counter, config={"n": 9})
+            assert a.sha256 == b.sha256
+            await c.start(a.object_id)
+            await c.start(b.object_id)
+            assert (await g.wait_state(c, a.object_id, "exited")).outcome == {"exit_code": 5}
+            assert (await g.wait_state(c, b.object_id, "exited")).outcome == {"exit_code": 9}
+
+    g.run(body)
+
+
 def test_states_wait_reasons_and_notifications(elfs: dict[str, bytes]) -> None:
     async def body() -> None:
         async with g.session() as c:
