@@ -47,6 +47,11 @@ class LineSplitter:
         """True when bytes of an unterminated line are held (EOF now is a framing error)."""
         return bool(self._buf)
 
+    @property
+    def room(self) -> int:
+        """Bytes that may still be read before the partial line reaches the frame bound (at least 1)."""
+        return max(1, self.limit - len(self._buf))
+
     # §3: at most 262,144 bytes including the newline, enforced while reading
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return the complete lines (without newline). Raises ``FrameTooLong``."""

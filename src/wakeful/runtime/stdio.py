@@ -150,7 +150,7 @@ class Session:
 
     def _readable(self) -> None:
         try:
-            data = os.read(self.stdin, READ_BYTES)
+            data = os.read(self.stdin, min(READ_BYTES, self.splitter.room))  # never buffer past a frame
         except BlockingIOError:
             return
         except OSError as exc:

@@ -56,3 +56,11 @@ async def _oversized() -> None:
     assert session.outbox.dropped == 2 and session.outbox.control_frames == 0
     assert session.outbox.data_bytes == 0  # §7.1: the ended object's data frames were purged
     assert notification("sf.log", {})["method"] == "sf.log"
+
+
+def test_room_never_lets_a_partial_line_pass_the_bound() -> None:
+    s = LineSplitter()
+    assert s.room == MAX_FRAME_BYTES
+    s.feed(b"a" * (MAX_FRAME_BYTES - 1))
+    assert s.room == 1
+    assert s.feed(b"\n") == [b"a" * (MAX_FRAME_BYTES - 1)] and s.room == MAX_FRAME_BYTES
