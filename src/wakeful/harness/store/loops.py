@@ -1,0 +1,370 @@
+"""Loop rows, their transitions and logs: insert, fenced conditional writes, retention (harness.md §2.5, §2.7).
+
+The rules of *when* a Loop moves are the lifecycle's; this module owns how the rows are read and written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from wakeful.harness.errors import InvalidRequest, NotFound
+from wakeful.harness.store import jsontext, schema
+from wakeful.harness.store.core import Tx
+from wakeful.harness.store.ids import new_id
+
+__all__ = [
+    "KEEP_LOGS",
+    "KEEP_TRANSITIONS",
+    "LogLine",
+    "Loop",
+    "Transition",
+    "add_dropped_logs",
+    "add_transition",
+    "append_logs",
+    "attach_object",
+    "begin_incarnation",
+    "delete_loop",
+    "detach_object",
+    "find_loop",
+    "get_loop",
+    "insert_loop",
+    "list_logs",
+    "list_loops",
+    "list_transitions",
+    "update_loop",
+]
+
+KEEP_LOGS = 200  # §2.7
+KEEP_TRANSITIONS = 100  # §2.7
+MAX_LOG_CHARS = 1024
+STATES = ("active", "paused", "failed")
+PAUSE_REASONS = ("manual", "exited", "budget", "archive", "quota", "fault")
+L = schema.loop
+LOG = schema.loop_log
+TR = schema.loop_transition
+_JSON_COLUMNS = ("config", "capabilities", "checkpoint")
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A Loop row with JSON columns decoded (``checkpoint`` is None when none was stored)."""
+
+    id: str
+    group_id: str
+    agent_id: str
+    session_id: str
+    name: str
+    state: str
+    pause_reason: str | None
+    failure: str | None
+    exit_code: int | None
+    incarnation: int
+    node_id: str | None
+    object_id: str | None
+    artifact_sha256: str
+    artifact_path: str | None
+    config: dict[str, Any]
+    capabilities: list[dict[str, Any]] | None
+    creator: str
+    checkpoint: Any
+    checkpoint_bytes: int
+    checkpoint_ms: int | None
+    webhook_secret_sha256: str | None
+    webhook_hint: str | None
+    webhook_rotated_ms: int | None
+    reload_window_start_ms: int | None
+    reload_count: int
+    notify_window_start_ms: int | None
+    notify_window_count: int
+    notify_limited_since_ms: int | None
+    last_notified_ms: int | None
+    notified_since_activation: bool
+    dropped_logs: int
+    activated_ms: int | None
+    created_ms: int
+    updated_ms: int
+
+
+@dataclass(frozen=True)
+class LogLine:
+    at_ms: int
+    incarnation: int
+    source: str  # guest | loop.log | harness
+    text: str
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Transition:
+    seq: int
+    at_ms: int
+    from_state: str | None
+    from_reason: str | None
+    to_state: str
+    to_reason: str | None
+    incarnation: int
+    actor: str
+    detail: str | None
+
+
+def loop_from_row(row: Any) -> Loop:
+    values = {name: getattr(row, name) for name in Loop.__dataclass_fields__}
+    for name in _JSON_COLUMNS:
+        values[name] = jsontext.decode(values[name])
+    values["notified_since_activation"] = bool(values["notified_since_activation"])
+    return Loop(**values)
+
+
+def _check_state(state: str, pause_reason: str | None) -> None:
+    if state not in STATES or (state == "paused") != (pause_reason is not None):
+        raise InvalidRequest(f"invalid Loop state {state}({pause_reason})", field="state")
+    if pause_reason is not None and pause_reason not in PAUSE_REASONS:
+        raise InvalidRequest(f"invalid pause reason {pause_reason}", field="pause_reason")
+
+
+# §2.5: a new row — incarnation 0 (the first load makes it 1), name default loop-<last 6 id chars>
+async def insert_loop(
+    tx: Tx,
+    *,
+    group_id: str,
+    agent_id: str,
+    session_id: str,
+    artifact_sha256: str,
+    config: dict[str, Any],
+    creator: str,
+    capabilities: list[dict[str, Any]] | None = None,
+    name: str | None = None,
+    artifact_path: str | None = None,
+    loop_id: str | None = None,
+    state: str = "active",
+    pause_reason: str | None = None,
+) -> Loop:
+    """Insert a Loop. The caller has validated config and capabilities and, for ``active``, admitted
+    the quota (``quota.admit_active``) in this same transaction."""
+    _check_state(state, pause_reason)
+    await _check_session_of_agent(tx, session_id, agent_id)
+    now = await tx.now_ms()
+    lid = loop_id or new_id("lp", now)
+    values = {
+        "id": lid,
+        "group_id": group_id,
+        "agent_id": agent_id,
+        "session_id": session_id,
+        "name": name or f"loop-{lid[-6:]}",
+        "state": state,
+        "pause_reason": pause_reason,
+        "incarnation": 0,
+        "artifact_sha256": artifact_sha256,
+        "artifact_path": artifact_path,
+        "config": jsontext.encode(config),
+        "capabilities": jsontext.encode(capabilities),
+        "creator": creator,
+        "checkpoint_bytes": 0,
+        "reload_count": 0,
+        "notify_window_count": 0,
+        "notified_since_activation": False,
+        "dropped_logs": 0,
+        "activated_ms": now if state == "active" else None,
+        "created_ms": now,
+        "updated_ms": now,
+    }
+    await tx.execute(L.insert().values(**values))
+    return await get_loop(tx, lid)
+
+
+# §2.5: the session must belong to the agent
+async def _check_session_of_agent(tx: Tx, session_id: str, agent_id: str) -> None:
+    S = schema.session
+    owner = (await tx.execute(sa.select(S.c.agent_id).where(S.c.id == session_id))).scalar()
+    if owner != agent_id:
+        raise InvalidRequest(f"session {session_id} does not belong to agent {agent_id}", field="session_id")
+
+
+async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop | None:
+    """The row or None; ``for_update`` locks it on PostgreSQL (read-modify-write, harness.md §3)."""
+    stmt = sa.select(L).where(L.c.id == loop_id)
+    row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
+    return None if row is None else loop_from_row(row)
+
+
+async def get_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop:
+    found = await find_loop(tx, loop_id, for_update=for_update)
+    if found is None:
+        raise NotFound(f"Loop {loop_id} not found", resource="loop", id=loop_id)
+    return found
+
+
+async def list_loops(
+    tx: Tx,
+    *,
+    group_id: str | None = None,
+    agent_id: str | None = None,
+    session_id: str | None = None,
+    state: str | None = None,
+    limit: int | None = None,
+) -> list[Loop]:
+    """Loops oldest first (``created_ms``, ``id``), filtered."""
+    stmt = sa.select(L).order_by(L.c.created_ms, L.c.id)
+    for column, value in (
+        (L.c.group_id, group_id),
+        (L.c.agent_id, agent_id),
+        (L.c.session_id, session_id),
+        (L.c.state, state),
+    ):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [loop_from_row(r) for r in await tx.execute(stmt)]
+
+
+# §5: every durable effect is a conditional write on id (+ incarnation, + state)
+async def update_loop(
+    tx: Tx,
+    loop_id: str,
+    *,
+    where_incarnation: int | None = None,
+    where_state: str | None = None,
+    **values: Any,
+) -> bool:
+    """Set columns (JSON columns take Python values) where the conditions still hold; True when a row matched.
+
+    ``updated_ms`` is set to the store clock.
+    """
+    unknown = set(values) - set(L.c.keys())
+    if unknown:
+        raise ValueError(f"unknown loop columns: {sorted(unknown)}")
+    for name in _JSON_COLUMNS:
+        if name in values:
+            values[name] = (
+                None if values[name] is None and name == "checkpoint" else jsontext.encode(values[name])
+            )
+    stmt = L.update().where(L.c.id == loop_id)
+    if where_incarnation is not None:
+        stmt = stmt.where(L.c.incarnation == where_incarnation)
+    if where_state is not None:
+        stmt = stmt.where(L.c.state == where_state)
+    result = await tx.execute(stmt.values(updated_ms=await tx.now_ms(), **values))
+    return bool(result.rowcount == 1)
+
+
+# §4.3 step 1: the only place the incarnation rises (requires state = active)
+async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None:
+    """Raise the incarnation by one, claim the Loop for ``node_id``; None when the Loop is not active."""
+    stmt = (
+        L.update()
+        .where(L.c.id == loop_id, L.c.state == "active")
+        .values(
+            incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()
+        )
+        .returning(L.c.incarnation)
+    )
+    value = (await tx.execute(stmt)).scalar()
+    return None if value is None else int(value)
+
+
+# §4.3 step 4: attach only where id, incarnation and state = active still match
+async def attach_object(tx: Tx, loop_id: str, incarnation: int, object_id: str) -> bool:
+    return await update_loop(
+        tx, loop_id, where_incarnation=incarnation, where_state="active", object_id=object_id
+    )
+
+
+# §4.3: ending an incarnation clears object_id only where the incarnation still matches
+async def detach_object(tx: Tx, loop_id: str, incarnation: int) -> bool:
+    return await update_loop(tx, loop_id, where_incarnation=incarnation, object_id=None)
+
+
+# §4.2 row 15: the row and everything hanging off it is removed (events, logs, transitions cascade)
+async def delete_loop(tx: Tx, loop_id: str) -> bool:
+    for table in (schema.loop_event, LOG, TR):
+        await tx.execute(table.delete().where(table.c.loop_id == loop_id))
+    result = await tx.execute(L.delete().where(L.c.id == loop_id))
+    return bool(result.rowcount == 1)
+
+
+async def _trim(tx: Tx, table: sa.Table, loop_id: str, keep: int) -> None:
+    cutoff = (
+        sa.select(table.c.seq)
+        .where(table.c.loop_id == loop_id)
+        .order_by(table.c.seq.desc())
+        .offset(keep - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    await tx.execute(table.delete().where(table.c.loop_id == loop_id, table.c.seq < cutoff))
+
+
+# §2.7: transitions, newest 100 per Loop kept
+async def add_transition(
+    tx: Tx,
+    loop_id: str,
+    *,
+    from_state: str | None,
+    from_reason: str | None,
+    to_state: str,
+    to_reason: str | None,
+    incarnation: int,
+    actor: str,
+    detail: str | None = None,
+) -> None:
+    await tx.execute(
+        TR.insert().values(
+            loop_id=loop_id,
+            at_ms=await tx.now_ms(),
+            from_state=from_state,
+            from_reason=from_reason,
+            to_state=to_state,
+            to_reason=to_reason,
+            incarnation=incarnation,
+            actor=actor,
+            detail=None if detail is None else detail[:2000],
+        )
+    )
+    await _trim(tx, TR, loop_id, KEEP_TRANSITIONS)
+
+
+async def list_transitions(tx: Tx, loop_id: str, *, limit: int = KEEP_TRANSITIONS) -> list[Transition]:
+    """Newest ``limit`` transitions, oldest first."""
+    stmt = sa.select(TR).where(TR.c.loop_id == loop_id).order_by(TR.c.seq.desc()).limit(limit)
+    rows = list(await tx.execute(stmt))
+    return [Transition(**{n: getattr(r, n) for n in Transition.__dataclass_fields__}) for r in reversed(rows)]
+
+
+# §2.7: log lines (≤ 1024 chars), newest 200 per Loop kept
+async def append_logs(tx: Tx, loop_id: str, lines: Sequence[LogLine]) -> None:
+    if not lines:
+        return
+    rows = [
+        {
+            "loop_id": loop_id,
+            "at_ms": ln.at_ms,
+            "incarnation": ln.incarnation,
+            "source": ln.source,
+            "text": ln.text[:MAX_LOG_CHARS],
+        }
+        for ln in lines[-KEEP_LOGS:]
+    ]
+    await tx.execute(LOG.insert(), rows)
+    await _trim(tx, LOG, loop_id, KEEP_LOGS)
+
+
+async def list_logs(
+    tx: Tx, loop_id: str, *, limit: int = KEEP_LOGS, after_seq: int | None = None
+) -> list[LogLine]:
+    """Stored lines oldest first (the newest ``limit``; with ``after_seq`` only later ones)."""
+    stmt = sa.select(LOG).where(LOG.c.loop_id == loop_id).order_by(LOG.c.seq.desc()).limit(limit)
+    if after_seq is not None:
+        stmt = stmt.where(LOG.c.seq > after_seq)
+    rows = list(await tx.execute(stmt))
+    return [LogLine(r.at_ms, r.incarnation, r.source, r.text, r.seq) for r in reversed(rows)]
+
+
+# §2.7: lines not persisted because of the rate bound are counted
+async def add_dropped_logs(tx: Tx, loop_id: str, count: int) -> None:
+    if count > 0:
+        await tx.execute(L.update().where(L.c.id == loop_id).values(dropped_logs=L.c.dropped_logs + count))

@@ -1,0 +1,77 @@
+"""The quota admission primitive: every entry into ``active`` counts and writes under a group-wide lock
+(harness.md §15): 20 active Loops per agent, 100 per group, group overrides in ``agent_group.limits``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from wakeful.harness.errors import NotFound, QuotaExceeded
+from wakeful.harness.store import jsontext, schema
+from wakeful.harness.store.core import Tx
+
+__all__ = ["QuotaLimits", "admit_active", "count_active", "effective_limits", "lock_group_quota"]
+
+L = schema.loop
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """``limits.loops_per_agent`` / ``limits.loops_per_group`` (harness.md §20)."""
+
+    loops_per_agent: int = 20
+    loops_per_group: int = 100
+
+
+def _advisory_key(group_id: str) -> int:
+    """A signed 64-bit key for ``wakeful.quota:<group_id>`` (stable across processes and nodes)."""
+    digest = hashlib.sha256(f"wakeful.quota:{group_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+# §15: pg_advisory_xact_lock keyed on wakeful.quota:<group_id>; SQLite holds the write lock (BEGIN IMMEDIATE)
+async def lock_group_quota(tx: Tx, group_id: str) -> None:
+    if tx.dialect == "postgresql":
+        await tx.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _advisory_key(group_id)})
+
+
+async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None = None) -> QuotaLimits:
+    """The defaults with the group's overrides applied (operator-set ``limits`` JSON)."""
+    base = defaults or QuotaLimits()
+    G = schema.agent_group
+    row = (await tx.execute(sa.select(G.c.limits).where(G.c.id == group_id))).first()
+    if row is None:
+        raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
+    overrides = jsontext.decode(row.limits) or {}
+    return QuotaLimits(
+        loops_per_agent=int(overrides.get("loops_per_agent", base.loops_per_agent)),
+        loops_per_group=int(overrides.get("loops_per_group", base.loops_per_group)),
+    )
+
+
+async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | None = None) -> int:
+    stmt = sa.select(sa.func.count()).select_from(L).where(L.c.state == "active")
+    if agent_id is not None:
+        stmt = stmt.where(L.c.agent_id == agent_id)
+    if group_id is not None:
+        stmt = stmt.where(L.c.group_id == group_id)
+    return int((await tx.execute(stmt)).scalar_one())
+
+
+# §15: count and write in the same transaction under the group lock, so concurrent entries never overshoot
+async def admit_active(tx: Tx, *, group_id: str, agent_id: str, defaults: QuotaLimits | None = None) -> None:
+    """Take the group's quota lock and check that one more Loop of this agent may enter ``active``.
+
+    Raises ``QuotaExceeded(scope, limit)``. The caller writes the Loop as ``active`` in the same
+    transaction (the lock is held until it ends); a Loop already active must not be admitted again.
+    Take this lock before any Loop row lock in the transaction, so lock order is the same everywhere.
+    """
+    await lock_group_quota(tx, group_id)
+    limits = await effective_limits(tx, group_id, defaults)
+    if await count_active(tx, agent_id=agent_id) >= limits.loops_per_agent:
+        raise QuotaExceeded("agent", limits.loops_per_agent)
+    if await count_active(tx, group_id=group_id) >= limits.loops_per_group:
+        raise QuotaExceeded("group", limits.loops_per_group)
