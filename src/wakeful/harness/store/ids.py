@@ -22,10 +22,16 @@ def _b32(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
-# harness.md §1: a ULID = 48-bit millisecond time + 80 random bits, 26 base32 chars
+_last = [-1, 0]  # [ms, random part] of the previous ULID made by this process
+
+
+# harness.md §1: a ULID = 48-bit millisecond time + 80 random bits, 26 base32 chars; ids made in the same
+# millisecond increase (monotonic ULID), so they sort in creation order
 def ulid(now_ms: int | None = None) -> str:
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    return _b32(ms & ((1 << 48) - 1), 10) + _b32(secrets.randbits(80), 16)
+    ms = (int(time.time() * 1000) if now_ms is None else now_ms) & ((1 << 48) - 1)
+    rand = _last[1] + 1 if ms == _last[0] and _last[1] + 1 < (1 << 80) else secrets.randbits(79)
+    _last[0], _last[1] = ms, rand
+    return _b32(ms, 10) + _b32(rand, 16)
 
 
 def new_id(prefix: str, now_ms: int | None = None) -> str:

@@ -1,0 +1,210 @@
+"""harness.md §2.5, §2.7, §4.3, §5: Loop rows, the incarnation bump, fenced writes, cascade delete and
+retention of logs (200) and transitions (100), on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from wakeful.harness.errors import InvalidRequest, NotFound
+from wakeful.harness.store import agents, artifacts, groups, loops, schema, sessions
+from wakeful.harness.store.loops import LogLine
+
+ELF = b"\x7fELF" + b"\x01" * 64
+
+
+async def _loop(store: Any, **kwargs: Any) -> loops.Loop:
+    async with store.tx() as tx:
+        group = await groups.create_group(tx, name="g")
+        agent = await agents.create_agent(tx, group_id=group.id, name="bot")
+        session = await sessions.create_session(tx, agent_id=agent.id)
+        art = await artifacts.put_artifact(tx, group_id=group.id, elf=ELF, origin="build", created_by="t")
+        return await loops.insert_loop(
+            tx,
+            group_id=group.id,
+            agent_id=agent.id,
+            session_id=session.id,
+            artifact_sha256=art.sha256,
+            config={"threshold": 3},
+            capabilities=[{"name": "agent.notify"}],
+            creator=f"agent:{agent.id}",
+            artifact_path="/loops/main.elf",
+            **kwargs,
+        )
+
+
+async def test_insert_defaults(store: Any) -> None:
+    loop = await _loop(store)
+    assert loop.id.startswith("lp_") and loop.name == f"loop-{loop.id[-6:]}"
+    assert (loop.state, loop.pause_reason, loop.incarnation) == ("active", None, 0)
+    assert loop.config == {"threshold": 3} and loop.capabilities == [{"name": "agent.notify"}]
+    assert loop.checkpoint is None and loop.checkpoint_bytes == 0 and loop.dropped_logs == 0
+    assert loop.activated_ms == loop.created_ms == loop.updated_ms
+    assert loop.notified_since_activation is False and loop.object_id is None
+
+
+async def test_insert_refuses_foreign_session_and_bad_state(store: Any) -> None:
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        other = await agents.create_agent(tx, group_id=loop.group_id, name="other")
+    base = {
+        "group_id": loop.group_id,
+        "session_id": loop.session_id,
+        "artifact_sha256": loop.artifact_sha256,
+        "config": {},
+        "creator": "operator",
+    }
+    with pytest.raises(InvalidRequest) as info:
+        async with store.tx() as tx:
+            await loops.insert_loop(tx, agent_id=other.id, **base)
+    assert info.value.details["field"] == "session_id"
+    for state, reason in (("paused", None), ("active", "manual"), ("paused", "sleepy"), ("gone", None)):
+        with pytest.raises(InvalidRequest):
+            async with store.tx() as tx:
+                await loops.insert_loop(tx, agent_id=loop.agent_id, state=state, pause_reason=reason, **base)
+    async with store.tx(readonly=True) as tx:
+        assert len(await loops.list_loops(tx, agent_id=loop.agent_id)) == 1  # nothing half-written
+
+
+async def test_begin_incarnation_only_when_active(store: Any) -> None:
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        assert await loops.begin_incarnation(tx, loop.id, node_id="node_a") == 1
+        assert await loops.attach_object(tx, loop.id, 1, "obj-1") is True
+        assert await loops.begin_incarnation(tx, loop.id, node_id="node_a") == 2
+        row = await loops.get_loop(tx, loop.id)
+    assert (row.incarnation, row.node_id, row.object_id) == (2, "node_a", None)
+    async with store.tx() as tx:
+        assert await loops.attach_object(tx, loop.id, 1, "obj-stale") is False  # §5: stale report ignored
+        assert await loops.update_loop(
+            tx, loop.id, where_state="active", state="paused", pause_reason="manual"
+        )
+        assert await loops.begin_incarnation(tx, loop.id, node_id="node_a") is None
+        assert await loops.attach_object(tx, loop.id, 2, "obj-2") is False
+        assert await loops.detach_object(tx, loop.id, 2) is True
+        row = await loops.get_loop(tx, loop.id)
+    assert (row.state, row.pause_reason, row.incarnation, row.object_id) == ("paused", "manual", 2, None)
+
+
+async def test_conditional_update_and_json_columns(store: Any, store_clock: Any) -> None:
+    loop = await _loop(store)
+    store_clock.advance(s=2)
+    async with store.tx() as tx:
+        assert await loops.update_loop(tx, loop.id, where_incarnation=1, failure="x") is False
+        assert await loops.update_loop(
+            tx,
+            loop.id,
+            where_incarnation=0,
+            where_state="active",
+            checkpoint={"n": [1, "é"]},
+            checkpoint_bytes=13,
+        )
+        row = await loops.get_loop(tx, loop.id, for_update=True)
+    assert (
+        row.checkpoint == {"n": [1, "é"]} and row.failure is None and row.updated_ms == loop.created_ms + 2000
+    )
+    async with store.tx() as tx:
+        await loops.update_loop(tx, loop.id, checkpoint=None)
+        assert (await loops.get_loop(tx, loop.id)).checkpoint is None
+    with pytest.raises(ValueError):
+        async with store.tx() as tx:
+            await loops.update_loop(tx, loop.id, no_such_column=1)
+
+
+async def test_delete_cascades_and_not_found(store: Any) -> None:
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        await loops.append_logs(tx, loop.id, [LogLine(1, 1, "guest", "hello")])
+        await loops.add_transition(
+            tx,
+            loop.id,
+            from_state=None,
+            from_reason=None,
+            to_state="active",
+            to_reason=None,
+            incarnation=0,
+            actor="operator",
+        )
+        await tx.execute(
+            schema.loop_event.insert().values(
+                loop_id=loop.id,
+                event_id="e1",
+                group_id=loop.group_id,
+                topic="t",
+                payload="{}",
+                payload_sha256="0" * 64,
+                envelope_bytes=40,
+                status="pending",
+                source="api",
+                received_ms=1,
+            )
+        )
+        assert await loops.delete_loop(tx, loop.id) is True
+        assert await loops.delete_loop(tx, loop.id) is False
+        for table in (schema.loop_event, schema.loop_log, schema.loop_transition):
+            assert (await tx.execute(sa.select(sa.func.count()).select_from(table))).scalar_one() == 0
+    with pytest.raises(NotFound):
+        async with store.tx(readonly=True) as tx:
+            await loops.get_loop(tx, loop.id)
+
+
+async def test_log_retention_keeps_newest_200_and_cuts_long_lines(store: Any) -> None:
+    loop = await _loop(store)
+    for batch in range(3):
+        lines = [LogLine(batch * 100 + i, 1, "guest", f"line {batch * 100 + i}") for i in range(100)]
+        async with store.tx() as tx:
+            await loops.append_logs(tx, loop.id, lines)
+    async with store.tx() as tx:
+        await loops.append_logs(tx, loop.id, [LogLine(999, 1, "harness", "x" * 5000)])
+        await loops.add_dropped_logs(tx, loop.id, 7)
+        kept = await loops.list_logs(tx, loop.id)
+        later = await loops.list_logs(tx, loop.id, after_seq=kept[-3].seq)
+        dropped = (await loops.get_loop(tx, loop.id)).dropped_logs
+    assert len(kept) == 200 and kept[0].text == "line 101" and len(kept[-1].text) == 1024
+    assert [ln.text for ln in later][0] == "line 299" and len(later) == 2
+    assert dropped == 7
+
+
+async def test_transition_retention_keeps_newest_100(store: Any) -> None:
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        for inc in range(105):
+            await loops.add_transition(
+                tx,
+                loop.id,
+                from_state="active",
+                from_reason=None,
+                to_state="active",
+                to_reason=None,
+                incarnation=inc,
+                actor="system",
+                detail="d" * 3000,
+            )
+        kept = await loops.list_transitions(tx, loop.id)
+    assert len(kept) == 100 and [t.incarnation for t in kept] == list(range(5, 105))
+    assert len(kept[0].detail or "") == 2000
+
+
+async def test_list_filters(store: Any) -> None:
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        second = await loops.insert_loop(
+            tx,
+            group_id=loop.group_id,
+            agent_id=loop.agent_id,
+            session_id=loop.session_id,
+            artifact_sha256=loop.artifact_sha256,
+            config={},
+            creator="operator",
+            name="second",
+            state="paused",
+            pause_reason="quota",
+        )
+        active = await loops.list_loops(tx, agent_id=loop.agent_id, state="active")
+        every = await loops.list_loops(tx, group_id=loop.group_id)
+        first_only = await loops.list_loops(tx, group_id=loop.group_id, limit=1)
+    assert [x.id for x in active] == [loop.id]
+    assert [x.id for x in every] == [loop.id, second.id] and [x.id for x in first_only] == [loop.id]
+    assert second.activated_ms is None
