@@ -48,6 +48,21 @@ class _Acks:
         return {"accepted": True}
 
 
+def _forget_programs() -> None:
+    """Each run starts as a fresh process would: no program, verification, twin or shape is cached.
+
+    Without this a ``--repeat`` round (or a second run in one process) gets its 10,000 programs from the
+    previous round's program cache and measures neither loading nor per-program memory.
+    """
+    from wakeful.vm import clear_caches
+    from wakeful.vm.loader import CACHE, TWINS
+
+    clear_caches()
+    CACHE.clear()
+    TWINS.clear()
+    gc.collect()
+
+
 def _snap(rt: Runtime) -> dict[str, Any]:
     memory = rt.stats_nowait()["wakeful"]["memory"]
     return snapshot(os.getpid(), memory)
@@ -56,6 +71,7 @@ def _snap(rt: Runtime) -> dict[str, Any]:
 async def run_inproc(plan: InprocPlan, progress: Progress | None = None) -> dict[str, Any]:
     """§1.3 steps 1-8 in this process; returns the ``runs[]`` entry of §1.7."""
     progress = progress or NullProgress()
+    _forget_programs()
     acks = _Acks()
     rt = Runtime(RuntimeOptions(max_objects=plan.count + WARMUP), host_handler=acks)
     await rt.open()
