@@ -3,7 +3,8 @@
 ``store`` (ids ``sqlite``/``postgresql``) is an opened, migrated ``Store`` in a fresh SQLite file or a fresh PG
 schema ``wk_<random>`` (dropped afterwards); ``store_url`` is its URL (reopen it to simulate a restart);
 ``store_clock`` is a ``TestClock`` driving the store clock and a node's monotonic clock together. ``async def``
-tests that use ``harness_runner`` (every fixture here does) run on that fixture's event loop.
+tests that use ``harness_runner`` (``store`` does) run on that fixture's event loop; those using only
+``store_url`` run on a fresh loop.
 """
 
 from __future__ import annotations
@@ -142,9 +143,12 @@ def run_async_test(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     runner = pyfuncitem.funcargs.get("harness_runner")
-    if runner is None:
+    if runner is None and "store_url" not in pyfuncitem.funcargs:
         return None
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
-    runner.run(pyfuncitem.obj(**kwargs))
+    if isinstance(runner, asyncio.Runner):
+        runner.run(pyfuncitem.obj(**kwargs))
+    else:
+        asyncio.run(pyfuncitem.obj(**kwargs))
     return True

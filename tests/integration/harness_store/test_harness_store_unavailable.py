@@ -1,0 +1,107 @@
+"""harness.md §3 unavailability: connection loss, lock timeout, disk full and a failed commit all raise the one
+typed ``StoreUnavailable`` (code ``unavailable``), never a driver exception and never a success; the store
+works again afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+import asyncpg
+import pytest
+import sqlalchemy as sa
+
+from support.harness_fixtures import PG_URL, require_pg
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.store import Store, groups
+
+
+async def _group_names(store: Any) -> list[str]:
+    async with store.tx(readonly=True) as tx:
+        return [g.name for g in await groups.list_groups(tx)]
+
+
+async def _backend_pid(tx: Any) -> int:
+    return int((await tx.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def _terminate(pid: int) -> None:
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await conn.close()
+
+
+async def test_unreachable_postgresql_is_unavailable(harness_runner: Any) -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        await Store.open("postgresql://postgres@127.0.0.1:1/test")
+    assert info.value.code == "unavailable"
+
+
+async def test_connection_lost_mid_transaction(store: Any) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip("connection loss is a PostgreSQL case; SQLite has lock timeout and disk full below")
+    with pytest.raises(StoreUnavailable):
+        async with store.tx() as tx:
+            await _terminate(await _backend_pid(tx))
+            await groups.create_group(tx, name="lost")
+    assert await _group_names(store) == []  # recovered: a fresh connection, nothing was written
+
+
+async def test_commit_failure_is_unavailable_not_success(store: Any) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip("needs a server-side connection to kill between the last statement and COMMIT")
+    reached_end = False
+    with pytest.raises(StoreUnavailable):
+        async with store.tx() as tx:
+            await groups.create_group(tx, name="never")
+            await _terminate(await _backend_pid(tx))
+            await asyncio.sleep(0.2)
+            reached_end = True
+    assert reached_end and await _group_names(store) == []
+
+
+async def test_lock_timeout_is_unavailable(store: Any) -> None:
+    async with store.tx() as tx:
+        group = await groups.create_group(tx, name="locked")
+    if store.dialect == "postgresql":
+        holder = await asyncpg.connect(PG_URL, server_settings={"search_path": store.target.search_path})
+        await holder.execute("BEGIN; SELECT * FROM agent_group FOR UPDATE")
+    else:
+        holder_sqlite = sqlite3.connect(store.sqlite_path, isolation_level=None)
+        holder_sqlite.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreUnavailable):
+            async with store.tx() as tx:
+                if store.dialect == "postgresql":
+                    await tx.execute(sa.text("SET LOCAL lock_timeout = '200ms'"))
+                await groups.set_group_limits(tx, group.id, {"loops_per_agent": 1})
+    finally:
+        if store.dialect == "postgresql":
+            await holder.close()
+        else:
+            holder_sqlite.close()
+    async with store.tx() as tx:  # the store works again once the lock is gone
+        assert (await groups.set_group_limits(tx, group.id, {"loops_per_agent": 2})).limits == {"loops_per_agent": 2}
+
+
+async def test_disk_full_is_unavailable(store: Any) -> None:
+    if store.dialect != "sqlite":
+        pytest.skip("disk full is simulated with SQLite's max_page_count")
+    with pytest.raises(StoreUnavailable) as info:
+        async with store.tx() as tx:
+            pages = int((await tx.execute(sa.text("PRAGMA page_count"))).scalar_one())
+            await tx.execute(sa.text(f"PRAGMA max_page_count = {pages}"))
+            for n in range(200):
+                await groups.create_group(tx, name=f"g{n}" + "x" * 70)
+    assert "full" in info.value.message
+    async with store.tx() as tx:
+        await tx.execute(sa.text("PRAGMA max_page_count = 1073741823"))
+    assert await _group_names(store) == []
+
+
+def test_require_pg_is_visible() -> None:
+    require_pg()  # skips visibly (fails with CI=true) when PostgreSQL is missing
+    assert PG_URL.startswith("postgresql://")
