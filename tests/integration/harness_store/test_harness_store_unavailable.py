@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import pytest
 import sqlalchemy as sa
-
 from support.harness_fixtures import PG_URL, require_pg
+
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store import Store, groups
 
