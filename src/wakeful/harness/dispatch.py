@@ -1,0 +1,170 @@
+"""Host-call dispatch for Loops: object → Loop and incarnation, fence, concurrency, handler, result.
+
+harness.md §9.3–9.4 (the runtime already applied the Loop's capability list, §9.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from wakeful.errors import HostCallError
+from wakeful.harness import selfcalls
+from wakeful.harness.capabilities import delegated_principal
+from wakeful.harness.errors import HostCallRefused, StoreUnavailable
+from wakeful.harness.registry import ToolContext
+from wakeful.runtime import HostCall, jsonval
+
+if TYPE_CHECKING:
+    from wakeful.harness.node import Node
+
+__all__ = ["MAX_IN_FLIGHT", "Dispatch"]
+
+log = logging.getLogger("wakeful.harness")
+
+MAX_IN_FLIGHT = 4  # §9.3 / §20
+MAX_RESULT_BYTES = 16_384 - 256  # §9.4
+LOG_PER_SECOND = 10  # §9.6
+MIN_DEADLINE_MS, MAX_DEADLINE_MS = 100, 60_000  # §9.3
+
+
+class Dispatch:
+    """The runtime's ``host_handler`` for one node. ``dispatched`` counts calls that reached the harness."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.dispatched = 0
+        self._in_flight: dict[str, int] = {}
+        self._log_times: dict[str, deque[int]] = {}
+
+    # §9.3 order: map object → Loop and incarnation → fence → per-Loop concurrency → arguments → handler
+    def handle(self, call: HostCall) -> Any:
+        self.dispatched += 1
+        res = self.node.identity(call.object_id)
+        if res is None:
+            raise HostCallError("stale_incarnation", f"object {call.object_id} is retired")
+        if self._in_flight.get(res.loop_id, 0) >= MAX_IN_FLIGHT:
+            raise HostCallError("busy", f"{MAX_IN_FLIGHT} host calls already in flight")
+        return self.run(res.loop_id, res.incarnation, call)
+
+    async def run(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
+        """Run one call for (``loop_id``, ``incarnation``); refusals become ``HostCallError``."""
+        self._in_flight[loop_id] = self._in_flight.get(loop_id, 0) + 1
+        try:
+            result = await asyncio.wait_for(self._call(loop_id, incarnation, call), _deadline_s(call, self.node))
+        except HostCallRefused as refusal:
+            await self._log_refusal(loop_id, incarnation, refusal.code, refusal.message)
+            raise HostCallError(refusal.code, refusal.message) from None
+        except StoreUnavailable as exc:
+            raise HostCallError("unavailable", exc.message) from None
+        except TimeoutError:
+            await self._log_refusal(loop_id, incarnation, "deadline_exceeded", call.capability)
+            raise HostCallError("deadline_exceeded", f"{call.capability} ran past its deadline") from None
+        finally:
+            self._in_flight[loop_id] -= 1
+        return _bounded(result)
+
+    async def _call(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
+        store, args = self.node.store, call.arguments
+        match call.capability:
+            case "loop.state.put":
+                return await selfcalls.put_state(store, loop_id, incarnation, args)
+            case "loop.state.get":
+                return await selfcalls.get_state(store, loop_id, incarnation)
+            case "loop.ack":
+                return await selfcalls.ack(store, loop_id, incarnation, args)
+            case "loop.log":
+                self._log_rate(loop_id)
+                return await selfcalls.write_log(store, loop_id, incarnation, args)
+            case "agent.notify":
+                return await self._notify(loop_id, incarnation, args)
+            case "decide":
+                return {"error": {"code": "not_configured"}}  # §16.4: no provider configured (issue 7)
+            case _:
+                return await self._tool(loop_id, incarnation, call)
+
+    async def _notify(self, loop_id: str, incarnation: int, args: Any) -> Any:
+        node = self.node
+        outcome = await selfcalls.notify(
+            node.store, node.watch, node.config.limits, node.clock.monotonic_ns(), loop_id, incarnation, args,
+        )
+        node.announce(outcome.message_id)
+        if outcome.paused:
+            node.watch.forget(loop_id)
+            node.spawn(node.end_incarnation(loop_id))
+        if outcome.refusal is not None:
+            raise outcome.refusal
+        return outcome.result
+
+    # §9.3: non-builtin calls run with the delegated principal; a tool exception is tool_failed
+    async def _tool(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
+        tool = self.node.tools.get(call.capability)
+        if tool is None or tool.safety != "read":
+            raise HostCallRefused("tool_failed", f"no read tool {call.capability!r} on this node")
+        row = await self._fenced_row(loop_id, incarnation)
+        ctx = ToolContext(
+            principal=delegated_principal(loop_id, row.creator), loop_id=loop_id, agent_id=row.agent_id,
+            session_id=row.session_id, group_id=row.group_id, incarnation=incarnation,
+            deadline_unix_ms=call.deadline_unix_ms,
+        )
+        try:
+            value = tool.fn(call.arguments, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+        except (HostCallRefused, StoreUnavailable, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise HostCallRefused("tool_failed", f"{tool.name}: {type(exc).__name__}: {exc}"[:512]) from None
+        return value
+
+    async def _fenced_row(self, loop_id: str, incarnation: int) -> Any:
+        from wakeful.harness import lifecycle as lc
+
+        async with self.node.store.tx(readonly=True) as tx:
+            return await lc.fenced_loop(tx, loop_id, incarnation)
+
+    # §9.6: at most 10 loop.log calls per second per Loop (monotonic clock)
+    def _log_rate(self, loop_id: str) -> None:
+        now = self.node.clock.monotonic_ns()
+        times = self._log_times.setdefault(loop_id, deque())
+        while times and now - times[0] >= 1_000_000_000:
+            times.popleft()
+        if len(times) >= LOG_PER_SECOND:
+            raise HostCallRefused("rate_limited", f"loop.log allows {LOG_PER_SECOND} lines per second")
+        times.append(now)
+
+    # §9.4: the reason code and ≤ 512 chars of detail go to the Loop log — except for a retired
+    # incarnation, whose refusal must change no row (§21); that one goes to the process log only
+    async def _log_refusal(self, loop_id: str, incarnation: int, code: str, detail: str) -> None:
+        if code == "stale_incarnation":
+            log.info("refused %s for %s incarnation %d: %s", code, loop_id, incarnation, detail)
+            return
+        from wakeful.harness import lifecycle as lc
+
+        try:
+            async with self.node.store.tx() as tx:
+                await lc.append_log(tx, loop_id, incarnation, "harness", f"{code}: {detail}"[:512])
+        except Exception:  # the Loop may be gone or the store down; the guest still gets its answer
+            log.info("could not log %s for %s", code, loop_id)
+
+
+def _deadline_s(call: HostCall, node: Node) -> float:
+    remaining = call.deadline_unix_ms - node.clock.unix_ms()
+    ms = min(call.timeout_ms, remaining)
+    return max(MIN_DEADLINE_MS, min(MAX_DEADLINE_MS, ms)) / 1000
+
+
+# §9.4: a result over 16,384 − 256 bytes becomes {error: {code: result_too_large, bytes}}
+def _bounded(result: Any) -> Any:
+    try:
+        size = jsonval.from_python(result, limits=False).size
+    except jsonval.JsonError:
+        return {"error": {"code": "invalid_result", "bytes": 0}}
+    if size > MAX_RESULT_BYTES:
+        return {"error": {"code": "result_too_large", "bytes": size}}
+    return result
+
+

@@ -1,0 +1,261 @@
+"""``wakeful.Harness``: the Python embedding API — a node inside the embedder's own process.
+
+interfaces.md §5: open a store, run the runtime in-process, administer tenants, drive Loops, register wake
+handlers per agent and extra tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from wakeful.harness.config import Config
+from wakeful.harness.node import Node
+from wakeful.harness.registry import Tool, ToolRegistry
+from wakeful.harness.store import agents, groups, sessions
+from wakeful.harness.store.core import Store
+from wakeful.harness.store.sessions import Message
+from wakeful.harness.tools import LoopTools
+from wakeful.runtime import Clock
+
+__all__ = ["Harness", "WakeMessage"]
+
+log = logging.getLogger("wakeful.harness")
+
+WakeMessage = Message  # interfaces.md §5: id, kind, session, agent, Loop id and name, incarnation, content, times
+WakeHandler = Callable[[WakeMessage], Any]
+BACKOFF_START_S, BACKOFF_MAX_S = 1.0, 60.0  # interfaces.md §5: 1 s doubling to 60 s
+
+
+class Harness:
+    """A node like ``wakeful serve`` without the HTTP server. Nothing starts until ``async with`` / ``start``."""
+
+    def __init__(
+        self, config: Config | None = None, *, db_url: str | None = None, data_dir: str | Path | None = None,
+        clock: Clock | None = None, sweeps: bool = True, tick_s: float = 10.0,
+    ) -> None:
+        base = config or Config()
+        self.config = base.with_overrides(
+            store_url=db_url, data_dir=None if data_dir is None else Path(data_dir),
+        )
+        self.clock = clock
+        self.sweeps, self.tick_s = sweeps, tick_s
+        self.registry = ToolRegistry()
+        self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
+        self._store: Store | None = None
+        self._node: Node | None = None
+        self._tools: LoopTools | None = None
+        self._builder: Any = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._wake_tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ start and stop
+
+    async def __aenter__(self) -> Harness:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Store (with migrations), runtime, adoption of active Loops, sweeps."""
+        url = self.config.effective_store_url
+        self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
+        try:
+            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
+                              on_message=self._on_message)
+            self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
+            await self._node.open()
+        except BaseException:
+            await self._store.close()
+            raise
+        await self._offer_unhandled()
+        if self.sweeps:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def stop(self) -> None:
+        """Drain (harness.md §19.4, single node): end every incarnation, close the store."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for task in list(self._wake_tasks):
+            task.cancel()
+        if self._node is not None:
+            await self._node.close()
+        if self._builder is not None:
+            self._builder.close()
+        if self._store is not None:
+            await self._store.close()
+        self._node = self._store = self._tools = None
+
+    async def run(self) -> None:
+        """Start and run until cancelled."""
+        async with self:
+            await asyncio.Event().wait()
+
+    async def tick(self) -> None:
+        """One placement/reconcile tick now (tests drive time with an injected clock)."""
+        await self.node.tick()
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Let reports, post-commit work and wake handlers spawned so far finish."""
+        await self.node.settle()
+        while self._wake_tasks:
+            await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)
+            try:
+                await self.node.tick()
+            except Exception:
+                log.exception("placement tick failed")
+
+    @property
+    def node(self) -> Node:
+        if self._node is None:
+            raise RuntimeError("the harness is not started")
+        return self._node
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the harness is not started")
+        return self._store
+
+    @property
+    def loops(self) -> LoopTools:
+        if self._tools is None:
+            raise RuntimeError("the harness is not started")
+        return self._tools
+
+    # ------------------------------------------------------------------ administration (operator)
+
+    async def create_group(self, name: str, *, limits: dict[str, Any] | None = None) -> groups.Group:
+        async with self.store.tx() as tx:
+            return await groups.create_group(tx, name=name, limits=limits)
+
+    async def create_agent(self, group_id: str, name: str, *, metadata: dict[str, Any] | None = None) -> agents.Agent:
+        async with self.store.tx() as tx:
+            return await agents.create_agent(tx, group_id=group_id, name=name, metadata=metadata)
+
+    async def create_session(self, agent_id: str, title: str = "") -> sessions.Session:
+        async with self.store.tx() as tx:
+            return await sessions.create_session(tx, agent_id=agent_id, title=title)
+
+    async def create_key(self, role: str, *, group_id: str | None = None, agent_id: str | None = None,
+                         label: str | None = None) -> tuple[groups.ApiKey, str]:
+        async with self.store.tx() as tx:
+            return await groups.create_key(tx, role=role, group_id=group_id, agent_id=agent_id, label=label)
+
+    async def messages(self, session_id: str, *, kinds: Sequence[str] | None = None) -> list[Message]:
+        async with self.store.tx(readonly=True) as tx:
+            return await sessions.list_messages(tx, session_id=session_id, kinds=kinds, limit=10_000)
+
+    # ------------------------------------------------------------------ Loop operations
+
+    async def build(self, agent_id: str, request: Mapping[str, Any], *, path: str = "/loops/main.elf") -> Any:
+        return await self.loops.build(agent_id=agent_id, request=request, path=path)
+
+    async def upload(self, agent_id: str, elf: bytes, *, path: str = "/loops/main.elf") -> Any:
+        return await self.loops.upload(agent_id=agent_id, elf=elf, path=path)
+
+    async def create_loop(self, **kwargs: Any) -> dict[str, Any]:
+        return await self.loops.create(**kwargs)
+
+    async def get_loop(self, loop_id: str) -> dict[str, Any]:
+        return await self.loops.get(loop_id)
+
+    async def list_loops(self, **filters: Any) -> list[dict[str, Any]]:
+        return await self.loops.list(**filters)
+
+    async def pause_loop(self, loop_id: str) -> dict[str, Any]:
+        return await self.loops.pause(loop_id)
+
+    async def resume_loop(self, loop_id: str) -> dict[str, Any]:
+        return await self.loops.resume(loop_id)
+
+    async def delete_loop(self, loop_id: str) -> dict[str, Any]:
+        return await self.loops.delete(loop_id)
+
+    async def archive_agent(self, agent_id: str) -> dict[str, Any]:
+        return await self.loops.archive_agent(agent_id)
+
+    async def unarchive_agent(self, agent_id: str) -> dict[str, Any]:
+        return await self.loops.unarchive_agent(agent_id)
+
+    # ------------------------------------------------------------------ tools and wake handlers
+
+    def register_tool(self, name: str, fn: Callable[..., Any], *, description: str, input_model: Any = None,
+                      safety: str = "read", timeout_s: float = 10) -> None:
+        """interfaces.md §5; register before start. Only ``safety="read"`` tools are offered to Loops."""
+        self.registry.register(Tool(name, fn, description, safety, timeout_s, input_model))
+
+    def on_wake(self, handler: WakeHandler | None = None, *, agent_id: str | None = None,
+                kinds: Sequence[str] = ("loop", "lifecycle")) -> Any:
+        """Register a wake handler for one agent (or every agent); usable as a decorator."""
+        def register(fn: WakeHandler) -> WakeHandler:
+            self._handlers.append((agent_id, tuple(kinds), fn))
+            return fn
+
+        return register if handler is None else register(handler)
+
+    def _on_message(self, message_id: str) -> None:
+        if self._handlers:
+            task = asyncio.get_running_loop().create_task(self._deliver_wake(message_id))
+            self._wake_tasks.add(task)
+            task.add_done_callback(self._wake_tasks.discard)
+
+    # interfaces.md §5: after commit; returning marks it handled; raising → offered again with backoff
+    async def _deliver_wake(self, message_id: str) -> None:
+        delay = BACKOFF_START_S
+        while True:
+            async with self.store.tx(readonly=True) as tx:
+                message = await sessions.get_message(tx, message_id)
+            if message is None or message.handled_ms is not None:
+                return
+            try:
+                for agent_id, kinds, handler in self._handlers:
+                    if agent_id in (None, message.agent_id) and message.kind in kinds:
+                        result = handler(message)
+                        if inspect.isawaitable(result):
+                            await result
+            except Exception:
+                log.exception("wake handler failed for %s; retrying in %.0f s", message_id, delay)
+                await asyncio.sleep(delay)
+                delay = min(BACKOFF_MAX_S, delay * 2)
+                continue
+            async with self.store.tx() as tx:
+                await sessions.mark_handled(tx, message_id, handled_by=self.node.node_id)
+            return
+
+    async def _offer_unhandled(self) -> None:
+        if not self._handlers:
+            return
+        async with self.store.tx(readonly=True) as tx:
+            pending = await sessions.list_messages(tx, kinds=("loop", "lifecycle"), unhandled=True, limit=10_000)
+        for message in pending:
+            self._on_message(message.id)
+
+
+class _LazyBuilder:
+    """Creates the ``wakeful.build.Builder`` on the first ``loop.build`` (so a harness without builds
+    never starts the build helper)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+
+    async def compile(self, request: Mapping[str, Any]) -> Any:
+        if self._harness._builder is None:
+            from wakeful.build import Builder, BuildOptions
+
+            self._harness._builder = Builder(BuildOptions(data_dir=self._harness.config.data_dir))
+        return await self._harness._builder.compile(request)

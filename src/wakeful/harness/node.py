@@ -1,0 +1,394 @@
+"""A harness node: runs a ``Runtime`` in-process and keeps the store's active Loops resident in it.
+
+harness.md §4.3 (adoption), §4.2 rows 2, 4–6, 9 (runtime reports), §5 (fencing of reports), §7 (reloads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from wakeful.errors import Busy, InvalidObject, InvalidParams, MailboxFull, ObjectNotFound
+from wakeful.harness import lifecycle as lc
+from wakeful.harness import notices
+from wakeful.harness.budget import LimitWatch
+from wakeful.harness.capabilities import runtime_capabilities
+from wakeful.harness.checkpoint import load_config
+from wakeful.harness.config import Config
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.integrity import ArtifactProblem, read_verified
+from wakeful.harness.registry import ToolRegistry
+from wakeful.harness.store import jsontext, loops, schema
+from wakeful.harness.store.core import Store
+from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.loops import LogLine, Loop
+from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
+
+__all__ = ["Node", "Resident"]
+
+log = logging.getLogger("wakeful.harness")
+
+RELOAD_DELAY_NS = 1_000_000_000  # §7: a reload happens at least 1 s after the fault
+HOUR_MS = 3_600_000
+
+
+@dataclass(slots=True)
+class Resident:
+    """One object of this node's runtime and the Loop incarnation it runs."""
+
+    loop_id: str
+    incarnation: int
+    object_id: str
+    delivered: set[str] = field(default_factory=set)  # §11: no re-trigger within an object
+
+
+class Node:
+    """Keeps active Loops loaded; every report from the runtime is applied fenced by incarnation."""
+
+    def __init__(
+        self, store: Store, config: Config, *, clock: Clock | None = None, tools: ToolRegistry | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
+        from wakeful.harness.dispatch import Dispatch
+
+        self.store, self.config = store, config
+        self.clock: Clock = clock or SystemClock()
+        self.tools = tools or ToolRegistry()
+        self.node_id = new_id("node")
+        self.on_message = on_message
+        self.watch = LimitWatch()
+        self.dispatch = Dispatch(self)
+        self.runtime = Runtime(
+            RuntimeOptions(max_objects=config.max_objects), host_handler=self.dispatch.handle,
+            on_state=self._on_state, on_log=self._on_log, clock=self.clock,
+        )
+        self.residents: dict[str, Resident] = {}
+        self.objects: dict[str, Resident] = {}
+        self.reload_due: dict[str, int] = {}  # loop id → monotonic ns
+        self.waiting_capacity: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._logs = _LogBuffer()
+
+    # ------------------------------------------------------------------ start and drain
+
+    async def open(self) -> None:
+        """Start the runtime and adopt every active Loop, oldest first (§4.2 row 2)."""
+        await self.runtime.open()
+        await self.adopt_all()
+
+    async def close(self) -> None:
+        """§19.4 drain, single node: end every incarnation (Loops stay active), stop the runtime."""
+        await self.settle()
+        for loop_id in list(self.residents):
+            await self.end_incarnation(loop_id)
+        await self.flush_logs()
+        await self.runtime.close()
+
+    async def adopt_all(self) -> None:
+        async with self.store.tx(readonly=True) as tx:
+            ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)]  # oldest first
+        for loop_id in ids:
+            if loop_id not in self.residents:
+                await self.load(loop_id)
+
+    # ------------------------------------------------------------------ §4.3 adoption sequence
+
+    async def load(self, loop_id: str) -> Resident | None:
+        """Steps 1–5 of §4.3; None when the Loop was not loaded (not active, fault, capacity, lost race)."""
+        self.reload_due.pop(loop_id, None)
+        self.waiting_capacity.discard(loop_id)
+        if loop_id in self.residents:
+            await self.end_incarnation(loop_id)
+        row = await self._next_incarnation(loop_id)
+        if row is None:
+            return None
+        try:
+            elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
+        except ArtifactProblem as problem:
+            await self._pause_fault(loop_id, row.incarnation, problem.failure, problem.detail)
+            return None
+        return await self._load_object(row, elf)
+
+    # step 1: the only place the incarnation rises
+    async def _next_incarnation(self, loop_id: str) -> Loop | None:
+        async with self.store.tx() as tx:
+            if await loops.begin_incarnation(tx, loop_id, node_id=self.node_id) is None:
+                return None
+            return await loops.get_loop(tx, loop_id)
+
+    # steps 3–5: load, attach (fenced), start, replay
+    async def _load_object(self, row: Loop, elf: bytes) -> Resident | None:
+        config = load_config(row.config, row.id, row.incarnation, row.checkpoint)
+        caps = runtime_capabilities(row.capabilities, self.tools.loop_tool_names())
+        try:
+            status = await self.runtime.load(elf, config=config, capabilities=caps, label=row.id)
+        except InvalidObject as exc:
+            await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
+            return None
+        except Busy:
+            self.waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
+            return None
+        except InvalidParams as exc:
+            await self.fault(row.id, row.incarnation, f"load refused: {exc.message}")
+            return None
+        res = Resident(row.id, row.incarnation, status.object_id)
+        if not await self._attach(res):
+            await self.runtime.unload(res.object_id)
+            return None
+        self.residents[row.id] = self.objects[res.object_id] = res
+        await self.runtime.start(res.object_id)
+        await self.replay(row.id)
+        return res
+
+    # step 4: update object_id only where id, incarnation and state = active still match
+    async def _attach(self, res: Resident) -> bool:
+        async with self.store.tx() as tx:
+            return await loops.attach_object(tx, res.loop_id, res.incarnation, res.object_id)
+
+    # ------------------------------------------------------------------ ending an incarnation
+
+    async def end_incarnation(self, loop_id: str) -> None:
+        """Stop and unload the object; clear ``object_id`` only where the incarnation still matches."""
+        res = self.residents.pop(loop_id, None)
+        self.reload_due.pop(loop_id, None)
+        if res is None:
+            return
+        self.objects.pop(res.object_id, None)
+        await self.runtime.unload(res.object_id)
+        try:
+            async with self.store.tx() as tx:
+                await loops.detach_object(tx, loop_id, res.incarnation)
+        except StoreUnavailable:
+            log.warning("could not clear object_id of %s: store unavailable", loop_id)
+
+    def identity(self, object_id: str) -> Resident | None:
+        """§5: object id → the Loop and incarnation it runs (None for a retired object)."""
+        return self.objects.get(object_id)
+
+    # ------------------------------------------------------------------ runtime reports
+
+    def _on_state(self, status: ObjectStatus) -> None:
+        res = self.objects.pop(status.object_id, None)
+        if res is None or status.state == "stopped":
+            return  # a report from a retired object, or our own stop
+        if self.residents.get(res.loop_id) is res:
+            del self.residents[res.loop_id]
+        outcome = status.outcome or {}
+        if status.state == "exited":
+            self.spawn(self._exited(res, int(outcome.get("exit_code", 0))))
+        else:
+            self.spawn(self._faulted(res, str(outcome.get("error", "fault"))))
+
+    # §4.2 row 4: guest returns → paused(exited), told unless it exited 0 after a wake
+    async def _exited(self, res: Resident, exit_code: int) -> None:
+        await self.runtime.unload(res.object_id)
+        told: str | None = None
+        async with self.store.tx() as tx:
+            row = await self._current(tx, res)
+            if row is None:
+                return
+            await lc.move(tx, row, lc.PAUSED, "exited", actor="guest", detail=f"exit code {exit_code}",
+                          exit_code=exit_code, object_id=None)
+            if notices.telling_on_exit(exit_code, row.notified_since_activation):
+                text = notices.exited(row.name, row.id, exit_code)
+                told = await lc.write_notice(tx, row, "exited", text)
+        self.announce(told)
+
+    async def _faulted(self, res: Resident, text: str) -> None:
+        await self.runtime.unload(res.object_id)
+        await self.fault(res.loop_id, res.incarnation, text)
+
+    # §4.2 rows 5–6 and §7: reload at most 3 times in a fixed 1-hour window, then failed
+    async def fault(self, loop_id: str, incarnation: int, text: str) -> None:
+        told = None
+        reload = False
+        async with self.store.tx() as tx:
+            row = await self._current(tx, _Inc(loop_id, incarnation))
+            if row is None:
+                return
+            now = await tx.now_ms()
+            start, count = row.reload_window_start_ms, row.reload_count
+            if start is None or now < start or now - start >= HOUR_MS:
+                start, count = now, 0
+            failure = lc.appended_failure(row.failure, text)
+            await lc.append_log(tx, loop_id, incarnation, "harness", f"fault: {text}")
+            if count < self.config.limits.reloads_per_hour:
+                await lc.move(tx, row, lc.ACTIVE, None, actor="system", detail=f"fault, reload: {text}",
+                              failure=failure, reload_count=count + 1, reload_window_start_ms=start,
+                              object_id=None)
+                reload = True
+            else:
+                await lc.move(tx, row, lc.FAILED, None, actor="system", detail=f"failed: {text}",
+                              failure=failure, reload_count=count, reload_window_start_ms=start, object_id=None)
+                content = notices.failed(row.name, row.id, count, text, await lc.pending_count(tx, loop_id))
+                told = await lc.write_notice(tx, row, "failed", content)
+        if reload:
+            self.reload_due[loop_id] = self.clock.monotonic_ns() + RELOAD_DELAY_NS
+        self.announce(told)
+
+    # §4.2 row 9: artifact missing/changed or rejected by the loader → paused(fault), told once
+    async def _pause_fault(self, loop_id: str, incarnation: int, failure: str, detail: str) -> None:
+        told: str | None = None
+        async with self.store.tx() as tx:
+            row = await self._current(tx, _Inc(loop_id, incarnation))
+            if row is None:
+                return
+            await lc.move(tx, row, lc.PAUSED, "fault", actor="system", detail=detail, failure=failure,
+                          object_id=None)
+            await lc.append_log(tx, loop_id, incarnation, "harness", detail)
+            told = await lc.write_notice(tx, row, "fault", notices.fault(row.name, row.id, detail))
+        self.announce(told)
+
+    # §4.3: terminal reports are applied only where the incarnation still matches
+    async def _current(self, tx: Any, res: Resident | _Inc) -> Loop | None:
+        row = await loops.find_loop(tx, res.loop_id, for_update=True)
+        if row is None or row.incarnation != res.incarnation or row.state != lc.ACTIVE:
+            return None
+        return row
+
+    # ------------------------------------------------------------------ events (§11)
+
+    async def replay(self, loop_id: str) -> int:
+        """Deliver pending events in ``(received_ms, event_id)`` order; stop at the first refusal."""
+        res = self.residents.get(loop_id)
+        if res is None:
+            return 0
+        E = schema.loop_event
+        async with self.store.tx(readonly=True) as tx:
+            stmt = sa.select(E.c.event_id, E.c.topic, E.c.payload).where(
+                E.c.loop_id == loop_id, E.c.status == "pending",
+            ).order_by(E.c.received_ms, E.c.event_id)
+            pending = [r for r in await tx.execute(stmt) if r.event_id not in res.delivered]
+        delivered = []
+        for event in pending:
+            try:
+                await self.runtime.deliver(res.object_id, event.event_id, event.topic, jsontext.decode(event.payload))
+            except (MailboxFull, Busy, ObjectNotFound, InvalidParams):
+                break
+            res.delivered.add(event.event_id)
+            delivered.append(event.event_id)
+        if delivered:
+            await self._stamp_delivery(loop_id, delivered)
+        return len(delivered)
+
+    # §11: the first delivery stamps first_delivered_ms and deadline_ms if unset
+    async def _stamp_delivery(self, loop_id: str, event_ids: list[str]) -> None:
+        E = schema.loop_event
+        async with self.store.tx() as tx:
+            now = await tx.now_ms()
+            await tx.execute(sa.update(E).where(
+                E.c.loop_id == loop_id, E.c.event_id.in_(event_ids), E.c.first_delivered_ms.is_(None),
+            ).values(first_delivered_ms=now, deadline_ms=now + self.config.limits.ack_deadline_s * 1000))
+
+    # ------------------------------------------------------------------ placement tick
+
+    async def tick(self) -> None:
+        """Due reloads (§7), capacity waits (§4.3 step 3), and reconcile (§19.3 single node)."""
+        await self.settle()
+        now = self.clock.monotonic_ns()
+        for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
+            if due <= now:
+                await self.load(loop_id)
+        for loop_id in sorted(self.waiting_capacity):
+            await self.load(loop_id)
+        await self._reconcile()
+        await self.flush_logs()
+        await self.settle()
+
+    async def _reconcile(self) -> None:
+        async with self.store.tx(readonly=True) as tx:
+            active = {row.id: row for row in await loops.list_loops(tx, state=lc.ACTIVE)}
+        for loop_id, res in list(self.residents.items()):
+            row = active.get(loop_id)
+            if row is None or row.incarnation != res.incarnation:
+                await self.end_incarnation(loop_id)
+        for loop_id in active:
+            if loop_id not in self.residents and loop_id not in self.reload_due:
+                await self.load(loop_id)
+
+    # ------------------------------------------------------------------ guest logs (§2.7)
+
+    def _on_log(self, object_id: str, message: str) -> bool | None:
+        res = self.objects.get(object_id)
+        if res is not None:
+            self._logs.add(res.loop_id, res.incarnation, message, self.clock.monotonic_ns())
+        return None
+
+    async def flush_logs(self) -> None:
+        """Write buffered guest lines (and the dropped counts) in one transaction."""
+        lines, dropped = self._logs.take()
+        if not lines and not dropped:
+            return
+        try:
+            async with self.store.tx() as tx:
+                now = await tx.now_ms()
+                for loop_id in sorted(set(lines) | set(dropped)):
+                    if await loops.find_loop(tx, loop_id) is None:
+                        continue  # deleted meanwhile
+                    batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
+                    await loops.append_logs(tx, loop_id, batch)
+                    await loops.add_dropped_logs(tx, loop_id, dropped.get(loop_id, 0))
+        except StoreUnavailable:
+            log.warning("guest log lines lost: store unavailable")
+
+    # ------------------------------------------------------------------ background work
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("harness task failed", exc_info=task.exception())
+
+    async def settle(self, rounds: int = 50) -> None:
+        """Wait until the reports and post-commit work spawned so far are applied (tests and drain)."""
+        for _ in range(rounds):
+            await asyncio.sleep(0)
+            if not self._tasks:
+                return
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def announce(self, message_id: str | None) -> None:
+        """Hand a committed message to the wake handlers (interfaces.md §5)."""
+        if message_id is not None and self.on_message is not None:
+            self.on_message(message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Inc:
+    loop_id: str
+    incarnation: int
+
+
+class _LogBuffer:
+    """§2.7: guest lines wait for the next flush; on average at most 1 line per second per Loop persists."""
+
+    BURST = 10
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[tuple[int, str]]] = {}
+        self._tokens: dict[str, tuple[float, int]] = {}
+        self._dropped: dict[str, int] = {}
+
+    def add(self, loop_id: str, incarnation: int, text: str, mono_ns: int) -> None:
+        tokens, last = self._tokens.get(loop_id, (float(self.BURST), mono_ns))
+        tokens = min(float(self.BURST), tokens + (mono_ns - last) / 1e9)
+        if tokens >= 1.0:
+            self._lines.setdefault(loop_id, []).append((incarnation, text[:1024]))
+            tokens -= 1.0
+        else:
+            self._dropped[loop_id] = self._dropped.get(loop_id, 0) + 1
+        self._tokens[loop_id] = (tokens, mono_ns)
+
+    def take(self) -> tuple[dict[str, list[tuple[int, str]]], dict[str, int]]:
+        lines, dropped = self._lines, self._dropped
+        self._lines, self._dropped = {}, {}
+        return lines, dropped

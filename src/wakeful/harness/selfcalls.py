@@ -1,0 +1,128 @@
+"""The self-scoped host calls in the store: loop.state.put/get, agent.notify, loop.ack and loop.log.
+
+harness.md §6, §9.5, §9.6; each is one transaction fenced by incarnation (§5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from wakeful.harness import lifecycle as lc
+from wakeful.harness import notices, wake_args
+from wakeful.harness.budget import LimitWatch, WakeWindow, judge_wake
+from wakeful.harness.checkpoint import CheckpointTooLarge, checked_checkpoint
+from wakeful.harness.config import Limits
+from wakeful.harness.errors import HostCallRefused
+from wakeful.harness.store import loops, schema, sessions
+from wakeful.harness.store.core import Store, Tx
+from wakeful.harness.store.loops import Loop
+from wakeful.runtime import jsonval
+
+__all__ = ["NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
+
+E = schema.loop_event
+
+
+# §6 loop.state.put: fenced, limits, last write wins → {status: stored, bytes}
+async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
+    state = wake_args.state_arg(args)
+    async with store.tx() as tx:
+        row = await lc.fenced_loop(tx, loop_id, incarnation)
+        try:
+            value, size = checked_checkpoint(state, row.config, loop_id, incarnation)
+        except (CheckpointTooLarge, jsonval.JsonError) as exc:
+            raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+        await loops.update_loop(tx, loop_id, checkpoint=value, checkpoint_bytes=size,
+                                checkpoint_ms=await tx.now_ms())
+    return {"status": "stored", "bytes": size}
+
+
+# §6 loop.state.get {} → {state}
+async def get_state(store: Store, loop_id: str, incarnation: int) -> dict[str, Any]:
+    async with store.tx(readonly=True) as tx:
+        row = await lc.fenced_loop(tx, loop_id, incarnation)
+    return {"state": row.checkpoint}
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyOutcome:
+    """What the node does after the commit: answer, announce a message, end the incarnation."""
+
+    result: dict[str, Any] | None
+    refusal: HostCallRefused | None
+    message_id: str | None
+    paused: bool
+
+
+# §9.5: one transaction — fence, duplicate, window, limited/exhausted, admit
+async def notify(
+    store: Store, watch: LimitWatch, limits: Limits, mono_ns: int, loop_id: str, incarnation: int, args: Any,
+) -> NotifyOutcome:
+    content, dedup_key = wake_args.notify_args(args)
+    message_id = f"loop:{loop_id}:{dedup_key}"
+    async with store.tx() as tx:
+        row = await lc.fenced_loop(tx, loop_id, incarnation)
+        if await sessions.message_exists(tx, message_id):
+            return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
+        now = await tx.now_ms()
+        window = WakeWindow(row.notify_window_start_ms, row.notify_window_count, row.notify_limited_since_ms)
+        verdict, window = judge_wake(window, now, watch.elapsed_ns(loop_id, mono_ns), limits)
+        await loops.update_loop(
+            tx, loop_id, notify_window_start_ms=window.start_ms, notify_window_count=window.count,
+            notify_limited_since_ms=window.limited_since_ms,
+        )
+        outcome = await _apply_verdict(tx, row, verdict, message_id, content, dedup_key, limits)
+    watch.record(loop_id, window.limited_since_ms, mono_ns)
+    return outcome
+
+
+async def _apply_verdict(
+    tx: Tx, row: Loop, verdict: str, message_id: str, content: str, dedup_key: str, limits: Limits,
+) -> NotifyOutcome:
+    if verdict == "limited":
+        refusal = HostCallRefused("rate_limited", f"{limits.notify_per_window} wakes per window already")
+        return NotifyOutcome(None, refusal, None, False)
+    if verdict == "exhausted":
+        # §4.2 row 8 in the same transaction: paused(budget) and the budget notice
+        await lc.move(tx, row, lc.PAUSED, "budget", actor="system", detail="wakes rate-limited for an hour",
+                      object_id=None)
+        text = notices.budget(row.name, row.id, limits.notify_per_window, limits.notify_window_s // 60)
+        notice = await lc.write_notice(tx, row, "budget", text)
+        refusal = HostCallRefused("budget_exhausted", "the Loop is paused(budget)")
+        return NotifyOutcome(None, refusal, notice, True)
+    await sessions.insert_message(
+        tx, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id, kind="loop",
+        content=content, message_id=message_id, loop_id=row.id, loop_name=row.name,
+        incarnation=row.incarnation, dedup_key=dedup_key,
+    )
+    await loops.update_loop(tx, row.id, last_notified_ms=await tx.now_ms(), notified_since_activation=True)
+    return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
+
+
+# §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
+async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
+    event_id = wake_args.ack_event_id(args)
+    async with store.tx() as tx:
+        await lc.fenced_loop(tx, loop_id, incarnation)
+        stmt = tx.for_update(sa.select(E.c.status).where(E.c.loop_id == loop_id, E.c.event_id == event_id))
+        status = (await tx.execute(stmt)).scalar_one_or_none()
+        if status is None or status == "discarded":
+            raise HostCallRefused("unknown_event", f"no pending event {event_id!r}")
+        if status == "acked":
+            return {"status": "acked", "event_id": event_id, "duplicate": True}
+        await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id).values(
+            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=incarnation,
+        ))
+    return {"status": "acked", "event_id": event_id, "duplicate": False}
+
+
+# §9.6 loop.log: ≤ 1024 chars, stored with source "loop.log" (the 10/s bound is kept by the dispatcher)
+async def write_log(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
+    text = wake_args.log_text(args)
+    async with store.tx() as tx:
+        await lc.fenced_loop(tx, loop_id, incarnation)
+        await lc.append_log(tx, loop_id, incarnation, "loop.log", text)
+    return {"status": "logged"}

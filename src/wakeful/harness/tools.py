@@ -1,0 +1,291 @@
+"""The agent's Loop tools as a Python API: loop.sdk, loop.build, loop.create, loop.list, loop.get,
+loop.pause, loop.resume, loop.delete, and agent archive/unarchive (harness.md §4.2 rows 1, 3, 10–13, 15).
+
+Each state change is one transaction that re-reads what it checks; the node then loads or unloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from wakeful.errors import InvalidObject
+from wakeful.harness import lifecycle as lc
+from wakeful.harness import notices
+from wakeful.harness.capabilities import validate_capabilities
+from wakeful.harness.checkpoint import validate_config
+from wakeful.harness.errors import (
+    AgentArchived,
+    AlreadyActive,
+    ArtifactInvalid,
+    HarnessError,
+    InvalidArtifact,
+    InvalidRequest,
+    NotFound,
+    QuotaExceeded,
+)
+from wakeful.harness.integrity import ArtifactProblem, read_verified
+from wakeful.harness.store import agents, artifacts, loops, quota, schema
+from wakeful.harness.store.core import Tx
+from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.loops import Loop
+from wakeful.harness.views import loop_view, runtime_view
+
+if TYPE_CHECKING:
+    from wakeful.harness.node import Node
+
+__all__ = ["LoopTools"]
+
+L, E = schema.loop, schema.loop_event
+MAX_NAME = 80  # §2.5
+DEFAULT_PATH = "/loops/main.elf"  # §8
+
+
+class LoopTools:
+    """The Loop operations of one node (the MCP server and HTTP API expose the same ones)."""
+
+    def __init__(self, node: Node, *, builder: Any = None) -> None:
+        self.node = node
+        self.store = node.store
+        self.builder = builder
+
+    # ------------------------------------------------------------------ loop.sdk / loop.build
+
+    def sdk(self) -> dict[str, str]:
+        """``loop.sdk``: the programming guide and the header (sdk.md)."""
+        from wakeful.sdk import guide_text, header_text
+
+        return {"guide": guide_text(), "header": header_text()}
+
+    # §8: compile, store the ELF as an artifact of the group, name it under the agent's path
+    async def build(self, *, agent_id: str, request: Mapping[str, Any], path: str = DEFAULT_PATH,
+                    creator: str = "operator") -> dict[str, Any]:
+        if self.builder is None:
+            raise HarnessError("builds are not enabled on this node")
+        path = artifacts.check_path(path)
+        result = await self.builder.compile(request)
+        if result.state != "succeeded" or result.elf is None:
+            return {"state": result.state, "failure": result.failure, "error": result.error,
+                    "diagnostics": result.diagnostics}
+        return await self.upload(agent_id=agent_id, elf=result.elf, path=path, creator=creator,
+                                 origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
+
+    async def upload(self, *, agent_id: str, elf: bytes, path: str = DEFAULT_PATH, creator: str = "operator",
+                     origin: str = "upload", toolchain: str | None = None, diagnostics: str = "") -> dict[str, Any]:
+        """Store a prebuilt ELF after the same validation as a build (§8)."""
+        elf = artifacts.check_elf(elf)
+        path = artifacts.check_path(path)
+        self._verify(elf, InvalidArtifact)
+        async with self.store.tx() as tx:
+            agent = await agents.get_agent(tx, agent_id)
+            art = await artifacts.put_artifact(tx, group_id=agent.group_id, elf=elf, origin=origin,
+                                               toolchain=toolchain, created_by=creator)
+            await artifacts.set_path(tx, agent_id=agent_id, group_id=agent.group_id, path=path, sha256=art.sha256)
+        return {"state": "succeeded", "sha256": art.sha256, "size": len(elf), "path": path,
+                "artifact": f"sha256:{art.sha256}", "diagnostics": diagnostics}
+
+    # ------------------------------------------------------------------ loop.create (row 1)
+
+    async def create(
+        self, *, agent_id: str, session_id: str, artifact: str, config: object = None,
+        capabilities: object = None, name: str | None = None, creator: str | None = None,
+    ) -> dict[str, Any]:
+        loop_id = new_id("lp", self.node.clock.unix_ms())
+        name = _name(name, loop_id)
+        config_value = validate_config(config, loop_id)
+        caps = validate_capabilities(capabilities, self.node.tools.loop_tool_names())
+        creator = creator or f"agent:{agent_id}"
+        async with self.store.tx(readonly=True) as tx:
+            agent = await agents.get_agent(tx, agent_id)
+            art = await artifacts.resolve_artifact(tx, group_id=agent.group_id, agent_id=agent_id, ref=artifact)
+        self._verify(artifacts.check_elf(art.elf), InvalidArtifact)
+        path = None if artifact.startswith("sha256:") else artifact
+        async with self.store.tx() as tx:
+            await self._insert(tx, loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path,
+                               config_value, caps, creator)
+        await self.node.load(loop_id)
+        return await self.get(loop_id)
+
+    async def _insert(self, tx: Tx, loop_id: str, agent_id: str, group_id: str, session_id: str, name: str,
+                      sha256: str, path: str | None, config: dict[str, Any], caps: Any, creator: str) -> None:
+        await quota.lock_group_quota(tx, group_id)  # the store's lock order: group lock before rows
+        agent = await agents.get_agent(tx, agent_id, for_update=True)
+        if agent.status != "active":
+            raise AgentArchived(f"agent {agent_id} is archived")
+        await lc.admit(tx, group_id, agent_id, self.node.config.limits)
+        await loops.insert_loop(
+            tx, loop_id=loop_id, group_id=group_id, agent_id=agent_id, session_id=session_id, name=name,
+            artifact_sha256=sha256, artifact_path=path, config=config, capabilities=caps, creator=creator,
+        )
+        await loops.add_transition(tx, loop_id, from_state=None, from_reason=None, to_state=lc.ACTIVE,
+                                   to_reason=None, incarnation=0, actor=creator, detail="created")
+
+    def _verify(self, elf: bytes, error: type[HarnessError]) -> None:
+        """§8: the runtime's loader and verifier must accept the bytes in a dry load."""
+        try:
+            self.node.runtime.verify_nowait(elf)
+        except InvalidObject as exc:
+            raise error(f"the verifier rejected the artifact: {exc.message}", rule=exc.rule) from None
+
+    # ------------------------------------------------------------------ loop.get / loop.list
+
+    async def get(self, loop_id: str, *, agent_id: str | None = None) -> dict[str, Any]:
+        async with self.store.tx(readonly=True) as tx:
+            row = await self._row(tx, loop_id, agent_id, lock=False)
+            return self._view(row, await lc.pending_count(tx, loop_id))
+
+    async def list(self, *, agent_id: str | None = None, group_id: str | None = None,
+                   state: str | None = None) -> list[dict[str, Any]]:
+        counts = sa.select(E.c.loop_id, sa.func.count().label("n")).where(E.c.status == "pending").group_by(E.c.loop_id)
+        async with self.store.tx(readonly=True) as tx:
+            rows = await loops.list_loops(tx, agent_id=agent_id, group_id=group_id, state=state)
+            pending = {r.loop_id: int(r.n) for r in await tx.execute(counts)}
+        return [self._view(row, pending.get(row.id, 0)) for row in rows]
+
+    def _view(self, row: Loop, pending: int) -> dict[str, Any]:
+        node = self.node
+        res = node.residents.get(row.id)
+        resident = res is not None and res.incarnation == row.incarnation
+        runtime = runtime_view(row, node.node_id, resident, row.id in node.waiting_capacity)
+        return loop_view(row, pending_count=pending, runtime=runtime)
+
+    async def _row(self, tx: Tx, loop_id: str, agent_id: str | None, *, lock: bool = True) -> Loop:
+        row = await loops.find_loop(tx, loop_id, for_update=lock)
+        if row is None or (agent_id is not None and row.agent_id != agent_id):
+            raise NotFound(f"Loop {loop_id} does not exist")  # never 403 outside the caller's scope
+        return row
+
+    # ------------------------------------------------------------------ loop.pause (row 3)
+
+    async def pause(self, loop_id: str, *, agent_id: str | None = None, actor: str = "operator") -> dict[str, Any]:
+        async with self.store.tx() as tx:
+            row = await self._row(tx, loop_id, agent_id)
+            if row.state == lc.ACTIVE:  # pausing a Loop that is not active is an idempotent no-op
+                await lc.move(tx, row, lc.PAUSED, "manual", actor=actor, object_id=None)
+                await _clear_deadlines(tx, loop_id)
+        await self.node.end_incarnation(loop_id)
+        return await self.get(loop_id)
+
+    # ------------------------------------------------------------------ loop.resume (row 13)
+
+    async def resume(self, loop_id: str, *, agent_id: str | None = None, actor: str = "operator") -> dict[str, Any]:
+        async with self.store.tx(readonly=True) as tx:
+            row = await self._row(tx, loop_id, agent_id, lock=False)
+        if row.state == lc.PAUSED and row.pause_reason == "fault":
+            await self._reverify(row)
+        async with self.store.tx() as tx:
+            await quota.lock_group_quota(tx, row.group_id)
+            row = await self._row(tx, loop_id, agent_id)
+            await self._activate(tx, row, actor)
+        self.node.watch.forget(loop_id)
+        await self.node.load(loop_id)
+        return await self.get(loop_id)
+
+    async def _activate(self, tx: Tx, row: Loop, actor: str) -> None:
+        if row.state == lc.ACTIVE:
+            raise AlreadyActive(f"Loop {row.id} is already active")
+        agent = await agents.get_agent(tx, row.agent_id, for_update=True)
+        if agent.status != "active":
+            raise AgentArchived(f"agent {row.agent_id} is archived")
+        await lc.admit(tx, row.group_id, row.agent_id, self.node.config.limits)
+        await lc.move(tx, row, lc.ACTIVE, None, actor=actor, failure=None, **_fresh_budgets())
+        await _clear_deadlines(tx, row.id)
+
+    # row 13 guard: for paused(fault) the artifact must re-verify (else artifact_invalid, stays paused)
+    async def _reverify(self, row: Loop) -> None:
+        try:
+            elf = await read_verified(self.store, self.node.config.artifact_dir, row.group_id, row.artifact_sha256)
+        except ArtifactProblem as problem:
+            raise ArtifactInvalid(f"the artifact still fails: {problem}", failure=problem.failure) from None
+        self._verify(elf, ArtifactInvalid)
+
+    # ------------------------------------------------------------------ loop.delete (row 15)
+
+    async def delete(self, loop_id: str, *, agent_id: str | None = None, actor: str = "operator") -> dict[str, Any]:
+        async with self.store.tx() as tx:
+            try:
+                await self._row(tx, loop_id, agent_id)
+            except NotFound:
+                return {"loop_id": loop_id, "deleted": False}  # delete of a deleted Loop succeeds
+            await loops.delete_loop(tx, loop_id)
+        await self.node.end_incarnation(loop_id)
+        self.node.watch.forget(loop_id)
+        return {"loop_id": loop_id, "deleted": True}
+
+    # ------------------------------------------------------------------ agent archive (rows 10–12)
+
+    async def archive_agent(self, agent_id: str, *, actor: str = "operator") -> dict[str, Any]:
+        async with self.store.tx() as tx:
+            await agents.set_status(tx, agent_id, "archived")
+            rows = await _loops_of(tx, agent_id, lc.ACTIVE, None)
+            for row in rows:
+                await lc.move(tx, row, lc.PAUSED, "archive", actor=actor, object_id=None)
+        for row in rows:
+            await self.node.end_incarnation(row.id)
+        return {"agent_id": agent_id, "status": "archived", "paused": [row.id for row in rows]}
+
+    async def unarchive_agent(self, agent_id: str, *, actor: str = "operator") -> dict[str, Any]:
+        admitted: list[str] = []
+        held: list[str] = []
+        told: list[str | None] = []
+        async with self.store.tx(readonly=True) as tx:
+            group_id = (await agents.get_agent(tx, agent_id)).group_id
+        async with self.store.tx() as tx:
+            await quota.lock_group_quota(tx, group_id)
+            await agents.set_status(tx, agent_id, "active")
+            for row in await _loops_of(tx, agent_id, lc.PAUSED, "archive"):  # oldest first
+                try:
+                    await lc.admit(tx, group_id, agent_id, self.node.config.limits)
+                except QuotaExceeded as refused:
+                    await lc.move(tx, row, lc.PAUSED, "quota", actor=actor, detail=refused.message)
+                    notice = notices.quota(row.name, row.id, refused.scope, refused.limit)
+                    told.append(await lc.write_notice(tx, row, "quota", notice))
+                    held.append(row.id)
+                    continue
+                await lc.move(tx, row, lc.ACTIVE, None, actor=actor, **_fresh_budgets())
+                await _clear_deadlines(tx, row.id)
+                admitted.append(row.id)
+        for message_id in told:
+            self.node.announce(message_id)
+        for loop_id in admitted:
+            await self.node.load(loop_id)
+        return {"agent_id": agent_id, "status": "active", "resumed": admitted, "quota": held}
+
+
+def _name(name: str | None, loop_id: str) -> str:
+    if name is None:
+        return "loop-" + loop_id[-6:]
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME:
+        raise InvalidRequest(f"name must be 1..{MAX_NAME} characters", field="name")
+    return name
+
+
+# row 13: reload window reset, wake window reset, wake-since-activation cleared
+def _fresh_budgets() -> dict[str, Any]:
+    return {
+        "reload_count": 0, "reload_window_start_ms": None, "notify_window_start_ms": None,
+        "notify_window_count": 0, "notify_limited_since_ms": None, "notified_since_activation": False,
+        "object_id": None,
+    }
+
+
+# §12: resume and pause clear every pending deadline (15 new minutes from the next delivery)
+async def _clear_deadlines(tx: Tx, loop_id: str) -> None:
+    await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.status == "pending").values(
+        first_delivered_ms=None, deadline_ms=None))
+
+
+async def _loops_of(tx: Tx, agent_id: str, state: str, reason: str | None) -> list[Loop]:
+    stmt = sa.select(L.c.id).where(L.c.agent_id == agent_id, L.c.state == state).order_by(L.c.created_ms, L.c.id)
+    if reason is not None:
+        stmt = stmt.where(L.c.pause_reason == reason)
+    ids = [r.id for r in await tx.execute(tx.for_update(stmt))]
+    return [await loops.get_loop(tx, loop_id) for loop_id in ids]
+
+
+def sha256_ref(elf: bytes) -> str:
+    """``sha256:<hex>`` of ELF bytes, the form ``loop.create`` accepts."""
+    return "sha256:" + hashlib.sha256(elf).hexdigest()
