@@ -480,6 +480,11 @@ class Scheduler:
         now = self.clock.monotonic_ns()
         self._loads_in_burst += 1
         self._last_load_ns = now
+        if self._loads_in_burst % HYGIENE_LOADS == 0:
+            # vm.md §10 load path: freeze each 1,000 loads' survivors so the collector's older generations do
+            # not rescan a growing heap during the burst (10,000 loads: ~1.4 s of gc); the quiet-time
+            # hygiene below unfreezes, collects everything once (cycles made meanwhile included), refreezes
+            gc.freeze()
         if self._loads_in_burst == HYGIENE_LOADS:
             self._arm_hygiene(now + HYGIENE_QUIET_NS)
 
@@ -496,6 +501,7 @@ class Scheduler:
             self._arm_hygiene(quiet_until)
             return
         self._loads_in_burst = 0
+        gc.unfreeze()  # the burst's interim freezes (note_load) are collected like everything else
         gc.collect()
         gc.freeze()
         self.gc_freezes += 1
