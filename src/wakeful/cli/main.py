@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from wakeful import __version__
-from wakeful.cli import build_cmd, run, sdk_cmd, vm_cmd
+from wakeful.cli import build_cmd, db_cmd, run, sdk_cmd, vm_cmd
 from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
@@ -39,6 +39,8 @@ sdk_app = typer.Typer(help="The guest SDK: header, guides, examples.", no_args_i
 app.add_typer(vm_app, name="vm")
 app.add_typer(sdk_app, name="sdk")
 app.add_typer(bench_app, name="bench")
+db_app = typer.Typer(help="The store's schema: version and upgrade (harness.md §3).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
@@ -59,7 +61,9 @@ def _globals(
     server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode).")] = None,
     key: Annotated[str | None, typer.Option("--key", help="API key (remote mode).")] = None,
 ) -> None:
-    del config, db, server, key  # used by the store and remote commands, not by these
+    del config, server, key  # used by the store and remote commands, not by these
+    if db is not None:
+        os.environ["WAKEFUL_DB_URL"] = db  # interfaces.md §7: --db over $WAKEFUL_DB_URL
     if data_dir is not None:
         os.environ["WAKEFUL_HOME"] = str(data_dir)  # interfaces.md §7: the same data directory for builds
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
@@ -154,6 +158,18 @@ def sdk_examples(
 ) -> None:
     """Write the examples and their host-replies files into DIR."""
     raise CliExit(sdk_cmd.examples_command(_out(ctx, json_), directory))
+
+
+@db_app.command("version")
+def db_version(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Print the store's schema version and the code's."""
+    raise CliExit(db_cmd.version_command(_out(ctx, json_)))
+
+
+@db_app.command("upgrade")
+def db_upgrade(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Create or upgrade the store's schema to this version (harness.md §3)."""
+    raise CliExit(db_cmd.upgrade_command(_out(ctx, json_)))
 
 
 @app.command(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -27,6 +27,9 @@ from wakeful.harness.store.engine import (
     parse_url,
     unavailable_from,
 )
+
+if TYPE_CHECKING:
+    from wakeful.harness.store.migrations import MigrationOutcome
 
 __all__ = ["Store", "Tx"]
 
@@ -72,6 +75,7 @@ class Store:
         self.dialect = target.dialect
         self.url_text = target.sa_url
         self._node_lock: NodeLock | None = None
+        self.migration: MigrationOutcome | None = None  # what Store.open's version check did
 
     @classmethod
     async def open(
@@ -97,7 +101,7 @@ class Store:
             if migrate:
                 from wakeful.harness.store.migrations import migrate as run_migrations
 
-                await run_migrations(store, allow_upgrade=upgrade)
+                store.migration = await run_migrations(store, allow_upgrade=upgrade)
         except BaseException:
             await store.close()
             raise

@@ -1,0 +1,119 @@
+"""`wakeful db upgrade | version`: the store's schema version against the code's, and the upgrade path
+of harness.md §3 (SQLite: VACUUM INTO backup first; PostgreSQL: under the upgrade advisory lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from wakeful.cli.output import EXIT_OK, Out, Unavailable
+from wakeful.errors import WakefulError
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.store import Store
+from wakeful.harness.store.migrations import HEAD, stored_version
+
+__all__ = ["store_url", "upgrade_command", "version_command"]
+
+T = TypeVar("T")
+
+
+# interfaces.md §7: --db (exported as WAKEFUL_DB_URL by the global option), else the data directory's SQLite file
+def store_url() -> str:
+    url = os.environ.get("WAKEFUL_DB_URL")
+    if url:
+        return url
+    return f"sqlite:///{_data_dir() / 'wakeful.db'}"
+
+
+def _data_dir() -> Path:
+    home = os.environ.get("WAKEFUL_HOME")
+    if home:
+        return Path(home)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return Path(xdg) / "wakeful" if xdg else Path.home() / ".local" / "share" / "wakeful"
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password (never printed)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _run(out: Out, body: Callable[[], Awaitable[T]]) -> T:
+    """Run the command's coroutine; a store that cannot be reached exits 3 (interfaces.md §4.1)."""
+    try:
+        return asyncio.run(_as_coroutine(body))
+    except StoreUnavailable as exc:
+        out.fail(Unavailable(exc.message))
+
+
+async def _as_coroutine(body: Callable[[], Awaitable[T]]) -> T:
+    return await body()
+
+
+def _status(stored: int | None) -> str:
+    if stored is None:
+        return "empty"
+    return "equal" if stored == HEAD else ("older" if stored < HEAD else "newer")
+
+
+def version_command(out: Out) -> int:
+    """Print the stored and the code's schema versions without changing anything."""
+    url = store_url()
+
+    async def body() -> int | None:
+        store = await Store.open(url, migrate=False)
+        try:
+            return await stored_version(store)
+        finally:
+            await store.close()
+
+    stored = _run(out, body)
+    report: dict[str, Any] = {
+        "store": _redacted(url),
+        "stored": stored,
+        "code": HEAD,
+        "status": _status(stored),
+    }
+    if out.json:
+        out.document(report)
+    else:
+        out.text(f"store   {report['store']}\nstored  {stored}\ncode    {HEAD}\nstatus  {report['status']}")
+    return EXIT_OK
+
+
+def upgrade_command(out: Out) -> int:
+    """Bring the store to the code's version (creating it when empty); refuses a newer store."""
+    url = store_url()
+
+    async def body() -> dict[str, Any]:
+        # node_lock: a running node on the same SQLite file refuses the upgrade (harness.md §3)
+        store = await Store.open(url, upgrade=True, node_lock=True)
+        try:
+            done = store.migration
+            assert done is not None
+            backup = None if done.backup is None else str(done.backup)
+            return {"from": done.from_version, "to": done.to_version, "backup": backup}
+        finally:
+            await store.close()
+
+    try:
+        report = {"store": _redacted(url), **_run(out, body)}
+    except WakefulError as exc:
+        out.fail(exc)
+    if out.json:
+        out.document(report)
+    elif report["from"] == report["to"]:
+        out.text(f"schema already at version {report['to']}")
+    else:
+        where = f" (backup: {report['backup']})" if report["backup"] else ""
+        out.text(f"schema upgraded from {report['from'] or 'empty'} to {report['to']}{where}")
+    return EXIT_OK
