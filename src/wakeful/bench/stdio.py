@@ -8,13 +8,12 @@ from __future__ import annotations
 import base64
 import time
 from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from wakeful.bench.memory import per_object, snapshot
 from wakeful.bench.progress import NullProgress, Progress, percentile
-from wakeful.bench.stdio_client import BenchClient, RpcFailed
+from wakeful.bench.stdio_client import BenchClient, Reply, RpcFailed
 from wakeful.bench.variants import BenchError, Variant
 
 __all__ = ["StdioPlan", "run_stdio"]
@@ -123,8 +122,8 @@ def _load_params(elf: bytes) -> dict[str, Any]:
 
 # §1.3 step 3 (and step 2's warm-up): loads pipelined, each start sent once its load answered
 def _load_and_start(client: BenchClient, plan: StdioPlan, numbers: range, progress: Progress) -> list[str]:
-    loads: deque[Future[Any]] = deque()
-    starts: list[Future[Any]] = []
+    loads: deque[Reply] = deque()
+    starts: list[Reply] = []
     for n in numbers:
         loads.append(client.submit("sf.object.load", _load_params(plan.variant(n)), flush=False))
         while loads and loads[0].done():

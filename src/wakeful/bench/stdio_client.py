@@ -13,13 +13,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
 from wakeful.bench.variants import BenchError
 
-__all__ = ["MAX_OUTSTANDING", "BenchClient", "RpcFailed"]
+__all__ = ["MAX_OUTSTANDING", "BenchClient", "Reply", "RpcFailed"]
 
 MAX_OUTSTANDING = 24  # §1.3 step 1
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding the wakeful package
@@ -33,12 +32,47 @@ class RpcFailed(BenchError):
         super().__init__(f"{method} failed: {error.get('code')} {error.get('message')}")
 
 
+class Reply:
+    """One pending response: a lock held until the reader thread fills it (the cheapest thread handoff;
+    ``concurrent.futures.Future`` adds a condition variable and callbacks the bench never uses)."""
+
+    __slots__ = ("_done", "_error", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._value, self._done = value, True
+        self._lock.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error, self._done = error, True
+        self._lock.release()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The result (or raise the error); ``TimeoutError`` after ``timeout`` seconds."""
+        if not self._done:
+            if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+                raise TimeoutError("no response from the runtime")
+            self._lock.release()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _encode(frame: dict[str, Any]) -> bytes:
     return (json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
 class BenchClient:
-    """Spawn ``wakeful runtime`` and drive it: ``submit`` → ``Future``, ``call`` → result (blocking)."""
+    """Spawn ``wakeful runtime`` and drive it: ``submit`` → ``Reply``, ``call`` → result (blocking)."""
 
     def __init__(self, argv: list[str] | None = None, *, max_objects: int = 10_000) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
@@ -65,7 +99,7 @@ class BenchClient:
         self._in: IO[bytes] = self.proc.stdout
         self._write_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_OUTSTANDING)
-        self._pending: dict[str, tuple[str, Future[Any]]] = {}
+        self._pending: dict[str, tuple[str, Reply]] = {}
         self._next = 0
         self._batch: list[bytes] = []
         self._acks = 0
@@ -84,7 +118,7 @@ class BenchClient:
 
     # ------------------------------------------------------------------ requests
 
-    def submit(self, method: str, params: dict[str, Any] | None = None, *, flush: bool = True) -> Future[Any]:
+    def submit(self, method: str, params: dict[str, Any] | None = None, *, flush: bool = True) -> Reply:
         """Send one request once a slot of the 24 is free; the future gets the result or ``RpcFailed``.
 
         ``flush=False`` keeps the frame in a batch written by ``flush()`` or when the slots run out, so a
@@ -93,7 +127,7 @@ class BenchClient:
         if not self._slots.acquire(blocking=False):
             self.flush()
             self._slots.acquire()
-        future: Future[Any] = Future()
+        future: Reply = Reply()
         self._next += 1
         request_id = f"b{self._next}"
         self._pending[request_id] = (method, future)
