@@ -1,5 +1,5 @@
-"""`wakeful db upgrade | version`: the store's schema version against the code's, and the upgrade path
-of harness.md §3 (SQLite: VACUUM INTO backup first; PostgreSQL: under the upgrade advisory lock).
+"""`wakeful db upgrade | version | prune`: the store's schema version against the code's, the upgrade path
+of harness.md §3 (SQLite: VACUUM INTO backup first; PostgreSQL: under the upgrade advisory lock), retention.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from wakeful.errors import WakefulError
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store import Store
 from wakeful.harness.store.migrations import HEAD, stored_version
+from wakeful.harness.store.retention import prune_all
 
-__all__ = ["store_url", "upgrade_command", "version_command"]
+__all__ = ["prune_command", "store_url", "upgrade_command", "version_command"]
 
 T = TypeVar("T")
 
@@ -116,4 +117,31 @@ def upgrade_command(out: Out) -> int:
     else:
         where = f" (backup: {report['backup']})" if report["backup"] else ""
         out.text(f"schema upgraded from {report['from'] or 'empty'} to {report['to']}{where}")
+    return EXIT_OK
+
+
+def prune_command(out: Out, *, retention_s: int, messages_older_than_days: int | None) -> int:
+    """harness.md §3 retention: settled events, idle rate buckets, unreferenced artifacts (30 days), and
+    messages older than the given age only when asked."""
+    url = store_url()
+
+    async def body() -> dict[str, int]:
+        store = await Store.open(url)
+        try:
+            async with store.tx() as tx:
+                report = await prune_all(
+                    tx, retention_s=retention_s, messages_older_than_days=messages_older_than_days
+                )
+            return dict(report.__dict__)
+        finally:
+            await store.close()
+
+    try:
+        removed = _run(out, body)
+    except WakefulError as exc:
+        out.fail(exc)
+    if out.json:
+        out.document({"removed": removed})
+    else:
+        out.text("removed " + ", ".join(f"{n} {what}" for what, n in removed.items()))
     return EXIT_OK

@@ -172,6 +172,24 @@ def db_upgrade(ctx: typer.Context, json_: JsonOpt = False) -> None:
     raise CliExit(db_cmd.upgrade_command(_out(ctx, json_)))
 
 
+@db_app.command("prune")
+def db_prune(
+    ctx: typer.Context,
+    retention_s: Annotated[
+        int, typer.Option("--retention-s", min=0, help="Keep settled events this long.")
+    ] = 86_400,
+    messages_days: Annotated[
+        int | None, typer.Option("--messages-older-than-days", min=0, help="Also delete older messages.")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Remove what retention allows (settled events, idle buckets, unreferenced artifacts)."""
+    out = _out(ctx, json_)
+    raise CliExit(
+        db_cmd.prune_command(out, retention_s=retention_s, messages_older_than_days=messages_days)
+    )
+
+
 @app.command(
     "runtime",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

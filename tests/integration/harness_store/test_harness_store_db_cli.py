@@ -67,7 +67,20 @@ def test_upgrade_refuses_a_file_a_node_is_running_on(tmp_path: Path) -> None:
 
 
 def test_unreachable_store_exits_3(tmp_path: Path) -> None:
-    code, doc, _ = wakeful("--db", "postgresql://postgres@127.0.0.1:1/test", "db", "version", "--json", home=tmp_path)
+    code, doc, _ = wakeful(
+        "--db", "postgresql://postgres@127.0.0.1:1/test", "db", "version", "--json", home=tmp_path
+    )
     assert code == 3 and doc["error"] == "unavailable"
     code, doc, _ = wakeful("--db", "mysql://x/y", "db", "upgrade", "--json", home=tmp_path)
     assert code == 1 and doc["error"] == "invalid_request"
+
+
+def test_db_prune(tmp_path: Path) -> None:
+    code, doc, _ = wakeful("db", "prune", "--json", home=tmp_path)
+    assert code == 0 and doc["removed"] == {"events": 0, "rate_buckets": 0, "artifacts": 0, "messages": 0}
+    with sqlite3.connect(tmp_path / "wakeful.db") as conn:
+        conn.execute("INSERT INTO rate_bucket VALUES ('web:x', 1.0, 0)")
+    code, doc, _ = wakeful("db", "prune", "--messages-older-than-days", "1", "--json", home=tmp_path)
+    assert code == 0 and doc["removed"]["rate_buckets"] == 1
+    code, _, text = wakeful("db", "prune", "--retention-s", "-1", home=tmp_path)
+    assert code == 2 and "retention" in text

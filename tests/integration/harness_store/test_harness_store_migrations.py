@@ -73,11 +73,16 @@ async def test_equal_version_starts_without_changes(store_url: str, tmp_path: Pa
 async def test_newer_store_is_refused(store_url: str) -> None:
     store = await Store.open(store_url)
     async with store.tx() as tx:
-        await tx.execute(schema.schema_meta.insert().values(version=HEAD + 1, wakeful_version="9.9", upgraded_ms=1))
+        await tx.execute(
+            schema.schema_meta.insert().values(version=HEAD + 1, wakeful_version="9.9", upgraded_ms=1)
+        )
     await store.close()
     with pytest.raises(SchemaTooNew) as info:
         await Store.open(store_url)
-    assert info.value.code == "schema_too_new" and info.value.details == {"stored": HEAD + 1, "code_version": HEAD}
+    assert info.value.code == "schema_too_new" and info.value.details == {
+        "stored": HEAD + 1,
+        "code_version": HEAD,
+    }
 
 
 async def test_older_store_upgrades_and_keeps_data(store_url: str) -> None:
@@ -92,7 +97,9 @@ async def test_older_store_upgrades_and_keeps_data(store_url: str) -> None:
         assert (outcome.from_version, outcome.to_version) == (HEAD, HEAD + 1)
         assert [v for v, _ in await _meta(store)] == [HEAD, HEAD + 1]
         async with store.tx(readonly=True) as tx:
-            note = (await tx.execute(sa.text("SELECT note FROM agent_group WHERE id = :g"), {"g": group_id})).scalar()
+            note = (
+                await tx.execute(sa.text("SELECT note FROM agent_group WHERE id = :g"), {"g": group_id})
+            ).scalar()
         assert note == "was kept"
         if store.dialect == "sqlite":
             assert outcome.backup is not None and outcome.backup.name == "wakeful.db.bak-v1"
@@ -117,7 +124,9 @@ async def test_a_failing_migration_changes_nothing(store_url: str) -> None:
             await migrate(store, allow_upgrade=True, migrations=V2_BROKEN)
         assert await stored_version(store) == HEAD
         async with store.tx(readonly=True) as tx:
-            columns = await tx.conn.run_sync(lambda c: [x["name"] for x in sa.inspect(c).get_columns("agent_group")])
+            columns = await tx.conn.run_sync(
+                lambda c: [x["name"] for x in sa.inspect(c).get_columns("agent_group")]
+            )
         assert "note" not in columns
     finally:
         await store.close()

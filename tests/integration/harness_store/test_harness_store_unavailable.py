@@ -84,7 +84,9 @@ async def test_lock_timeout_is_unavailable(store: Any) -> None:
         else:
             holder_sqlite.close()
     async with store.tx() as tx:  # the store works again once the lock is gone
-        assert (await groups.set_group_limits(tx, group.id, {"loops_per_agent": 2})).limits == {"loops_per_agent": 2}
+        assert (await groups.set_group_limits(tx, group.id, {"loops_per_agent": 2})).limits == {
+            "loops_per_agent": 2
+        }
 
 
 async def test_disk_full_is_unavailable(store: Any) -> None:
