@@ -56,7 +56,12 @@ async def send(h: Harness, loop_id: str, event_id: str, topic: str, payload: Any
 
 
 async def call(h: Harness, loop_id: str, event_id: str, cap: str, args: Any) -> str:
-    """Make the guest call ``cap`` with ``args``; returns the guest's log line for the call."""
+    """Make the guest call ``cap`` with ``args``; returns the guest's log line for the call.
+
+    The test clock moves 1 s first: guests may log 10 lines a second and the node persists about one a
+    second (sdk.md §9.3, harness.md §2.7), and a frozen clock would drop the lines the tests read.
+    """
+    h.clock.advance(s=1)  # type: ignore[union-attr]
     before = len(await guest_lines(h, loop_id, "call "))
     await send(h, loop_id, event_id, "call", {"cap": cap, "args": args})
     lines: list[str] = []
