@@ -132,9 +132,8 @@ async def test_a_failing_migration_changes_nothing(store_url: str) -> None:
         await store.close()
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 async def test_concurrent_starts_on_an_empty_store_create_it_once(store_url: str) -> None:
-    if store_url.startswith("sqlite"):
-        pytest.skip("one node per SQLite file (harness.md §3); covered by the node lock test")
     stores = [await Store.open(store_url, migrate=False) for _ in range(3)]
     try:
         outcomes = await asyncio.gather(*(migrate(s, allow_upgrade=False) for s in stores))

@@ -40,9 +40,8 @@ async def test_unreachable_postgresql_is_unavailable(harness_runner: Any) -> Non
     assert info.value.code == "unavailable"
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 async def test_connection_lost_mid_transaction(store: Any) -> None:
-    if store.dialect != "postgresql":
-        pytest.skip("connection loss is a PostgreSQL case; SQLite has lock timeout and disk full below")
     with pytest.raises(StoreUnavailable):
         async with store.tx() as tx:
             await _terminate(await _backend_pid(tx))
@@ -50,9 +49,8 @@ async def test_connection_lost_mid_transaction(store: Any) -> None:
     assert await _group_names(store) == []  # recovered: a fresh connection, nothing was written
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 async def test_commit_failure_is_unavailable_not_success(store: Any) -> None:
-    if store.dialect != "postgresql":
-        pytest.skip("needs a server-side connection to kill between the last statement and COMMIT")
     reached_end = False
     with pytest.raises(StoreUnavailable):
         async with store.tx() as tx:
@@ -89,9 +87,8 @@ async def test_lock_timeout_is_unavailable(store: Any) -> None:
         }
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 async def test_disk_full_is_unavailable(store: Any) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("disk full is simulated with SQLite's max_page_count")
     with pytest.raises(StoreUnavailable) as info:
         async with store.tx() as tx:
             pages = int((await tx.execute(sa.text("PRAGMA page_count"))).scalar_one())

@@ -48,9 +48,8 @@ def test_ids() -> None:
         new_id("usr")
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 async def test_sqlite_pragmas(store: Any) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("PostgreSQL settings are checked below")
     async with store.tx() as tx:
         values = [
             (await tx.execute(sa.text(f"PRAGMA {name}"))).scalar()
@@ -59,9 +58,8 @@ async def test_sqlite_pragmas(store: Any) -> None:
     assert values == ["wal", 2, 1, 5000]  # synchronous 2 = FULL
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 async def test_postgresql_settings(store: Any) -> None:
-    if store.dialect != "postgresql":
-        pytest.skip("SQLite pragmas are checked above")
     async with store.tx() as tx:
         iso = (await tx.execute(sa.text("SHOW transaction_isolation"))).scalar()
         lock = (await tx.execute(sa.text("SHOW lock_timeout"))).scalar()
