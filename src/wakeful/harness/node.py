@@ -71,6 +71,7 @@ class Node:
         self.objects: dict[str, Resident] = {}
         self.reload_due: dict[str, int] = {}  # loop id → monotonic ns
         self.waiting_capacity: set[str] = set()
+        self.reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._logs = _LogBuffer()
 
@@ -179,10 +180,17 @@ class Node:
         if self.residents.get(res.loop_id) is res:
             del self.residents[res.loop_id]
         outcome = status.outcome or {}
+        self.reporting.add(res.loop_id)
         if status.state == "exited":
-            self.spawn(self._exited(res, int(outcome.get("exit_code", 0))))
+            self.spawn(self._reported(res, self._exited(res, int(outcome.get("exit_code", 0)))))
         else:
-            self.spawn(self._faulted(res, str(outcome.get("error", "fault"))))
+            self.spawn(self._reported(res, self._faulted(res, str(outcome.get("error", "fault")))))
+
+    async def _reported(self, res: Resident, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        finally:
+            self.reporting.discard(res.loop_id)
 
     # §4.2 row 4: guest returns → paused(exited), told unless it exited 0 after a wake
     async def _exited(self, res: Resident, exit_code: int) -> None:
@@ -308,7 +316,7 @@ class Node:
             if row is None or row.incarnation != res.incarnation:
                 await self.end_incarnation(loop_id)
         for loop_id in active:
-            if loop_id not in self.residents and loop_id not in self.reload_due:
+            if loop_id not in self.residents and loop_id not in self.reload_due and loop_id not in self.reporting:
                 await self.load(loop_id)
 
     # ------------------------------------------------------------------ guest logs (§2.7)
