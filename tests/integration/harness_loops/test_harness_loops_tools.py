@@ -1,0 +1,188 @@
+"""The agent's Loop tools (harness.md §4.2, §9, §15): quota races, refusals that write nothing, the
+capability list enforced by the runtime (SF_DENIED without reaching the harness), archive and unarchive."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.loops_harness import call, driver, loop_row, snapshot, started, tenant
+
+from wakeful.harness.errors import (
+    AgentArchived,
+    AlreadyActive,
+    ArtifactNotFound,
+    CapabilityNotAllowed,
+    ConfigTooLarge,
+    HarnessError,
+    InvalidArtifact,
+    InvalidRequest,
+    NotFound,
+    QuotaExceeded,
+)
+
+
+async def test_fifty_concurrent_creates_admit_exactly_twenty(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        results = await asyncio.gather(
+            *(h.create_loop(agent_id=agent, session_id=session, artifact=art) for _ in range(50)),
+            return_exceptions=True,
+        )
+        admitted = [r for r in results if isinstance(r, dict)]
+        refused = [r for r in results if isinstance(r, QuotaExceeded)]
+        assert len(admitted) == 20 and len(refused) == 30, [r for r in results if isinstance(r, Exception)][:3]
+        assert all(e.details == {"scope": "agent", "limit": 20} for e in refused)
+        assert len(await h.list_loops(agent_id=agent, state="active")) == 20
+        assert len(await h.list_loops()) == 20  # refused creates left no row behind
+    finally:
+        await h.stop()
+
+
+async def test_resume_at_the_limit_is_refused(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, session = await tenant(h)
+        async with h.store.tx() as tx:
+            from wakeful.harness.store import groups
+
+            await groups.set_group_limits(tx, group, {"loops_per_agent": 2})
+        art = await driver(h, agent, compile_c)
+        one, two = [await h.create_loop(agent_id=agent, session_id=session, artifact=art) for _ in range(2)]
+        await h.pause_loop(one["id"])
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)
+        with pytest.raises(QuotaExceeded):
+            await h.resume_loop(one["id"])
+        row = await loop_row(h, one["id"])
+        assert (row.state, row.pause_reason, row.incarnation) == ("paused", "manual", 1)
+        with pytest.raises(AlreadyActive):
+            await h.resume_loop(two["id"])
+    finally:
+        await h.stop()
+
+
+async def test_bad_input_is_a_typed_error_and_writes_nothing(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        _, other_agent, other_session = await tenant(h, "a2")
+        art = await driver(h, agent, compile_c)
+        before = await snapshot(h)
+        cases: list[tuple[dict[str, Any], type[HarnessError]]] = [
+            ({"config": {"blob": "x" * 17_000}}, ConfigTooLarge),
+            ({"config": {"state": 1}}, InvalidRequest),
+            ({"config": [1, 2]}, InvalidRequest),
+            ({"capabilities": [{"name": "loop.create"}]}, CapabilityNotAllowed),
+            ({"capabilities": [{"name": "script.run"}]}, CapabilityNotAllowed),
+            ({"capabilities": [{"name": "no.such.tool"}]}, CapabilityNotAllowed),
+            ({"capabilities": [{"name": "decide", "arguments": "x"}]}, InvalidRequest),
+            ({"capabilities": [{"name": "decide", "argument": {}}]}, InvalidRequest),
+            ({"capabilities": [{"name": "decide"}] * 33}, InvalidRequest),
+            ({"name": "n" * 81}, InvalidRequest),
+            ({"artifact": "sha256:" + "0" * 64}, ArtifactNotFound),
+            ({"artifact": "/loops/../x.elf"}, InvalidRequest),
+            ({"session_id": other_session}, InvalidRequest),
+        ]
+        for overrides, error in cases:
+            args = {"agent_id": agent, "session_id": session, "artifact": art, **overrides}
+            with pytest.raises(error) as info:
+                await h.create_loop(**args)
+            assert info.value.code == error.code, overrides
+        with pytest.raises(InvalidArtifact):
+            await h.upload(agent, b"\x7fELF" + b"\0" * 60)
+        with pytest.raises(InvalidArtifact):
+            await h.upload(agent, b"not an elf")
+        assert await snapshot(h) == before
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        await h.delete_loop(loop_id)
+        with pytest.raises(NotFound):
+            await h.resume_loop(loop_id)
+        with pytest.raises(NotFound):
+            await h.pause_loop(loop_id)
+        assert (await h.delete_loop(loop_id))["deleted"] is False  # deleting a deleted Loop succeeds
+        with pytest.raises(NotFound):
+            await h.loops.get(loop_id, agent_id=other_agent)
+    finally:
+        await h.stop()
+
+
+async def test_capability_list_is_enforced_by_the_runtime(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+
+    h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, sweeps=False)
+    calls: list[tuple[Any, Any]] = []
+    h.register_tool("weather.get", lambda args, ctx: calls.append((args, ctx)) or {"temp": 21},
+                    description="read the weather")
+    h.register_tool("tickets.close", lambda args, ctx: {"closed": True}, description="write", safety="write")
+    await h.start()
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        with pytest.raises(CapabilityNotAllowed):
+            await h.create_loop(agent_id=agent, session_id=session, artifact=art,
+                                capabilities=[{"name": "tickets.close"}])
+        caps = [{"name": "weather.get", "arguments": {"city": "Oslo"}}]
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art,
+                                       capabilities=caps))["id"]
+        counted = h.node.dispatch.dispatched
+        assert await call(h, loop_id, "e1", "agent.notify", {"text": "x", "dedup_key": "k"}) == \
+            "call agent.notify -> -4"  # SF_DENIED: not in the list
+        assert await call(h, loop_id, "e2", "weather.get", {"city": "Bergen"}) == "call weather.get -> -4"
+        assert await call(h, loop_id, "e3", "loop.create", {}) == "call loop.create -> -4"
+        assert await call(h, loop_id, "e4", "tickets.close", {}) == "call tickets.close -> -4"
+        assert h.node.dispatch.dispatched == counted and calls == []
+        assert await call(h, loop_id, "e5", "weather.get", {"city": "Oslo", "unit": "C"}) == \
+            "call weather.get -> 1"
+        assert await call(h, loop_id, "e6", "loop.state.put", {"state": 1}) == "call loop.state.put -> 1"
+        (args, ctx), = calls
+        assert args == {"city": "Oslo", "unit": "C"}
+        assert ctx.principal == f"schedule|loop:{loop_id}|agent:{agent}"
+        assert (ctx.loop_id, ctx.agent_id, ctx.session_id, ctx.incarnation) == (loop_id, agent, session, 1)
+    finally:
+        await h.stop()
+
+
+async def test_archive_pauses_and_unarchive_readmits_within_quota(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        ids = [(await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"] for _ in range(3)]
+        out = await h.archive_agent(agent)
+        assert out["paused"] == ids and not h.node.residents
+        for loop_id in ids:
+            row = await loop_row(h, loop_id)
+            assert (row.state, row.pause_reason) == ("paused", "archive")
+        with pytest.raises(AgentArchived):
+            await h.create_loop(agent_id=agent, session_id=session, artifact=art)
+        with pytest.raises(AgentArchived):
+            await h.loops.resume(ids[0])
+        async with h.store.tx() as tx:
+            from wakeful.harness.store import groups
+
+            await groups.set_group_limits(tx, group, {"loops_per_agent": 2})
+        back = await h.unarchive_agent(agent)
+        assert back["resumed"] == ids[:2] and back["quota"] == ids[2:]
+        assert [(await loop_row(h, i)).incarnation for i in ids] == [2, 2, 1]
+        held = await loop_row(h, ids[2])
+        assert (held.state, held.pause_reason) == ("paused", "quota")
+        notices = await h.messages(session)
+        assert [m.id for m in notices] == [f"loop:{ids[2]}:lifecycle:quota:1"]
+        assert "limit of 2 active Loops" in notices[0].content
+    finally:
+        await h.stop()
