@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD", "MIGRATIONS", "Migration", "MigrationOutcome", "migrate", "stored_version"]
 
-# the session advisory lock held by the PostgreSQL upgrade so only one node runs it (harness.md §3)
-UPGRADE_LOCK_KEY = 0x77616B65  # "wake"
+# the session advisory lock held by the PostgreSQL upgrade so only one node runs it (harness.md §3); keyed on
+# the schema, so stores in different schemas of one database do not wait for each other
+_LOCK_KEY = sa.text("SELECT hashtext('wakeful.upgrade:' || current_schema())")
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,15 @@ async def _migrate_pg(store: Store, allow_upgrade: bool, migrations: Sequence[Mi
             code_version=head,
         )
     async with store.engine.connect() as lock_conn:
-        await lock_conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": UPGRADE_LOCK_KEY})
+        key = (await lock_conn.execute(_LOCK_KEY)).scalar_one()
+        await lock_conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": key})
         await lock_conn.commit()
         try:
             current = await stored_version(store)  # re-read under the lock: another node may have run it
             _refuse_newer(current, head)
             await _apply(store, current, migrations)
         finally:
-            await lock_conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": UPGRADE_LOCK_KEY})
+            await lock_conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
             await lock_conn.commit()
     return MigrationOutcome(current, head, None)
 
