@@ -4,3 +4,16 @@ Agent-written C watch programs (Loops) compiled to eBPF and run in a sandboxed p
 """
 
 __version__ = "0.1.0"
+
+from typing import Any
+
+__all__ = ["Harness", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """``wakeful.Harness`` is imported on first use, so ``import wakeful`` stays light (interfaces.md §5)."""
+    if name == "Harness":
+        from wakeful.harness.embed import Harness
+
+        return Harness
+    raise AttributeError(f"module 'wakeful' has no attribute {name!r}")

@@ -5,7 +5,24 @@ Imports vm, build, runtime, sdk, errors and SQLAlchemy; never the faces (cli, ap
 
 from __future__ import annotations
 
+from wakeful.harness.config import Config, Limits
+from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
+from wakeful.harness.node import Node
+from wakeful.harness.registry import ToolContext
 from wakeful.harness.store import Store, Tx
+from wakeful.harness.tools import LoopTools
 
-__all__ = ["HarnessError", "Store", "StoreUnavailable", "Tx"]
+__all__ = [
+    "Config",
+    "HarnessError",
+    "Harness",
+    "Limits",
+    "LoopTools",
+    "Node",
+    "Store",
+    "StoreUnavailable",
+    "ToolContext",
+    "Tx",
+    "WakeMessage",
+]
