@@ -168,3 +168,24 @@ async def test_session_in_use_cannot_be_deleted(store: Any) -> None:
     with pytest.raises(InvalidRequest):
         async with store.tx() as tx:
             await sessions.create_session(tx, agent_id=agent.id, title="t" * 201)
+
+
+@pytest.mark.parametrize("hostile", [5, None, b"agt_x", ["x"], "x" * 5000])
+async def test_hostile_ids_are_not_found_never_a_driver_error(store: Any, hostile: Any) -> None:
+    from wakeful.harness.store import loops
+
+    for lookup, exc in (
+        (loops.get_loop, NotFound),
+        (groups.get_group, NotFound),
+        (agents.get_agent, AgentNotFound),
+        (sessions.get_session, SessionNotFound),
+        (groups.revoke_key, NotFound),
+    ):
+        with pytest.raises(exc) as info:
+            async with store.tx() as tx:
+                await lookup(tx, hostile)
+        assert len(info.value.message) < 140
+    async with store.tx() as tx:
+        assert await sessions.get_message(tx, hostile) is None
+        assert await sessions.mark_handled(tx, hostile, handled_by="x") is False
+        assert await artifacts.get_artifact(tx, hostile, hostile) is None

@@ -14,7 +14,7 @@ from wakeful.harness.errors import AgentNotFound, InvalidRequest
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name, get_group
-from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = ["Agent", "create_agent", "find_agent", "get_agent", "list_agents", "set_status"]
 
@@ -82,6 +82,8 @@ async def create_agent(tx: Tx, *, group_id: str, name: str, metadata: dict[str, 
 
 
 async def find_agent(tx: Tx, agent_id: str, *, for_update: bool = False) -> Agent | None:
+    if lookup_text(agent_id) is None:
+        return None
     stmt = sa.select(A).where(A.c.id == agent_id)
     row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
     return None if row is None else _agent(row)
@@ -90,7 +92,7 @@ async def find_agent(tx: Tx, agent_id: str, *, for_update: bool = False) -> Agen
 async def get_agent(tx: Tx, agent_id: str, *, for_update: bool = False) -> Agent:
     agent = await find_agent(tx, agent_id, for_update=for_update)
     if agent is None:
-        raise AgentNotFound(f"agent {agent_id} not found", id=agent_id)
+        raise AgentNotFound(f"agent {shown(agent_id)} not found", id=shown(agent_id))
     return agent
 
 

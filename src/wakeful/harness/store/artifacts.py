@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import ArtifactNotFound, InvalidArtifact, InvalidRequest
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.ids import lookup_text
 
 __all__ = [
     "Artifact",
@@ -121,6 +122,8 @@ async def put_artifact(
 
 
 async def get_artifact(tx: Tx, group_id: str, sha256: str, *, with_bytes: bool = True) -> Artifact | None:
+    if lookup_text(group_id) is None or lookup_text(sha256) is None:
+        return None
     cols = [c for c in AR.c if with_bytes or c.name != "elf"]
     row = (await tx.execute(sa.select(*cols).where(AR.c.group_id == group_id, AR.c.sha256 == sha256))).first()
     return None if row is None else _artifact(row, with_bytes)

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.ids import is_id, new_id, new_key_id
+from wakeful.harness.store.ids import is_id, lookup_text, new_id, new_key_id, shown
 
 __all__ = [
     "ApiKey",
@@ -110,9 +110,11 @@ def _check_limits(limits: dict[str, Any] | None) -> None:
 
 
 async def get_group(tx: Tx, group_id: str) -> Group:
-    row = (await tx.execute(sa.select(G).where(G.c.id == group_id))).first()
+    row = None
+    if lookup_text(group_id) is not None:
+        row = (await tx.execute(sa.select(G).where(G.c.id == group_id))).first()
     if row is None:
-        raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
+        raise NotFound(f"group {shown(group_id)} not found", resource="group", id=shown(group_id))
     return _group(row)
 
 
@@ -124,9 +126,8 @@ async def list_groups(tx: Tx) -> list[Group]:
 async def set_group_limits(tx: Tx, group_id: str, limits: dict[str, Any] | None) -> Group:
     _check_limits(limits)
     text = None if limits is None else jsontext.encode(limits)
-    result = await tx.execute(G.update().where(G.c.id == group_id).values(limits=text))
-    if result.rowcount != 1:
-        raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
+    await get_group(tx, group_id)
+    await tx.execute(G.update().where(G.c.id == group_id).values(limits=text))
     return await get_group(tx, group_id)
 
 
@@ -179,9 +180,11 @@ async def _check_agent_in_group(tx: Tx, agent_id: str | None, group_id: str | No
     if agent_id is None:
         raise InvalidRequest("an agent key needs an agent_id", field="agent_id")
     A = schema.agent
-    found = (await tx.execute(sa.select(A.c.group_id).where(A.c.id == agent_id))).scalar()
+    found = None
+    if lookup_text(agent_id) is not None:
+        found = (await tx.execute(sa.select(A.c.group_id).where(A.c.id == agent_id))).scalar()
     if found is None or found != group_id:
-        raise NotFound(f"agent {agent_id} not found in group {group_id}", resource="agent", id=agent_id)
+        raise NotFound(f"agent {shown(agent_id)} not found in group {shown(group_id)}", resource="agent")
 
 
 def split_key_text(text: object) -> tuple[str, str] | None:
@@ -221,9 +224,11 @@ async def _touch(tx: Tx, row: Any) -> None:
 
 async def revoke_key(tx: Tx, key_id: str) -> bool:
     """Revoke a key; True when it was live. An unknown id is ``NotFound``."""
-    row = (await tx.execute(sa.select(K.c.revoked_ms).where(K.c.id == key_id))).first()
+    row = None
+    if lookup_text(key_id) is not None:
+        row = (await tx.execute(sa.select(K.c.revoked_ms).where(K.c.id == key_id))).first()
     if row is None:
-        raise NotFound(f"key {key_id} not found", resource="key", id=key_id)
+        raise NotFound(f"key {shown(key_id)} not found", resource="key", id=shown(key_id))
     if row.revoked_ms is not None:
         return False
     await tx.execute(K.update().where(K.c.id == key_id).values(revoked_ms=await tx.now_ms()))

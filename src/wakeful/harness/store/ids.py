@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 import time
 
-__all__ = ["PREFIXES", "new_id", "new_key_id", "is_id"]
+__all__ = ["PREFIXES", "is_id", "lookup_text", "new_id", "new_key_id", "shown"]
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 PREFIXES = ("grp", "key", "agt", "ses", "msg", "lp", "node")
@@ -53,3 +53,15 @@ def is_id(value: object, prefix: str) -> bool:
     body = value[len(prefix) + 1 :]
     want = 12 if prefix == "key" else 26
     return len(body) == want and all(c in _ALPHABET for c in body)
+
+
+def lookup_text(value: object, *, limit: int = 400) -> str | None:
+    """``value`` when it can name a row (a string of at most ``limit`` chars), else None: hostile ids of other
+    types or sizes are "not found" without reaching the database driver."""
+    return value if isinstance(value, str) and len(value) <= limit else None
+
+
+def shown(value: object) -> str:
+    """An id as quoted in an error message (at most 80 chars)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = [
     "KEEP_LOGS",
@@ -186,6 +186,8 @@ async def _check_session_of_agent(tx: Tx, session_id: str, agent_id: str) -> Non
 
 async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop | None:
     """The row or None; ``for_update`` locks it on PostgreSQL (read-modify-write, harness.md §3)."""
+    if lookup_text(loop_id) is None:
+        return None
     stmt = sa.select(L).where(L.c.id == loop_id)
     row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
     return None if row is None else loop_from_row(row)
@@ -194,7 +196,7 @@ async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop |
 async def get_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop:
     found = await find_loop(tx, loop_id, for_update=for_update)
     if found is None:
-        raise NotFound(f"Loop {loop_id} not found", resource="loop", id=loop_id)
+        raise NotFound(f"Loop {shown(loop_id)} not found", resource="loop", id=shown(loop_id))
     return found
 
 

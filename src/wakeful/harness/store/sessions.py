@@ -16,7 +16,7 @@ from wakeful.harness.errors import InvalidRequest, SessionInUse, SessionNotFound
 from wakeful.harness.store import schema
 from wakeful.harness.store.agents import get_agent
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = [
     "Message",
@@ -107,9 +107,11 @@ async def create_session(tx: Tx, *, agent_id: str, title: str = "") -> Session:
 
 
 async def get_session(tx: Tx, session_id: str) -> Session:
-    row = (await tx.execute(sa.select(S).where(S.c.id == session_id))).first()
+    row = None
+    if lookup_text(session_id) is not None:
+        row = (await tx.execute(sa.select(S).where(S.c.id == session_id))).first()
     if row is None:
-        raise SessionNotFound(f"session {session_id} not found", id=session_id)
+        raise SessionNotFound(f"session {shown(session_id)} not found", id=shown(session_id))
     return _session(row)
 
 
@@ -182,10 +184,14 @@ async def insert_message(
 
 
 async def message_exists(tx: Tx, message_id: str) -> bool:
+    if lookup_text(message_id) is None:
+        return False
     return (await tx.execute(sa.select(M.c.id).where(M.c.id == message_id))).first() is not None
 
 
 async def get_message(tx: Tx, message_id: str) -> Message | None:
+    if lookup_text(message_id) is None:
+        return None
     row = (await tx.execute(sa.select(M).where(M.c.id == message_id))).first()
     return None if row is None else _message(row)
 
@@ -227,6 +233,8 @@ async def count_messages(tx: Tx, *, session_id: str | None = None, loop_id: str 
 # §2.3: handled_* is set when a wake handler or API consumer acknowledges the message
 async def mark_handled(tx: Tx, message_id: str, *, handled_by: str) -> bool:
     """True when this call marked it; False when it was already handled or does not exist."""
+    if lookup_text(message_id) is None:
+        return False
     result = await tx.execute(
         M.update()
         .where(M.c.id == message_id, M.c.handled_ms.is_(None))
