@@ -1,4 +1,4 @@
-"""`wakeful db upgrade | version | prune`: the store's schema version against the code's, the upgrade path
+"""`wakeful db upgrade | version | backup | prune`: the store's schema version against the code's, the upgrade path
 of harness.md §3 (SQLite: VACUUM INTO backup first; PostgreSQL: under the upgrade advisory lock), retention.
 """
 
@@ -15,10 +15,11 @@ from wakeful.cli.output import EXIT_OK, Out, Unavailable
 from wakeful.errors import WakefulError
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store import Store
+from wakeful.harness.store.backup import backup
 from wakeful.harness.store.migrations import HEAD, stored_version
 from wakeful.harness.store.retention import prune_all
 
-__all__ = ["prune_command", "store_url", "upgrade_command", "version_command"]
+__all__ = ["backup_command", "prune_command", "store_url", "upgrade_command", "version_command"]
 
 T = TypeVar("T")
 
@@ -144,4 +145,26 @@ def prune_command(out: Out, *, retention_s: int, messages_older_than_days: int |
         out.document({"removed": removed})
     else:
         out.text("removed " + ", ".join(f"{n} {what}" for what, n in removed.items()))
+    return EXIT_OK
+
+
+def backup_command(out: Out, target: Path) -> int:
+    """A consistent copy of the SQLite store at ``target`` (``VACUUM INTO``; never overwrites)."""
+    url = store_url()
+
+    async def body() -> Path:
+        store = await Store.open(url)
+        try:
+            return await backup(store, target)
+        finally:
+            await store.close()
+
+    try:
+        written = _run(out, body)
+    except WakefulError as exc:
+        out.fail(exc)
+    if out.json:
+        out.document({"backup": str(written)})
+    else:
+        out.text(f"backup written to {written}")
     return EXIT_OK

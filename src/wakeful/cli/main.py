@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from wakeful import __version__
-from wakeful.cli import build_cmd, db_cmd, run, sdk_cmd, vm_cmd
+from wakeful.cli import build_cmd, db_cmd, loop_cmd, run, sdk_cmd, vm_cmd
 from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
@@ -41,6 +41,8 @@ app.add_typer(sdk_app, name="sdk")
 app.add_typer(bench_app, name="bench")
 db_app = typer.Typer(help="The store's schema: version and upgrade (harness.md §3).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+for _name, _sub in loop_cmd.apps().items():
+    app.add_typer(_sub, name=_name)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
@@ -170,6 +172,16 @@ def db_version(ctx: typer.Context, json_: JsonOpt = False) -> None:
 def db_upgrade(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Create or upgrade the store's schema to this version (harness.md §3)."""
     raise CliExit(db_cmd.upgrade_command(_out(ctx, json_)))
+
+
+@db_app.command("backup")
+def db_backup(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Where to write the copy (must not exist).")],
+    json_: JsonOpt = False,
+) -> None:
+    """Write a consistent copy of the SQLite store to PATH."""
+    raise CliExit(db_cmd.backup_command(_out(ctx, json_), path))
 
 
 @db_app.command("prune")

@@ -84,3 +84,20 @@ def test_db_prune(tmp_path: Path) -> None:
     assert code == 0 and doc["removed"]["rate_buckets"] == 1
     code, _, text = wakeful("db", "prune", "--retention-s", "-1", home=tmp_path)
     assert code == 2 and "retention" in text
+
+
+def test_db_backup(tmp_path: Path) -> None:
+    assert wakeful("db", "upgrade", home=tmp_path)[0] == 0
+    copy = tmp_path / "copy.db"
+    code, doc, _ = wakeful("db", "backup", str(copy), "--json", home=tmp_path)
+    assert code == 0 and doc == {"backup": str(copy)}
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_meta").fetchone() == (HEAD,)
+    code, doc, _ = wakeful("db", "backup", str(copy), "--json", home=tmp_path)
+    assert code == 1 and doc["error"] == "invalid_request"  # never overwrites
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_db_backup_of_postgresql_is_refused(store_url: str, tmp_path: Path) -> None:
+    code, doc, _ = wakeful("--db", store_url, "db", "backup", str(tmp_path / "x"), "--json", home=tmp_path)
+    assert code == 1 and "pg_dump" in doc["message"]

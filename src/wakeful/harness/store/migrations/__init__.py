@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import pkgutil
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,9 +152,6 @@ def _vacuum_into(db_path: Path, old_version: int) -> Path:
     while backup.exists():
         backup = Path(f"{db_path}.bak-v{old_version}.{n}")
         n += 1
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    try:
-        conn.execute("VACUUM INTO ?", (str(backup),))
-    finally:
-        conn.close()
-    return backup
+    from wakeful.harness.store.backup import vacuum_into
+
+    return vacuum_into(db_path, backup)
