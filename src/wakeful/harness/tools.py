@@ -47,10 +47,12 @@ DEFAULT_PATH = "/loops/main.elf"  # §8
 class LoopTools:
     """The Loop operations of one node (the MCP server and HTTP API expose the same ones)."""
 
-    def __init__(self, node: Node, *, builder: Any = None) -> None:
+    def __init__(self, node: Node, *, builder: Any = None, adopt: bool = True) -> None:
         self.node = node
         self.store = node.store
         self.builder = builder
+        # False for the CLI's local mode: rows are written and the running node adopts them (interfaces.md §4.1)
+        self.adopt = adopt
 
     # ------------------------------------------------------------------ loop.sdk / loop.build
 
@@ -106,7 +108,7 @@ class LoopTools:
         async with self.store.tx() as tx:
             await self._insert(tx, loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path,
                                config_value, caps, creator)
-        await self.node.load(loop_id)
+        await self._load(loop_id)
         return await self.get(loop_id)
 
     async def _insert(self, tx: Tx, loop_id: str, agent_id: str, group_id: str, session_id: str, name: str,
@@ -122,6 +124,10 @@ class LoopTools:
         )
         await loops.add_transition(tx, loop_id, from_state=None, from_reason=None, to_state=lc.ACTIVE,
                                    to_reason=None, incarnation=0, actor=creator, detail="created")
+
+    async def _load(self, loop_id: str) -> None:
+        if self.adopt:
+            await self.node.load(loop_id)
 
     def _verify(self, elf: bytes, error: type[HarnessError]) -> None:
         """§8: the runtime's loader and verifier must accept the bytes in a dry load."""
@@ -181,7 +187,7 @@ class LoopTools:
             row = await self._row(tx, loop_id, agent_id)
             await self._activate(tx, row, actor)
         self.node.watch.forget(loop_id)
-        await self.node.load(loop_id)
+        await self._load(loop_id)
         return await self.get(loop_id)
 
     async def _activate(self, tx: Tx, row: Loop, actor: str) -> None:
@@ -251,7 +257,7 @@ class LoopTools:
         for message_id in told:
             self.node.announce(message_id)
         for loop_id in admitted:
-            await self.node.load(loop_id)
+            await self._load(loop_id)
         return {"agent_id": agent_id, "status": "active", "resumed": admitted, "quota": held}
 
 

@@ -1,0 +1,318 @@
+"""`wakeful loop | group | agent | session | key …` in local mode: the command opens the store as the operator.
+
+interfaces.md §4.1–4.2. Rows written here (a Loop created or resumed) are adopted by the running node on its
+next placement tick, or by the next `wakeful serve`; this process never runs a Loop itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from wakeful.cli.db_cmd import store_url
+from wakeful.cli.output import CliExit, Out, Unavailable, UsageError
+from wakeful.errors import WakefulError
+from wakeful.harness.config import Config
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.node import Node
+from wakeful.harness.store import Store, agents, groups, sessions
+from wakeful.harness.tools import LoopTools
+
+__all__ = ["agent_app", "apps", "group_app", "key_app", "loop_app", "session_app"]
+
+T = TypeVar("T")
+OPERATOR = "operator"
+
+loop_app = typer.Typer(help="Durable Loops: create, inspect and steer (harness.md §4).", no_args_is_help=True)
+group_app = typer.Typer(help="Tenants (groups).", no_args_is_help=True)
+agent_app = typer.Typer(help="Agents: create, list, archive, unarchive.", no_args_is_help=True)
+session_app = typer.Typer(help="Sessions (agent inboxes) and their messages.", no_args_is_help=True)
+key_app = typer.Typer(help="API keys (the key text is printed once).", no_args_is_help=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+
+
+def _out(ctx: typer.Context, json_: bool) -> Out:
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
+
+
+def apps() -> dict[str, typer.Typer]:
+    """The command groups this module adds to `wakeful` (interfaces.md §4.2)."""
+    return {"loop": loop_app, "group": group_app, "agent": agent_app, "session": session_app, "key": key_app}
+
+
+# ---- running one command against the store ----
+
+
+def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
+    """Open the store, run ``body`` with the operator's Loop tools, close; typed errors exit 1 or 3."""
+    try:
+        return asyncio.run(_with_tools(body))
+    except StoreUnavailable as exc:
+        out.fail(Unavailable(exc.message))
+    except WakefulError as exc:
+        out.fail(exc)
+
+
+async def _with_tools(body: Callable[[LoopTools], Awaitable[T]]) -> T:
+    store = await Store.open(store_url())
+    try:
+        node = Node(store, Config())
+        return await body(LoopTools(node, adopt=False))
+    finally:
+        await store.close()
+
+
+def _show(out: Out, value: Any, lines: Callable[[Any], list[str]]) -> None:
+    if out.json:
+        out.document(value)
+        return
+    for line in lines(value):
+        out.text(line)
+
+
+def _loop_line(view: dict[str, Any]) -> str:
+    state = view["state"] + (f"({view['pause_reason']})" if view.get("pause_reason") else "")
+    return f"{view['id']}  {view['name']}  {state}  incarnation {view['incarnation']}  agent {view['agent_id']}"
+
+
+def _loop_lines(view: dict[str, Any]) -> list[str]:
+    keys = ("id", "name", "state", "pause_reason", "failure", "exit_code", "incarnation", "agent_id",
+            "session_id", "artifact_sha256", "pending_count", "runtime", "created_ms", "updated_ms")
+    return [f"{k}: {view.get(k) if view.get(k) is not None else '-'}" for k in keys]
+
+
+def _read_json(path: Path | None, what: str) -> Any:
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{what} file {path}: {exc}") from None
+
+
+def _done(code: int = 0) -> None:
+    raise CliExit(code)
+
+
+# ---- wakeful loop … ----
+
+
+@loop_app.command("create")
+def loop_create(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option("--agent", help="Owning agent id.")],
+    session: Annotated[str, typer.Option("--session", help="Session that receives the wakes.")],
+    artifact: Annotated[str | None, typer.Option("--artifact", help="sha256:<hex> or a path of the agent.")] = None,
+    elf: Annotated[Path | None, typer.Option("--elf", help="Upload this prebuilt ELF and use it.")] = None,
+    config: Annotated[Path | None, typer.Option("--config-file", help="Config JSON object file.")] = None,
+    capabilities: Annotated[Path | None, typer.Option("--capabilities", help="Capabilities JSON file.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Loop name.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Create a Loop (the running node loads it on its next tick)."""
+    out = _out(ctx, json_)
+    if (artifact is None) == (elf is None):
+        raise UsageError("give exactly one of --artifact or --elf")
+    cfg, caps = _read_json(config, "config"), _read_json(capabilities, "capabilities")
+    elf_bytes = None
+    if elf is not None:
+        try:
+            elf_bytes = elf.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {elf}: {exc}") from None
+
+    async def body(tools: LoopTools) -> dict[str, Any]:
+        ref = artifact
+        if elf_bytes is not None:
+            ref = (await tools.upload(agent_id=agent, elf=elf_bytes, creator=OPERATOR))["artifact"]
+        assert ref is not None
+        return await tools.create(agent_id=agent, session_id=session, artifact=ref, config=cfg,
+                                  capabilities=caps, name=name, creator=OPERATOR)
+
+    _show(out, _run(out, body), _loop_lines)
+
+
+@loop_app.command("list")
+def loop_list(
+    ctx: typer.Context,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's Loops.")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="active, paused or failed.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List Loops, oldest first."""
+    out = _out(ctx, json_)
+    views = _run(out, lambda tools: tools.list(agent_id=agent, state=state))
+    _show(out, views, lambda vs: [_loop_line(v) for v in vs] or ["no Loops"])
+
+
+def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
+    out = _out(ctx, json_)
+
+    async def body(tools: LoopTools) -> dict[str, Any]:
+        if op == "get":
+            return await tools.get(loop_id)
+        method: Callable[..., Awaitable[dict[str, Any]]] = getattr(tools, op)
+        return await method(loop_id, actor=OPERATOR)
+
+    result = _run(out, body)
+    _show(out, result, _loop_lines if "state" in result else lambda r: [f"{k}: {v}" for k, v in r.items()])
+
+
+@loop_app.command("get")
+def loop_get(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
+    """Show one Loop."""
+    _steer(ctx, loop_id, json_, "get")
+
+
+@loop_app.command("pause")
+def loop_pause(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
+    """Pause a Loop (a no-op for a Loop that is not active)."""
+    _steer(ctx, loop_id, json_, "pause")
+
+
+@loop_app.command("resume")
+def loop_resume(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
+    """Resume a paused or failed Loop from its checkpoint."""
+    _steer(ctx, loop_id, json_, "resume")
+
+
+@loop_app.command("delete")
+def loop_delete(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
+    """Delete a Loop and everything hanging off it."""
+    _steer(ctx, loop_id, json_, "delete")
+
+
+@loop_app.command("logs")
+def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
+    """Stored log lines of a Loop, oldest first."""
+    from wakeful.harness.store import loops
+
+    out = _out(ctx, json_)
+
+    async def body(tools: LoopTools) -> list[dict[str, Any]]:
+        async with tools.store.tx(readonly=True) as tx:
+            await loops.get_loop(tx, loop_id)
+            return [line.__dict__ for line in await loops.list_logs(tx, loop_id)]
+
+    _show(out, _run(out, body), lambda ls: [f"{x['at_ms']} #{x['incarnation']} {x['source']}: {x['text']}"
+                                            for x in ls])
+
+
+# ---- wakeful group / agent / session / key ----
+
+
+async def _tx(tools: LoopTools, fn: Callable[[Any], Awaitable[T]]) -> T:
+    async with tools.store.tx() as tx:
+        return await fn(tx)
+
+
+def _record(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_record(v) for v in value]
+    return dict(value.__dict__) if hasattr(value, "__dict__") else value
+
+
+def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]]) -> None:
+    out = _out(ctx, json_)
+    value = _record(_run(out, lambda tools: _tx(tools, fn)))
+    rows = value if isinstance(value, list) else [value]
+    _show(out, value, lambda _: [json.dumps(r, default=str) for r in rows] or ["none"])
+
+
+@group_app.command("create")
+def group_create(ctx: typer.Context, name: str, json_: JsonOpt = False) -> None:
+    """Create a group."""
+    _admin(ctx, json_, lambda tx: groups.create_group(tx, name=name))
+
+
+@group_app.command("list")
+def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """List groups."""
+    _admin(ctx, json_, groups.list_groups)
+
+
+@agent_app.command("create")
+def agent_create(ctx: typer.Context, name: str,
+                 group: Annotated[str, typer.Option("--group", help="Group id.")], json_: JsonOpt = False) -> None:
+    """Create an agent in a group."""
+    _admin(ctx, json_, lambda tx: agents.create_agent(tx, group_id=group, name=name))
+
+
+@agent_app.command("list")
+def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
+               json_: JsonOpt = False) -> None:
+    """List agents."""
+    _admin(ctx, json_, lambda tx: agents.list_agents(tx, group_id=group))
+
+
+@agent_app.command("archive")
+def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
+    """Archive an agent: its active Loops become paused(archive)."""
+    out = _out(ctx, json_)
+    _show(out, _run(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR)),
+          lambda r: [f"{k}: {v}" for k, v in r.items()])
+
+
+@agent_app.command("unarchive")
+def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
+    """Unarchive an agent: its archived Loops are re-admitted within quota, oldest first."""
+    out = _out(ctx, json_)
+    _show(out, _run(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR)),
+          lambda r: [f"{k}: {v}" for k, v in r.items()])
+
+
+@session_app.command("create")
+def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent")],
+                   title: Annotated[str, typer.Option("--title")] = "", json_: JsonOpt = False) -> None:
+    """Create a session (an inbox) for an agent."""
+    _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title))
+
+
+@session_app.command("list")
+def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("--agent")] = None,
+                 json_: JsonOpt = False) -> None:
+    """List sessions."""
+    _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent))
+
+
+@session_app.command("messages")
+def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False) -> None:
+    """Messages of a session, oldest first."""
+    _admin(ctx, json_, lambda tx: sessions.list_messages(tx, session_id=session_id, limit=1000))
+
+
+@key_app.command("create")
+def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", help="admin, group or agent.")],
+               group: Annotated[str | None, typer.Option("--group")] = None,
+               agent: Annotated[str | None, typer.Option("--agent")] = None,
+               label: Annotated[str | None, typer.Option("--label")] = None, json_: JsonOpt = False) -> None:
+    """Create an API key; its text is printed once."""
+    async def make(tx: Any) -> dict[str, Any]:
+        key, text = await groups.create_key(tx, role=role, group_id=group, agent_id=agent, label=label)
+        return {**key.__dict__, "key": text}
+
+    _admin(ctx, json_, make)
+
+
+@key_app.command("list")
+def key_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
+             json_: JsonOpt = False) -> None:
+    """List API keys (never their secrets)."""
+    _admin(ctx, json_, lambda tx: groups.list_keys(tx, group_id=group))
+
+
+@key_app.command("revoke")
+def key_revoke(ctx: typer.Context, key_id: str, json_: JsonOpt = False) -> None:
+    """Revoke an API key."""
+    async def revoke(tx: Any) -> dict[str, Any]:
+        return {"key_id": key_id, "revoked": await groups.revoke_key(tx, key_id)}
+
+    _admin(ctx, json_, revoke)
