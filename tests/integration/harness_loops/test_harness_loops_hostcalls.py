@@ -1,0 +1,107 @@
+"""Self-scoped host calls as a guest makes them (harness.md §6, §9.4, §9.6): ack (once, duplicate,
+unknown), checkpoints and their limits, loop.log, and late reports from retired objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from support.loops_harness import call, driver, loop_row, send, started, tenant
+
+from wakeful.harness.errors import HostCallRefused
+from wakeful.harness.store import loops, schema
+from wakeful.runtime import ObjectStatus
+
+
+async def _setup(h: Any, compile_c: Any, **create: Any) -> tuple[str, str]:
+    _, agent, session = await tenant(h)
+    art = await driver(h, agent, compile_c)
+    loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art, **create))["id"]
+    return loop_id, session
+
+
+async def test_ack_settles_once_and_refuses_unknown_ids(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        loop_id, _ = await _setup(h, compile_c)
+        await send(h, loop_id, "job-1", "noop", {})
+        assert await call(h, loop_id, "a1", "loop.ack", {"event_id": "job-1"}) == "call loop.ack -> 1"
+        assert await call(h, loop_id, "a2", "loop.ack", {"event_id": "job-1"}) == "call loop.ack -> 1"  # duplicate
+        assert await call(h, loop_id, "a3", "loop.ack", {"event_id": "nope"}) == "call loop.ack -> -5"
+        assert await call(h, loop_id, "a4", "loop.ack", {"event_id": ""}) == "call loop.ack -> -5"
+        E = schema.loop_event
+        async with h.store.tx(readonly=True) as tx:
+            row = (await tx.execute(sa.select(E).where(E.c.event_id == "job-1"))).one()
+            logs = [ln.text for ln in await loops.list_logs(tx, loop_id) if ln.source == "harness"]
+        assert (row.status, row.acked_incarnation) == ("acked", 1)
+        assert any(t.startswith("unknown_event:") for t in logs)
+        assert any(t.startswith("invalid_arguments:") for t in logs)
+        assert (await h.get_loop(loop_id))["pending_count"] == 4  # the a1..a4 call events themselves
+    finally:
+        await h.stop()
+
+
+async def test_checkpoint_limits_and_state_get(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        loop_id, _ = await _setup(h, compile_c, config={"pad": "p" * 8000})
+        assert await call(h, loop_id, "c1", "loop.state.put", {"n": 1}) == "call loop.state.put -> 1"  # Salix form
+        assert (await loop_row(h, loop_id)).checkpoint == {"n": 1}
+        too_big = {"state": "x" * 9000}  # fits alone, not with the 8 KB config
+        assert await call(h, loop_id, "c2", "loop.state.put", too_big) == "call loop.state.put -> -5"
+        row = await loop_row(h, loop_id)
+        assert row.checkpoint == {"n": 1} and row.checkpoint_bytes == len('{"n":1}')
+        assert await call(h, loop_id, "c3", "loop.state.get", {}) == "call loop.state.get -> 1"
+        async with h.store.tx(readonly=True) as tx:
+            logs = [ln.text for ln in await loops.list_logs(tx, loop_id) if ln.source == "harness"]
+        assert any(t.startswith("checkpoint_too_large:") for t in logs)
+    finally:
+        await h.stop()
+
+
+async def test_loop_log_is_stored_and_rate_limited(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        loop_id, _ = await _setup(h, compile_c)
+        assert await call(h, loop_id, "l1", "loop.log", {"message": "m" * 1500}) == "call loop.log -> 1"
+        async with h.store.tx(readonly=True) as tx:
+            (line,) = [ln for ln in await loops.list_logs(tx, loop_id) if ln.source == "loop.log"]
+        assert len(line.text) == 1024 and line.text.endswith("…")
+        store_clock.advance(s=1)
+        for _ in range(10):  # the dispatcher's bound: 10 per second of the node's monotonic clock
+            h.node.dispatch._log_rate(loop_id)
+        try:
+            h.node.dispatch._log_rate(loop_id)
+        except HostCallRefused as refusal:
+            assert refusal.code == "rate_limited"
+        else:
+            raise AssertionError("the 11th loop.log within a second was admitted")
+    finally:
+        await h.stop()
+
+
+async def test_a_late_exit_report_from_a_retired_object_is_ignored(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        loop_id, session = await _setup(h, compile_c)
+        old = h.node.residents[loop_id]
+        await h.pause_loop(loop_id)
+        await h.resume_loop(loop_id)
+        # the runtime reports an exit for the incarnation-1 object after the resume
+        h.node.objects[old.object_id] = old
+        h.node._on_state(ObjectStatus(old.object_id, "", "exited", "none", 0, {"exit_code": 3}))
+        await h.settle()
+        row = await loop_row(h, loop_id)
+        assert (row.state, row.incarnation) == ("active", 2) and loop_id in h.node.residents
+        assert await h.messages(session) == []
+    finally:
+        await h.stop()
