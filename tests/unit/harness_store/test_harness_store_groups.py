@@ -115,3 +115,26 @@ async def test_group_limits_validation_and_update(store: Any) -> None:
     with pytest.raises(NotFound):
         async with store.tx() as tx:
             await groups.set_group_limits(tx, "grp_missing", None)
+
+
+async def test_key_cache_reuses_rows_for_at_most_five_seconds(store: Any, store_clock: Any) -> None:
+    from wakeful.harness.store.keycache import KeyCache
+
+    async with store.tx() as tx:
+        key, text = await groups.create_key(tx, role="admin")
+    cache = KeyCache(store, monotonic_ns=store_clock.monotonic_ns)
+    assert (await cache.verify(text)) is not None and cache.lookups == 1
+    assert (await cache.verify(text)) is not None and cache.lookups == 1  # cached
+    assert await cache.verify(text[:-1] + ("A" if text[-1] != "A" else "B")) is None  # wrong secret, same row
+    async with store.tx() as tx:
+        await groups.revoke_key(tx, key.id)
+    store_clock.advance(ms=4999)
+    assert (await cache.verify(text)) is not None  # still inside the window
+    store_clock.advance(ms=1)
+    assert await cache.verify(text) is None and cache.lookups == 2  # revocation effective within 5 s
+    unknown = "wk_key_000000000000_" + text[-43:]
+    assert await cache.verify(unknown) is None and await cache.verify(unknown) is None
+    assert cache.lookups == 3  # unknown ids are cached too
+    assert await cache.verify("garbage") is None and cache.lookups == 3
+    cache.forget(key.id)
+    assert await cache.verify(text) is None and cache.lookups == 4

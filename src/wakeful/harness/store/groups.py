@@ -28,6 +28,7 @@ __all__ = [
     "get_group",
     "list_groups",
     "list_keys",
+    "load_key",
     "revoke_key",
     "set_group_limits",
     "split_key_text",
@@ -214,6 +215,17 @@ async def verify_key(tx: Tx, key_text: object) -> ApiKey | None:
         return None
     await _touch(tx, row)
     return _key(row)
+
+
+async def load_key(tx: Tx, key_id: str) -> tuple[ApiKey, str] | None:
+    """The key row and its stored digest (for a cache), refreshing ``last_used_ms`` like ``verify_key``."""
+    if lookup_text(key_id) is None:
+        return None
+    row = (await tx.execute(sa.select(K).where(K.c.id == key_id))).first()
+    if row is None:
+        return None
+    await _touch(tx, row)
+    return _key(row), str(row.secret_sha256)
 
 
 async def _touch(tx: Tx, row: Any) -> None:
