@@ -6,6 +6,7 @@ A Program is shared and never mutated; an Instance owns one bytearray and one no
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 from typing import Any
@@ -43,7 +44,7 @@ class Program:
     """vm.md §1: linked code, layout, report and (translate engine) the shape's instance factory."""
 
     __slots__ = ("code", "engine", "layout", "report", "sha256", "shape_key", "slice_insns",
-                 "_consts", "_instance", "_recipe", "_shape", "_sync", "_template")
+                 "_bound", "_consts", "_instance", "_recipe", "_shape", "_sync", "_template")
 
     def __init__(self, code: LinkedCode, layout: Layout, *, report: VerifyReport | None = None,
                  sha256: str = "", slice_insns: int = 16384, engine: str = "translate") -> None:
@@ -56,6 +57,7 @@ class Program:
         self._sync = tuple(name for name in code.helpers if name in SYNC_HELPERS)
         self._shape: Shape | None = None
         self._instance: Callable[..., Any] | None = None
+        self._bound: _Bound | None = None
         if engine == "translate":
             self._bind_shape()
 
@@ -65,7 +67,9 @@ class Program:
         if self._shape is None:
             code, key, recipe = self.code, self.shape_key, self._recipe
             self._shape = _SHAPES.get(key, lambda: translate(code, key, recipe))
-            self._instance = self._shape.factory(*self._consts)
+            bound = _bound_factory(self._shape, key, self._consts)
+            self._bound = bound  # keeps the shared entry alive while this program lives
+            self._consts, self._instance = bound.consts, bound.instance
         return self._shape
 
     def translation(self) -> str:
@@ -90,6 +94,28 @@ class Program:
         assert self._instance is not None
         entry = self._instance(mem, env, helpers)
         return Instance(self, mem, _run_translated(self, entry, self.slice_insns))
+
+
+class _Bound:
+    """A shape's factory called with one constant vector: shared by every Program with the same shape and
+    constants (data-only variants, benchmarks.md §1.2), so each saves the closure cells and the vector
+    (about 1.4 KB per object, vm.md §10)."""
+
+    __slots__ = ("__weakref__", "consts", "instance")
+
+    def __init__(self, consts: tuple[int, ...], instance: Callable[..., Any]) -> None:
+        self.consts, self.instance = consts, instance
+
+
+_BOUND: weakref.WeakValueDictionary[tuple[str, tuple[int, ...]], _Bound] = weakref.WeakValueDictionary()
+
+
+def _bound_factory(shape: Shape, key: str, consts: tuple[int, ...]) -> _Bound:
+    share = (key, consts)
+    bound = _BOUND.get(share)
+    if bound is None:
+        bound = _BOUND[share] = _Bound(consts, shape.factory(*consts))
+    return bound
 
 
 def _run_translated(program: Program, entry: Callable[..., Any], fuel: int) -> GuestGen:
@@ -189,4 +215,5 @@ def clear_caches() -> None:
     """Forget every cached program, shape key and shape (tests; counters are kept)."""
     _PROGRAMS.clear()
     _KEYS_BY_CODE.clear()
+    _BOUND.clear()
     _SHAPES.clear()
