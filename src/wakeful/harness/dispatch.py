@@ -46,13 +46,26 @@ class Dispatch:
         res = self.node.identity(call.object_id)
         if res is None:
             raise HostCallError("stale_incarnation", f"object {call.object_id} is retired")
-        if self._in_flight.get(res.loop_id, 0) >= MAX_IN_FLIGHT:
+        loop_id = res.loop_id
+        if self._in_flight.get(loop_id, 0) >= MAX_IN_FLIGHT:
             raise HostCallError("busy", f"{MAX_IN_FLIGHT} host calls already in flight")
-        return self.run(res.loop_id, res.incarnation, call)
+        self._in_flight[loop_id] = self._in_flight.get(loop_id, 0) + 1
+        task = asyncio.ensure_future(self.run(loop_id, res.incarnation, call))
+        task.add_done_callback(lambda _: self._release(loop_id))  # also when the runtime cancels it
+        return task
+
+    def _release(self, loop_id: str) -> None:
+        left = self._in_flight.get(loop_id, 0) - 1
+        if left > 0:
+            self._in_flight[loop_id] = left
+        else:
+            self._in_flight.pop(loop_id, None)
+
+    def in_flight(self, loop_id: str) -> int:
+        return self._in_flight.get(loop_id, 0)
 
     async def run(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
         """Run one call for (``loop_id``, ``incarnation``); refusals become ``HostCallError``."""
-        self._in_flight[loop_id] = self._in_flight.get(loop_id, 0) + 1
         try:
             result = await asyncio.wait_for(self._call(loop_id, incarnation, call), _deadline_s(call, self.node))
         except HostCallRefused as refusal:
@@ -63,8 +76,6 @@ class Dispatch:
         except TimeoutError:
             await self._log_refusal(loop_id, incarnation, "deadline_exceeded", call.capability)
             raise HostCallError("deadline_exceeded", f"{call.capability} ran past its deadline") from None
-        finally:
-            self._in_flight[loop_id] -= 1
         return _bounded(result)
 
     async def _call(self, loop_id: str, incarnation: int, call: HostCall) -> Any:

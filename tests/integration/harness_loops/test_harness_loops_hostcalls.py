@@ -105,3 +105,57 @@ async def test_a_late_exit_report_from_a_retired_object_is_ignored(
         assert await h.messages(session) == []
     finally:
         await h.stop()
+
+
+async def test_at_most_four_host_calls_in_flight_per_loop_and_deadlines(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    import asyncio
+
+    from wakeful.errors import HostCallError
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+    from wakeful.runtime import HostCall
+
+    gate = asyncio.Event()
+
+    async def slow(args: Any, ctx: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"ok": True, "big": "x" * args.get("size", 0)}
+
+    h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, sweeps=False)
+    h.register_tool("slow.read", slow, description="waits for the test")
+    await h.start()
+    try:
+        loop_id, _ = await _setup(h, compile_c)
+        obj = h.node.residents[loop_id].object_id
+
+        def hc(n: int, size: int = 0, timeout_ms: int = 5000) -> HostCall:
+            return HostCall(id=f"sf:t:{n}", object_id=obj, label=loop_id, capability="slow.read",
+                            arguments={"size": size}, timeout_ms=timeout_ms,
+                            deadline_unix_ms=store_clock.unix_ms() + timeout_ms)
+
+        running = [h.node.dispatch.handle(hc(i, size=20_000 if i == 0 else 0)) for i in range(4)]
+        try:
+            h.node.dispatch.handle(hc(9))
+        except HostCallError as busy:
+            assert busy.kind == "busy"
+        else:
+            raise AssertionError("a fifth call in flight was admitted")
+        gate.set()
+        results = await asyncio.gather(*running)
+        assert results[0] == {"error": {"code": "result_too_large", "bytes": len('{"ok":true,"big":""}') + 20_000}}
+        assert results[1:] == [{"ok": True, "big": ""}] * 3
+        assert h.node.dispatch.in_flight(loop_id) == 0
+        gate.clear()
+        late = h.node.dispatch.handle(hc(10, timeout_ms=50))  # clamped up to 100 ms
+        try:
+            await late
+        except HostCallError as exc:
+            assert exc.kind == "deadline_exceeded"
+        else:
+            raise AssertionError("a call past its deadline answered")
+        assert h.node.dispatch.in_flight(loop_id) == 0
+    finally:
+        gate.set()
+        await h.stop()
