@@ -23,6 +23,7 @@ WARMUP = 100  # §1.3 step 2
 CAPS = [{"name": "benchmark.ack"}]
 SETTLE_S = 30.0  # §1.3 step 4
 FANOUT_S = 60.0  # §1.3 step 6
+QUIET_S = 0.3  # > the 100 ms quiet time after a load burst that triggers the runtime's gc (vm.md §7)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +89,7 @@ async def _procedure(rt: Runtime, plan: InprocPlan, acks: _Acks, progress: Progr
     snaps = {"baseline": _snap(rt)}
     ids, load_start_s, translate_s = _load_start(rt, plan, progress)
     await _settle(rt, ids, progress)
+    await asyncio.sleep(QUIET_S)  # the runtime's post-burst gc (vm.md §7 memory hygiene) belongs to settling
     snaps["active"] = _snap(rt)
     idle = await _idle_rtt(rt, ids, plan.samples, acks)
     acks_before = acks.count

@@ -23,6 +23,7 @@ CAPS = [{"name": "benchmark.ack"}]
 SETTLE_S = 30.0
 FANOUT_S = 60.0
 PAGE = 256  # §6.8 list limit
+QUIET_S = 0.3  # > the 100 ms quiet time after a load burst that triggers the runtime's gc (vm.md §7)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +79,7 @@ def _procedure(client: BenchClient, plan: StdioPlan, progress: Progress) -> dict
     snaps = {"baseline": _snap(client)}
     ids, load_start_s = _load_start(client, plan, progress)
     _settle(client, len(ids), progress)
+    time.sleep(QUIET_S)  # the runtime's post-burst gc (vm.md §7 memory hygiene) belongs to settling
     snaps["active"] = _snap(client)
     idle = _idle_rtt(client, ids, plan.samples)
     control = _control_rtt(client, plan.samples)
