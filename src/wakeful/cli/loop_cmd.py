@@ -17,7 +17,7 @@ import typer
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError
 from wakeful.errors import WakefulError
-from wakeful.harness.config import Config
+from wakeful.harness.config import load_config
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.node import Node
 from wakeful.harness.store import Store, agents, groups, sessions
@@ -64,7 +64,7 @@ def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
 async def _with_tools(body: Callable[[LoopTools], Awaitable[T]]) -> T:
     store = await Store.open(store_url())
     try:
-        node = Node(store, Config())
+        node = Node(store, load_config())
         return await body(LoopTools(node, adopt=False))
     finally:
         await store.close()

@@ -6,11 +6,15 @@ Only the parts of interfaces.md §7 the harness core needs; the faces extend it 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "Limits", "default_data_dir"]
+from wakeful.harness.errors import InvalidRequest
+
+__all__ = ["Config", "Limits", "default_data_dir", "load_config"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,3 +65,81 @@ def default_data_dir() -> Path:
     if xdg:
         return Path(xdg) / "wakeful"
     return Path.home() / ".local" / "share" / "wakeful"
+
+
+# interfaces.md §7: the sections and keys this layer reads; the faces add their own before calling
+_SECTIONS: dict[str, dict[str, str]] = {
+    "store": {"url": "store_url"},
+    "runtime": {"max_objects": "max_objects", "mode": "", "command": ""},
+    "limits": {f.name: f.name for f in fields(Limits)},
+}
+
+
+# interfaces.md §7 sections read by other parts of wakeful (their owners check their keys)
+OTHER_SECTIONS = frozenset({
+    "server", "build", "events", "decide", "web", "scripts", "placement", "control", "mcp", "ui", "log",
+})
+
+
+# interfaces.md §7: flags > environment > file > defaults; unknown keys are an error at start
+def load_config(
+    path: Path | None = None, *, env: Mapping[str, str] | None = None, extra_sections: frozenset[str] = OTHER_SECTIONS,
+) -> Config:
+    """Read ``--config`` / ``$WAKEFUL_CONFIG`` / ``<data>/wakeful.toml`` and the environment."""
+    env = os.environ if env is None else env
+    data_dir = Path(env["WAKEFUL_HOME"]) if env.get("WAKEFUL_HOME") else default_data_dir()
+    file = path or (Path(env["WAKEFUL_CONFIG"]) if env.get("WAKEFUL_CONFIG") else data_dir / "wakeful.toml")
+    values = _from_file(file, required=path is not None, extra_sections=extra_sections)
+    values.update(_from_env(env))
+    limits = Limits(**{k: v for k, v in values.items() if k in Limits.__dataclass_fields__})
+    store_url = env.get("WAKEFUL_DB_URL") or values.get("store_url")
+    return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
+                  limits=limits)
+
+
+def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
+    try:
+        doc = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if required:
+            raise InvalidRequest(f"config file {file} does not exist", field="config") from None
+        return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"config file {file}: {exc}", field="config") from None
+    out: dict[str, Any] = {}
+    for section, table in doc.items():
+        if section in extra_sections:
+            continue
+        keys = _SECTIONS.get(section)
+        if keys is None or not isinstance(table, dict):
+            raise InvalidRequest(f"unknown config section [{section}] in {file}", field=section)
+        for key, value in table.items():
+            if key not in keys:
+                raise InvalidRequest(f"unknown config key {section}.{key} in {file}", field=f"{section}.{key}")
+            if keys[key]:  # "" marks a key another part reads
+                out[keys[key]] = _typed(f"{section}.{key}", value, str if key == "url" else int)
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for section, keys in _SECTIONS.items():
+        for key, target in keys.items():
+            raw = env.get(f"WAKEFUL_{section.upper()}__{key.upper()}")
+            if raw is not None and target:
+                out[target] = raw if key == "url" else _typed(f"{section}.{key}", raw, int)
+    return out
+
+
+def _typed(name: str, value: Any, kind: type) -> Any:
+    if kind is int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise InvalidRequest(f"{name} must be an integer, not {value!r}", field=name) from None
+        if isinstance(value, bool) or number < 0:
+            raise InvalidRequest(f"{name} must be a non-negative integer", field=name)
+        return number
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a string", field=name)
+    return value

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wakeful.harness.config import Config
+from wakeful.harness.config import Config, load_config
 from wakeful.harness.node import Node
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.harness.store import agents, groups, sessions
@@ -39,7 +39,7 @@ class Harness:
         self, config: Config | None = None, *, db_url: str | None = None, data_dir: str | Path | None = None,
         clock: Clock | None = None, sweeps: bool = True, tick_s: float = 10.0,
     ) -> None:
-        base = config or Config()
+        base = config or load_config()
         self.config = base.with_overrides(
             store_url=db_url, data_dir=None if data_dir is None else Path(data_dir),
         )
