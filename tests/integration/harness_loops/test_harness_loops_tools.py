@@ -27,12 +27,17 @@ from wakeful.harness.errors import (
 async def test_fifty_concurrent_creates_admit_exactly_twenty(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
+    """SQLite: one node; PostgreSQL: two nodes on one database, 25 creates through each (§21)."""
     h = await started(store_url, store_clock, tmp_path / "data")
+    nodes = [h]
     try:
         _, agent, session = await tenant(h)
         art = await driver(h, agent, compile_c)
+        if store_url.startswith("postgresql"):
+            nodes.append(await started(store_url, store_clock, tmp_path / "data2"))
         results = await asyncio.gather(
-            *(h.create_loop(agent_id=agent, session_id=session, artifact=art) for _ in range(50)),
+            *(nodes[i % len(nodes)].create_loop(agent_id=agent, session_id=session, artifact=art)
+              for i in range(50)),
             return_exceptions=True,
         )
         admitted = [r for r in results if isinstance(r, dict)]
@@ -41,8 +46,10 @@ async def test_fifty_concurrent_creates_admit_exactly_twenty(
         assert all(e.details == {"scope": "agent", "limit": 20} for e in refused)
         assert len(await h.list_loops(agent_id=agent, state="active")) == 20
         assert len(await h.list_loops()) == 20  # refused creates left no row behind
+        assert sum(len(n.node.residents) for n in nodes) == 20
     finally:
-        await h.stop()
+        for n in reversed(nodes):
+            await n.stop()
 
 
 async def test_resume_at_the_limit_is_refused(
