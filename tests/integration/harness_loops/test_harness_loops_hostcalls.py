@@ -3,6 +3,7 @@ unknown), checkpoints and their limits, loop.log, and late reports from retired 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -158,4 +159,36 @@ async def test_at_most_four_host_calls_in_flight_per_loop_and_deadlines(
         assert h.node.dispatch.in_flight(loop_id) == 0
     finally:
         gate.set()
+        await h.stop()
+
+
+async def test_an_unavailable_store_is_a_host_error_and_the_object_keeps_running(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """harness.md §3: a lock timeout is StoreUnavailable; the guest sees SF_HOST_ERROR and keeps running."""
+    from support.loops_harness import guest_lines, until
+
+    from wakeful.harness.store import Store
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    blocker = await Store.open(store_url, migrate=False)
+    try:
+        loop_id, _ = await _setup(h, compile_c)
+        obj = h.node.residents[loop_id].object_id
+        async with blocker.tx() as tx:  # SQLite: the write lock; PostgreSQL: the Loop's row lock
+            await loops.get_loop(tx, loop_id, for_update=True)
+            await h.node.runtime.deliver(obj, "held", "call", {"cap": "loop.state.put", "args": {"state": 1}})
+            await asyncio.sleep(6)  # past busy_timeout / lock_timeout (5 s)
+        async def logged() -> bool:
+            await h.node.flush_logs()
+            return bool(await guest_lines(h, loop_id, "call loop.state.put"))
+
+        await until(logged)
+        assert await guest_lines(h, loop_id, "call loop.state.put") == ["call loop.state.put -> -5"]
+        assert await call(h, loop_id, "after", "loop.state.put", {"state": 2}) == "call loop.state.put -> 1"
+        row = await loop_row(h, loop_id)
+        assert (row.state, row.incarnation, row.checkpoint) == ("active", 1, 2)
+        assert h.node.residents[loop_id].object_id == obj
+    finally:
+        await blocker.close()
         await h.stop()
