@@ -8,9 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
-from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, Unavailable, UsageError
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, Unavailable, UsageError, escape
 from wakeful.cli.program import (
     MAX_ELF_READ,
     build_failed_record,

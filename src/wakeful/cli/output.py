@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 
 from wakeful.errors import BuildUnavailable, InvalidParams, WakefulError
 
@@ -20,6 +20,15 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+
+# C0 and C1 control characters (but tab and newline) and DEL: a guest's log line, a host reply or a C source
+# quoted in a diagnostic must never drive the operator's terminal (ESC [ …, OSC 52 clipboard writes, …)
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def escape(text: str) -> str:
+    """Text for rich markup: markup brackets escaped and control characters shown as ``\\xNN``."""
+    return _markup_escape(text.translate(_CONTROLS))
 
 
 class CliExit(Exception):

@@ -9,9 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
-from wakeful.cli.output import CliExit, Out, UsageError
+from wakeful.cli.output import CliExit, Out, UsageError, escape
 from wakeful.errors import BuildUnavailable, BundleError, WakefulError
 
 MAX_ELF_READ = 1 << 20  # the loader's largest max_elf_bytes (README limits); larger files are refused unread

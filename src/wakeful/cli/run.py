@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
-from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, dumps
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, dumps, escape
 from wakeful.cli.program import load_program
 from wakeful.cli.replies import HostReplies, Reply
 from wakeful.cli.runtime_api import RuntimeSession, status_dict

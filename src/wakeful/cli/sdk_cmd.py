@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
-
 from wakeful import sdk
-from wakeful.cli.output import EXIT_OK, Out, UsageError
+from wakeful.cli.output import EXIT_OK, Out, UsageError, escape
 
 TEXTS = {
     "header": sdk.header_text,

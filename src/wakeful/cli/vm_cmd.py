@@ -8,10 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from wakeful.cli.build_cmd import print_report
-from wakeful.cli.output import EXIT_OK, Out, Unavailable, UsageError
+from wakeful.cli.output import EXIT_OK, Out, Unavailable, UsageError, escape
 from wakeful.cli.program import MAX_ELF_READ
 from wakeful.errors import WakefulError
 

@@ -425,3 +425,27 @@ def test_build_failure_shows_the_explanation_once(home: Path, tmp_path: Path) ->
     assert proc.returncode == 1
     assert proc.stderr.count("wakeful: floating point is not available") == 1
     assert proc.stderr.rstrip().endswith("build failed (compiler_error)")
+
+
+TERMINAL_ATTACK = r"""
+#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+    /* clear screen, an OSC 52 clipboard write, and a C1 CSI: none may reach the operator's terminal raw */
+    sf_log("\x1b[2J\x1b]52;c;cHduZWQ=\x07 \xc2\x9b" "31m done");
+    return 0;
+}
+"""
+
+
+def test_run_never_prints_control_characters_from_the_guest(home: Path, tmp_path: Path) -> None:
+    src = write(tmp_path, "attack.c", TERMINAL_ATTACK)
+    proc = wakeful(home, "run", str(src), "--timeout", "10")
+    assert proc.returncode == 0, proc.stderr
+    assert "done" in proc.stdout
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in proc.stdout and raw not in proc.stderr
+    assert "\\x1b[2J" in proc.stdout  # shown, made visible
+    # machines get the exact text: JSON escapes it
+    proc = wakeful(home, "--json", "run", str(src), "--timeout", "10")
+    messages = [r["message"] for r in lines(proc.stdout) if r["type"] == "log"]
+    assert messages == ["\x1b[2J\x1b]52;c;cHduZWQ=\x07 \x9b31m done"]
