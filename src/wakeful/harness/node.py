@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from wakeful.errors import Busy, InvalidObject, InvalidParams, MailboxFull, ObjectNotFound
+from wakeful.errors import Busy, InvalidObject, InvalidParams, MailboxFull, ObjectNotFound, WakefulError
 from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices
 from wakeful.harness.budget import LimitWatch
@@ -95,7 +95,7 @@ class Node:
             ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)]  # oldest first
         for loop_id in ids:
             if loop_id not in self.residents:
-                await self.load(loop_id)
+                await self.try_load(loop_id)
 
     # ------------------------------------------------------------------ §4.3 adoption sequence
 
@@ -142,7 +142,14 @@ class Node:
             await self.runtime.unload(res.object_id)
             return None
         self.residents[row.id] = self.objects[res.object_id] = res
-        await self.runtime.start(res.object_id)
+        try:
+            await self.runtime.start(res.object_id)
+        except WakefulError as exc:  # §7: a start failure of an object that loaded is a fault
+            self.residents.pop(row.id, None)
+            self.objects.pop(res.object_id, None)
+            await self.runtime.unload(res.object_id)
+            await self.fault(row.id, row.incarnation, f"start failed: {exc.message}")
+            return None
         await self.replay(row.id)
         return res
 
@@ -175,10 +182,12 @@ class Node:
 
     def _on_state(self, status: ObjectStatus) -> None:
         res = self.objects.pop(status.object_id, None)
-        if res is None or status.state == "stopped":
-            return  # a report from a retired object, or our own stop
+        if res is None:
+            return  # a report from a retired object (our own stops retire the object first)
         if self.residents.get(res.loop_id) is res:
             del self.residents[res.loop_id]
+        if status.state == "stopped":
+            return  # stopped by the runtime itself: the Loop stays active and reconcile reloads it
         outcome = status.outcome or {}
         self.reporting.add(res.loop_id)
         if status.state == "exited":
@@ -301,9 +310,9 @@ class Node:
         now = self.clock.monotonic_ns()
         for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
             if due <= now:
-                await self.load(loop_id)
+                await self.try_load(loop_id)
         for loop_id in sorted(self.waiting_capacity):
-            await self.load(loop_id)
+            await self.try_load(loop_id)
         await self._reconcile()
         await self.flush_logs()
         await self.settle()
@@ -317,7 +326,15 @@ class Node:
                 await self.end_incarnation(loop_id)
         for loop_id in active:
             if loop_id not in self.residents and loop_id not in self.reload_due and loop_id not in self.reporting:
-                await self.load(loop_id)
+                await self.try_load(loop_id)
+
+    async def try_load(self, loop_id: str) -> Resident | None:
+        """``load`` for sweeps and after commits: an unavailable store leaves the Loop to the next tick."""
+        try:
+            return await self.load(loop_id)
+        except StoreUnavailable as exc:
+            log.warning("loading %s deferred: %s", loop_id, exc.message)
+            return None
 
     # ------------------------------------------------------------------ guest logs (§2.7)
 

@@ -126,8 +126,9 @@ class LoopTools:
                                    to_reason=None, incarnation=0, actor=creator, detail="created")
 
     async def _load(self, loop_id: str) -> None:
+        # the change is committed: a load that cannot reach the store is retried by the next tick
         if self.adopt:
-            await self.node.load(loop_id)
+            await self.node.try_load(loop_id)
 
     def _verify(self, elf: bytes, error: type[HarnessError]) -> None:
         """§8: the runtime's loader and verifier must accept the bytes in a dry load."""
