@@ -15,7 +15,7 @@ from wakeful.errors import HostCallError
 from wakeful.harness import selfcalls
 from wakeful.harness.capabilities import delegated_principal
 from wakeful.harness.errors import HostCallRefused, StoreUnavailable
-from wakeful.harness.registry import ToolContext
+from wakeful.harness.registry import Tool, ToolContext
 from wakeful.runtime import HostCall, jsonval
 
 if TYPE_CHECKING:
@@ -121,11 +121,12 @@ class Dispatch:
             session_id=row.session_id, group_id=row.group_id, incarnation=incarnation,
             deadline_unix_ms=call.deadline_unix_ms,
         )
+        _validate(tool, call.arguments)
         try:
             value = tool.fn(call.arguments, ctx)
             if inspect.isawaitable(value):
-                value = await value
-        except (HostCallRefused, StoreUnavailable, asyncio.CancelledError):
+                value = await asyncio.wait_for(value, tool.timeout_s)  # the tool's own bound (interfaces.md §5)
+        except (HostCallRefused, StoreUnavailable, asyncio.CancelledError, TimeoutError):
             raise
         except Exception as exc:
             raise HostCallRefused("tool_failed", f"{tool.name}: {type(exc).__name__}: {exc}"[:512]) from None
@@ -160,6 +161,17 @@ class Dispatch:
                 await lc.append_log(tx, loop_id, incarnation, "harness", f"{code}: {detail}"[:512])
         except Exception:  # the Loop may be gone or the store down; the guest still gets its answer
             log.info("could not log %s for %s", code, loop_id)
+
+
+# interfaces.md §5: input_model (a pydantic model) validates arguments; failures become invalid_arguments
+def _validate(tool: Tool, arguments: Any) -> None:
+    validate = getattr(tool.input_model, "model_validate", None)
+    if validate is None:
+        return
+    try:
+        validate(arguments)
+    except Exception as exc:
+        raise HostCallRefused("invalid_arguments", f"{tool.name}: {exc}"[:512]) from None
 
 
 def _deadline_s(call: HostCall, node: Node) -> float:

@@ -193,3 +193,39 @@ async def test_archive_pauses_and_unarchive_readmits_within_quota(
         assert "limit of 2 active Loops" in notices[0].content
     finally:
         await h.stop()
+
+
+async def test_tool_input_model_and_failures_are_host_errors(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    from pydantic import BaseModel
+
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+    from wakeful.harness.store import loops
+
+    class Query(BaseModel):
+        city: str
+
+    def broken(args: Any, ctx: Any) -> Any:
+        raise RuntimeError("backend down")
+
+    h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, sweeps=False)
+    h.register_tool("weather.get", lambda args, ctx: {"temp": 21}, description="weather", input_model=Query)
+    h.register_tool("broken.read", broken, description="always fails")
+    await h.start()
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        assert await call(h, loop_id, "e1", "weather.get", {"city": "Oslo"}) == "call weather.get -> 1"
+        assert await call(h, loop_id, "e2", "weather.get", {"town": "Oslo"}) == "call weather.get -> -5"
+        assert await call(h, loop_id, "e3", "broken.read", {}) == "call broken.read -> -5"
+        assert await call(h, loop_id, "e4", "decide", {}) == "call decide -> 1"  # {error: not_configured}
+        async with h.store.tx(readonly=True) as tx:
+            logs = [ln.text for ln in await loops.list_logs(tx, loop_id) if ln.source == "harness"]
+        assert any(t.startswith("invalid_arguments: weather.get") for t in logs)
+        assert any(t.startswith("tool_failed: broken.read: RuntimeError: backend down") for t in logs)
+        assert (await h.get_loop(loop_id))["state"] == "active"
+    finally:
+        await h.stop()
