@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import MAIN, build, children_of, make_builder, require_available
+from build_support import MAIN, build, children_of, make_builder, processes_in_group, require_available
 
 from wakeful.build.driver import Builder, BuildOptions, compile_sync
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
@@ -117,34 +117,112 @@ def test_pipeline_row15_hundred_thousand_warnings(builder: Builder) -> None:
     assert result.diagnostics.endswith("\n")
 
 
-def _assert_no_compiler_left(builder: Builder) -> None:
+def _assert_no_compiler_left(builder: Builder, *groups: int) -> None:
+    """No step of the helper is left, no process of any given compiler process group, no staging tree."""
     assert builder.helper is not None and builder.helper.pid is not None
     assert children_of(builder.helper.pid) == []
+    for pgid in groups:
+        assert processes_in_group(pgid) == [], f"process group {pgid} survived the kill"
     assert list((builder.build_root / "tmp").iterdir()) == []
 
 
-@pytest.mark.parametrize("bomb", ["doubling", "fanout", "parens"])
+async def _compile_watching(b: Builder, files: dict[str, str]) -> tuple[Any, float, dict[int, list[int]]]:
+    """Compile while measuring the event loop's worst stall and recording every compiler process group seen
+    (the helper's children are the group leaders: each step calls setsid)."""
+    assert b.helper is not None and b.helper.pid is not None
+    helper = b.helper.pid
+    worst = 0.0
+    groups: dict[int, list[int]] = {}
+    task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": files}))
+    while not task.done():
+        t0 = time.monotonic()
+        await asyncio.sleep(0.01)
+        worst = max(worst, time.monotonic() - t0)
+        for leader in children_of(helper):
+            members = processes_in_group(leader)
+            if len(members) >= len(groups.get(leader, [])):
+                groups[leader] = members
+    return task.result(), worst, groups
+
+
+# build.md §6 row 16, measured with zig 0.17.1 / clang 22.1.8 under the production limits (15 s, 10 s CPU,
+# 1 GiB AS, 4 MiB FSIZE): doubling macros and the include fan-out hit the 4 MiB output limit within a second;
+# 5,000 nested parentheses stop at clang's bracket depth; only nested function-like macros (SPIN) really burn
+# time: 2^30 expansions of tiny output, but every expansion adds a source-location entry (~120 MB/s RSS), so
+# with the real limits SPIN ends in `memory` after ~5 s. With the deadline lowered to 2 s it ends in `deadline`.
+BOMBS = {
+    "doubling": ({"main.c": DOUBLING + MAIN}, 15.0, "too_large"),
+    "fanout": (FANOUT, 15.0, "too_large"),
+    "parens": ({"main.c": PARENS}, 15.0, "compiler_error"),
+    "nested_macros": (SPIN, 2.0, "deadline"),
+}
+
+
+@pytest.mark.parametrize("bomb", list(BOMBS))
 def test_pipeline_row16_compile_bombs(tmp_path: Path, bomb: str) -> None:
-    with make_builder(tmp_path, cache=False, deadline_seconds=2.0) as b:
+    files, deadline, expected = BOMBS[bomb]
+    with make_builder(tmp_path, cache=False, deadline_seconds=deadline) as b:
         require_available(b)
-        files = {"doubling": {"main.c": DOUBLING + MAIN}, "fanout": FANOUT, "parens": {"main.c": PARENS}}[bomb]
-
-        async def compile_and_watch() -> tuple[Any, float]:
-            worst = 0.0
-            task = asyncio.create_task(b.compile({"sdk_version": 1, "entry": "main.c", "files": files}))
-            while not task.done():
-                t0 = time.monotonic()
-                await asyncio.sleep(0.01)
-                worst = max(worst, time.monotonic() - t0)
-            return task.result(), worst
-
-        result, worst = run(compile_and_watch())
+        result, worst, groups = run(_compile_watching(b, files))
         assert result.state == "failed", result.diagnostics
-        assert result.failure in ("deadline", "too_large", "compiler_error", "memory"), result.error
-        if result.failure == "deadline":
+        assert result.failure == expected, result.error
+        if expected == "deadline":
             assert "compiler exceeded 15 second deadline" in (result.error or "")
+            assert groups, "the compiler never ran"
         assert worst < 0.25, "the event loop stalled during a build"
-        _assert_no_compiler_left(b)
+        _assert_no_compiler_left(b, *groups)
+
+
+def test_pipeline_row16_scanned_bomb_runs_into_the_deadline(tmp_path: Path) -> None:
+    """A real, scan-clean compile (nested function-like macros, exponential preprocessing) runs into the wall
+    deadline (lowered to 2 s by the test hook) under Landlock and the production rlimits: the failure is exactly
+    `deadline`, nothing is cached, and the compiler's whole process group is gone afterwards (checked in /proc
+    by process group id, not only the helper's direct children)."""
+    with make_builder(tmp_path, cache=True, deadline_seconds=2.0) as b:
+        require_available(b)
+        t0 = time.monotonic()
+        result, _, groups = run(_compile_watching(b, SPIN))
+        elapsed = time.monotonic() - t0
+        assert result.failure == "deadline", result.error
+        assert result.error is not None and "compiler exceeded 15 second deadline" in result.error
+        assert 1.9 <= elapsed < 6, elapsed
+        assert groups and all(leader in members for leader, members in groups.items())
+        assert b.cache is not None and b.cache.stats()["entries"] == 0
+        _assert_no_compiler_left(b, *groups)
+
+
+def test_pipeline_row19_deadline_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """`zig clang` runs as one process (cc1 in-process, build.md §2), so a real compile never has a second
+    member in its process group. To prove the kill reaches the whole group, the operator's `zig_path` setting
+    points at a tiny shell script that, for this build's preprocess step only, forks a sleeping grandchild
+    (`/bin/sleep`, in the same process group, its output away from the helper's pipes so only the group kill can
+    end it) and then execs the real zig on the exponential-macro bomb, which runs into the 2 s deadline (test
+    hook). The Landlock step domain only lets the compiler execute the zig binary, so this test runs with the
+    Landlock hook off; the kill path is the same."""
+    real = make_builder(tmp_path / "real")
+    real.close()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    wrapper = tmp_path / "wrapzig" / "zig"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" src/main.c "*)\n'
+        "  /bin/sleep 1000 </dev/null >/dev/null 2>&1 &\n"
+        f'  echo "$$ $!" > {marks}/pids.tmp && /bin/mv {marks}/pids.tmp {marks}/pids ;;\n'
+        "esac\n"
+        f'exec {real.zig} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    with make_builder(tmp_path / "b", cache=False, zig_path=str(wrapper), landlock=False,
+                      deadline_seconds=2.0) as b:
+        require_available(b)
+        result, _, groups = run(_compile_watching(b, SPIN))
+        leader, grandchild = map(int, (marks / "pids").read_text().split())
+        assert result.failure == "deadline", result.error
+        assert grandchild in groups.get(leader, []) and leader in groups[leader], groups
+        _assert_no_compiler_left(b, leader)
+        assert _state(grandchild) == "Z", "the sleeping grandchild survived the deadline kill"
 
 
 def test_pipeline_cpu_limit(tmp_path: Path) -> None:
@@ -158,15 +236,17 @@ def test_pipeline_cpu_limit(tmp_path: Path) -> None:
 
 def test_pipeline_real_15s_deadline(tmp_path: Path) -> None:
     """The one test with the real 15 s wall clock. Scanned inputs that spin also grow memory or output and
-    hit another limit first, so this uses the scans-off hook and a preprocessor pragma that loops in place."""
+    hit another limit first (nested macros: `memory` after ~5 s), so this uses the scans-off hook and a
+    preprocessor pragma that loops in place."""
     with make_builder(tmp_path, cache=False, cpu_seconds=60, scans=False) as b:
         require_available(b)
         t0 = time.monotonic()
-        result = build(b, "#pragma clang __debug overflow_stack\n" + MAIN)
+        result, _, groups = run(_compile_watching(b, {"main.c": "#pragma clang __debug overflow_stack\n" + MAIN}))
         elapsed = time.monotonic() - t0
         assert result.failure == "deadline", result.error
         assert 14.5 <= elapsed < 25, elapsed
-        _assert_no_compiler_left(b)
+        assert groups, "the compiler never ran"
+        _assert_no_compiler_left(b, *groups)
 
 
 def test_pipeline_row17_hostile_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
