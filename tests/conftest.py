@@ -24,6 +24,7 @@ def compile_c():  # type: ignore[no-untyped-def]
 from support.harness_fixtures import (  # noqa: E402,F401
     TestClock,
     harness_runner,
+    pg_schema,
     store,
     store_clock,
     store_url,

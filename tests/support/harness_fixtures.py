@@ -138,6 +138,90 @@ def store(harness_runner: asyncio.Runner, store_url: str, store_clock: TestClock
         harness_runner.run(opened.close())
 
 
+class PgProxy:
+    """A real TCP proxy in front of PostgreSQL that a test can cut and restore ("stop PostgreSQL" for one
+    store only, since the server is shared): ``cut()`` drops every connection and refuses new ones.
+
+    Use inside the test's event loop: ``async with PgProxy() as proxy: url = proxy.url(schema)``.
+    """
+
+    def __init__(self, target_url: str = PG_URL) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(target_url)
+        self._target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._base = target_url
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.down = False
+        self.port = 0
+
+    async def __aenter__(self) -> PgProxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def url(self, schema_name: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self._base)
+        netloc = parts.netloc.rsplit("@", 1)
+        host = f"127.0.0.1:{self.port}"
+        netloc_text = f"{netloc[0]}@{host}" if len(netloc) == 2 else host
+        query = "&".join(q for q in (parts.query, f"search_path={schema_name}") if q)
+        return urlunsplit((parts.scheme, netloc_text, parts.path, query, ""))
+
+    def cut(self) -> None:
+        self.down = True
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def restore(self) -> None:
+        self.down = False
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.down:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.transport.abort()
+
+
+@pytest.fixture
+def pg_schema(harness_runner: asyncio.Runner) -> Iterator[str]:
+    """A fresh, empty PostgreSQL schema name (dropped afterwards); PostgreSQL only."""
+    require_pg()
+    name = "wk_" + secrets.token_hex(6)
+    asyncio.run(_pg_schema("create", name))
+    try:
+        yield name
+    finally:
+        asyncio.run(_pg_schema("drop", name))
+
+
 def run_async_test(pyfuncitem: pytest.Function) -> bool | None:
     """pytest hook body: run an ``async def`` test on the ``harness_runner`` loop it requested."""
     if not inspect.iscoroutinefunction(pyfuncitem.obj):

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 import sqlalchemy as sa
-from support.harness_fixtures import PG_URL, require_pg
+from support.harness_fixtures import PG_URL, PgProxy, require_pg
 
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store import Store, groups
@@ -104,3 +104,26 @@ async def test_disk_full_is_unavailable(store: Any) -> None:
 def test_require_pg_is_visible() -> None:
     require_pg()  # skips visibly (fails with CI=true) when PostgreSQL is missing
     assert PG_URL.startswith("postgresql://")
+
+
+async def test_postgresql_down_and_back(pg_schema: str) -> None:
+    """The server goes away (a real TCP cut in front of it) and comes back: every operation in between is
+    StoreUnavailable, nothing is reported as done, and the same Store works again afterwards."""
+    async with PgProxy() as proxy:
+        store = await Store.open(proxy.url(pg_schema))
+        try:
+            async with store.tx() as tx:
+                await groups.create_group(tx, name="before")
+            proxy.cut()
+            for name in ("during-1", "during-2"):
+                with pytest.raises(StoreUnavailable):
+                    async with store.tx() as tx:
+                        await groups.create_group(tx, name=name)
+            with pytest.raises(StoreUnavailable):
+                await store.now_ms()
+            proxy.restore()
+            async with store.tx() as tx:
+                await groups.create_group(tx, name="after")
+            assert await _group_names(store) == ["before", "after"]
+        finally:
+            await store.close()
