@@ -10,9 +10,11 @@ tests that use ``harness_runner`` (``store`` does) run on that fixture's event l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import secrets
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,6 +210,23 @@ class PgProxy:
         finally:
             self._writers.discard(writer)
             writer.transport.abort()
+
+
+@contextlib.contextmanager
+def sqlite_read_only(db_path: Path) -> Iterator[None]:
+    """Make a live SQLite store's files unwritable, even for root ("make the SQLite file read-only",
+    harness.md §21): the database and its WAL get the immutable attribute (never ``-shm``: SQLite maps it, and
+    an immutable mapping would SIGBUS the process). Writes then fail with a disk I/O error; reads still work.
+    Skips when the file system has no immutable attribute."""
+    files = [str(db_path), f"{db_path}-wal"]
+    done = subprocess.run(["chattr", "+i", *files], capture_output=True, text=True)
+    if done.returncode != 0:
+        subprocess.run(["chattr", "-i", *files], capture_output=True)
+        pytest.skip(f"chattr +i is not available here: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *files], check=True)
 
 
 @pytest.fixture

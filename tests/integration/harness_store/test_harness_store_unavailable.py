@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 import sqlalchemy as sa
-from support.harness_fixtures import PG_URL, PgProxy, require_pg
+from support.harness_fixtures import PG_URL, PgProxy, require_pg, sqlite_read_only
 
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store import Store, groups
@@ -127,3 +127,18 @@ async def test_postgresql_down_and_back(pg_schema: str) -> None:
             assert await _group_names(store) == ["before", "after"]
         finally:
             await store.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_sqlite_file_read_only_and_back(store: Any) -> None:
+    async with store.tx() as tx:
+        await groups.create_group(tx, name="before")
+    with sqlite_read_only(store.sqlite_path):
+        with pytest.raises(StoreUnavailable) as info:
+            async with store.tx() as tx:
+                await groups.create_group(tx, name="during")
+        assert info.value.code == "unavailable"
+        assert await _group_names(store) == ["before"]  # reads keep working
+    async with store.tx() as tx:
+        await groups.create_group(tx, name="after")
+    assert await _group_names(store) == ["before", "after"]
