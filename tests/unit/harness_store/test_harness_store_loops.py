@@ -60,6 +60,10 @@ async def test_insert_refuses_foreign_session_and_bad_state(store: Any) -> None:
         async with store.tx() as tx:
             await loops.insert_loop(tx, agent_id=other.id, **base)
     assert info.value.details["field"] == "session_id"
+    for bad_name in ("", "n" * 81):
+        with pytest.raises(InvalidRequest):
+            async with store.tx() as tx:
+                await loops.insert_loop(tx, agent_id=loop.agent_id, name=bad_name, **base)
     for state, reason in (("paused", None), ("active", "manual"), ("paused", "sleepy"), ("gone", None)):
         with pytest.raises(InvalidRequest):
             async with store.tx() as tx:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = [
@@ -146,6 +147,8 @@ async def insert_loop(
     """Insert a Loop. The caller has validated config and capabilities and, for ``active``, admitted
     the quota (``quota.admit_active``) in this same transaction."""
     _check_state(state, pause_reason)
+    if name is not None:
+        check_name(name)
     await _check_session_of_agent(tx, session_id, agent_id)
     now = await tx.now_ms()
     lid = loop_id or new_id("lp", now)
