@@ -623,6 +623,13 @@ class _ProbeError(Exception):
     pass
 
 
+# build.md §5.2 "a failure whose text says out of memory": under RLIMIT_AS clang says it as "LLVM ERROR: out of
+# memory" or, from a C++ allocation (measured: nested `#pragma unroll`), "uncaught exception of type std::bad_alloc"
+OUT_OF_MEMORY = re.compile(r"out of memory|std::bad_alloc")
+# build.md §7 compiler_crashed: the in-process cc1 died (abort, signal); `zig clang` itself then exits 1
+FRONTEND_DIED = re.compile(r"clang frontend command failed (?:with exit code (?!1\b)\d+|due to signal)")
+
+
 def step_failure(answer: dict[str, Any]) -> str | None:
     """build.md §5.2: helper answer → failure kind (None for a clean exit 0)."""
     status = answer.get("status")
@@ -637,13 +644,13 @@ def step_failure(answer: dict[str, Any]) -> str | None:
             return "cpu_limit"
         if sig == signal.SIGXFSZ:
             return "too_large"
-        return "memory" if "out of memory" in text else "compiler_crashed"
+        return "memory" if OUT_OF_MEMORY.search(text) else "compiler_crashed"
     code = answer.get("code")
     if code == 0:
         return None
-    if "out of memory" in text:
+    if OUT_OF_MEMORY.search(text):
         return "memory"
-    if code == 70:
+    if code == 70 or FRONTEND_DIED.search(text):
         return "compiler_crashed"
     if re.search(r"No space left|File too large|error: unable to open output file|write error", text):
         return "too_large"

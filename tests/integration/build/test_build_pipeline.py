@@ -45,6 +45,11 @@ FANOUT = {
 # D_n(x) = D_{n-1}(D_{n-1}(x)): exponential preprocessing time with tiny output and memory
 SPIN = {"main.c": "#define D0(x) x\n" + "".join(f"#define D{i}(x) D{i-1}(D{i-1}(x))\n" for i in range(1, 40))
         + "int spin = D30(1);\n" + MAIN}
+# 512 x 512 fully unrolled volatile stores: a compile-step (LLVM) CPU burner with a tiny source, allowed by the
+# scans (`#pragma unroll`); measured with the production limits: `cpu_limit` after ~12 s wall
+UNROLL = {"main.c": "#include <wakeful.h>\nstatic volatile sf_i64 s;\nSF_MAIN sf_i64 main(void) {\n#pragma unroll 512\n"
+          "  for (int i = 0; i < 512; i++)\n#pragma unroll 512\n    for (int j = 0; j < 512; j++) s += i * j;\n"
+          "  return s;\n}\n"}
 PARENS = "int x = " + "(" * 5000 + "1" + ")" * 5000 + ";\n" + MAIN
 
 
@@ -147,14 +152,17 @@ async def _compile_watching(b: Builder, files: dict[str, str]) -> tuple[Any, flo
 
 # build.md §6 row 16, measured with zig 0.17.1 / clang 22.1.8 under the production limits (15 s, 10 s CPU,
 # 1 GiB AS, 4 MiB FSIZE): doubling macros and the include fan-out hit the 4 MiB output limit within a second;
-# 5,000 nested parentheses stop at clang's bracket depth; only nested function-like macros (SPIN) really burn
-# time: 2^30 expansions of tiny output, but every expansion adds a source-location entry (~120 MB/s RSS), so
-# with the real limits SPIN ends in `memory` after ~5 s. With the deadline lowered to 2 s it ends in `deadline`.
+# 5,000 nested parentheses stop at clang's bracket depth. Two scan-clean inputs really burn time: nested
+# function-like macros (SPIN, preprocess step: 2^30 expansions of tiny output, but every expansion adds a
+# source-location entry, ~120 MB/s RSS, so the real limits end it in `memory` after ~5 s) and nested
+# `#pragma unroll 512` loops (UNROLL, compile step: `cpu_limit` after ~12 s). With the deadline lowered to 2 s
+# both end in `deadline`, one in each compiler step.
 BOMBS = {
     "doubling": ({"main.c": DOUBLING + MAIN}, 15.0, "too_large"),
     "fanout": (FANOUT, 15.0, "too_large"),
     "parens": ({"main.c": PARENS}, 15.0, "compiler_error"),
     "nested_macros": (SPIN, 2.0, "deadline"),
+    "unrolled_loops": (UNROLL, 2.0, "deadline"),
 }
 
 
@@ -225,10 +233,11 @@ def test_pipeline_row19_deadline_kills_the_whole_process_group(tmp_path: Path) -
         assert _state(grandchild) == "Z", "the sleeping grandchild survived the deadline kill"
 
 
-def test_pipeline_cpu_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("files", [SPIN, UNROLL], ids=["preprocess_step", "compile_step"])
+def test_pipeline_cpu_limit(tmp_path: Path, files: dict[str, str]) -> None:
     with make_builder(tmp_path, cache=False, cpu_seconds=1) as b:
         require_available(b)
-        result = build(b, SPIN)
+        result = build(b, files)
         assert result.failure == "cpu_limit", result.error
         assert "compiler exceeded its CPU limit" in (result.error or "")
         _assert_no_compiler_left(b)

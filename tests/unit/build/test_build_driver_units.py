@@ -34,6 +34,14 @@ def test_driver_command_lines_are_the_spec_text() -> None:
         ({"status": "exit", "code": 0}, None),
         ({"status": "exit", "code": 1, "stderr": "main.c:1:1: error: x"}, "compiler_error"),
         ({"status": "exit", "code": 1, "stderr": "LLVM ERROR: out of memory"}, "memory"),
+        ({"status": "exit", "code": 1, "stderr": "libc++abi: terminating due to uncaught exception of type "
+          "std::bad_alloc: std::bad_alloc\nzig: error: clang frontend command failed with exit code 134"}, "memory"),
+        ({"status": "exit", "code": 1, "stderr": "zig: error: clang frontend command failed with exit code 134 "
+          "(use -v to see invocation)"}, "compiler_crashed"),
+        ({"status": "exit", "code": 1, "stderr": "zig: error: clang frontend command failed due to signal"},
+         "compiler_crashed"),
+        ({"status": "exit", "code": 1, "stderr": "zig: error: clang frontend command failed with exit code 1"},
+         "compiler_error"),
         ({"status": "exit", "code": 70, "stderr": "fatal error: error in backend"}, "compiler_crashed"),
         ({"status": "exit", "code": 3}, "compiler_crashed"),
         ({"status": "signal", "signal": signal.SIGXCPU}, "cpu_limit"),
