@@ -8,9 +8,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wakeful.build.driver import Builder, BuildOptions, BuildResult, CompilerInfo, compile_sync
+    from wakeful.build.driver import (
+        Builder,
+        BuildOptions,
+        BuildResult,
+        CompilerInfo,
+        compile_sync,
+        disabled_info,
+    )
 
-__all__ = ["BuildOptions", "BuildResult", "Builder", "CompilerInfo", "compile_sync"]
+__all__ = ["BuildOptions", "BuildResult", "Builder", "CompilerInfo", "compile_sync", "disabled_info"]
 
 
 def __getattr__(name: str) -> Any:

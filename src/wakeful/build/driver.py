@@ -121,6 +121,18 @@ class CompilerInfo:
                 "name": self.name, "revision": self.revision, "target": self.target, "embedded": self.embedded}
 
 
+BUILDS_DISABLED = "builds are disabled"
+
+
+def disabled_info(reason: str = BUILDS_DISABLED, *, workers: int = 2, cache: bool = True,
+                  zig_version: str | None = None, clang_version: str | None = None) -> CompilerInfo:
+    """The probe's answer when builds are switched off. build.md §5.3 / runtime-protocol.md §13 know only the
+    levels ``scan | landlock | namespace``: no OS layer is in force, so the level is ``scan`` and
+    ``sandbox_reason`` says why (builds are disabled)."""
+    return CompilerInfo(False, reason, None, zig_version=zig_version, clang_version=clang_version,
+                        sandbox_level="scan", sandbox_reason=BUILDS_DISABLED, workers=workers, cache=cache)
+
+
 @dataclass
 class BuildResult:
     """build.md §1: the outcome of one build."""
@@ -286,15 +298,17 @@ class Builder:
 
     def _probe(self) -> CompilerInfo:
         opts = self.options
-        info = CompilerInfo(False, None, None, workers=opts.workers, cache=opts.cache)
         if not opts.enabled:
-            info.reason = "builds are disabled"
-            return info
+            return disabled_info(workers=opts.workers, cache=opts.cache)
+        info = CompilerInfo(False, None, None, workers=opts.workers, cache=opts.cache)
         try:
             self._probe_into(info)
         except (_ProbeError, HelperDied, OSError, BuildUnavailable) as exc:
             info.available = False
             info.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            # build.md §5.3: a reason whenever Landlock is not in force
+            if info.sandbox_level != "landlock" and info.sandbox_reason is None:
+                info.sandbox_reason = f"builds are unavailable: {info.reason}"
         return info
 
     def _probe_into(self, info: CompilerInfo) -> None:

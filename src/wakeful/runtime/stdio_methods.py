@@ -91,16 +91,16 @@ class Methods:
         }
 
     async def _compiler_info(self) -> Any:
-        from wakeful.build import CompilerInfo
+        from wakeful.build import disabled_info
 
         builder = self.s.rt.builder
         if builder is not None:
             return await asyncio.to_thread(builder.info)
         opts = self.s.rt.options
-        return CompilerInfo(
-            False, "builds are disabled (start the runtime with --enable-builds)", None,
+        # build.md §5.3: sandbox_level is scan | landlock | namespace; disabled builds are `scan` with a reason
+        return disabled_info(
+            "builds are disabled (start the runtime with --enable-builds)",
             zig_version=PINNED_REVISION[0], clang_version=PINNED_REVISION[1],
-            sandbox_level="none", sandbox_reason="builds are disabled",
             workers=opts.build_workers, cache=opts.build_cache != "off",
         )
 
