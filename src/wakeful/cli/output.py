@@ -53,7 +53,8 @@ def exit_code_for(error: WakefulError) -> int:
     """interfaces.md §4.1: 2 for usage, 3 for unavailable, 1 for every other refusal."""
     if isinstance(error, UsageError):
         return EXIT_USAGE
-    if isinstance(error, BuildUnavailable | Unavailable):
+    # by code, so the store's StoreUnavailable (a 503 on HTTP) exits 3 without the CLI importing every layer
+    if isinstance(error, BuildUnavailable | Unavailable) or error.code in {"unavailable", "compiler_unavailable"}:
         return EXIT_UNAVAILABLE
     return EXIT_FAILED
 

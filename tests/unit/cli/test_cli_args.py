@@ -142,3 +142,15 @@ def test_runtime_dump_sdk_prints_the_header(capsys: pytest.CaptureFixture[str]) 
     # sdk.md §1: `wakeful runtime --dump-sdk` prints wakeful.h
     assert main(["runtime", "--dump-sdk"]) == 0
     assert capsys.readouterr().out == sdk.header_text()
+
+
+def test_exit_codes_follow_the_error_code() -> None:
+    """interfaces.md §4.1: 3 when a store, server or compiler is unreachable, whatever layer raised it."""
+    from wakeful.cli.output import UsageError, exit_code_for
+    from wakeful.errors import BuildUnavailable, InvalidObject
+    from wakeful.harness.errors import StoreUnavailable
+
+    assert exit_code_for(StoreUnavailable("database down")) == 3
+    assert exit_code_for(BuildUnavailable("no zig")) == 3
+    assert exit_code_for(UsageError("bad flag")) == 2
+    assert exit_code_for(InvalidObject("ELF_HEADER", "bad magic")) == 1
