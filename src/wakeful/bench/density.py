@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from wakeful import __version__
+from wakeful.bench.child import run_in_child
 from wakeful.bench.compile_time import build_elf, measure_compile
 from wakeful.bench.cpu import measure_kernels
 from wakeful.bench.inproc import InprocPlan, run_inproc
 from wakeful.bench.progress import NullProgress, Progress
-from wakeful.bench.realistic import measure_realistic, threshold_request
+from wakeful.bench.realistic import threshold_request
 from wakeful.bench.stdio import StdioPlan, run_stdio
 from wakeful.bench.variants import DISTINCT_MODES, BenchError, density_request, make_variants
 from wakeful.build import Builder, BuildOptions
@@ -106,28 +107,28 @@ def run_density(options: DensityOptions, progress: Progress | None = None) -> di
         realistic_elf = build_elf(threshold_request(), builder) if options.realistic else None
         compile_kernel: Callable[[dict[str, Any]], bytes] = lambda request: build_elf(request, builder)  # noqa: E731
         variant = make_variants(elf, options.distinct)  # checks each marker occurs once
-        del elf
         runs: list[dict[str, Any]] = []
         cpu = compile_result = realistic = None
         for round_ in range(options.repeat):
             progress.note(f"round {round_ + 1} of {options.repeat}")
-            runs += _transports(options, variant, progress)
+            runs += _transports(options, variant, elf if round_ else None, progress)
             if not options.skip_cpu:
                 progress.note("guest CPU kernels")
                 cpu = _best_cpu(cpu, measure_kernels(compile_kernel))
         if options.builds:
             compile_result = measure_compile(options.builds, progress)
         if realistic_elf is not None:
-            progress.note("realistic variant")
-            realistic = measure_realistic(realistic_elf, options.realistic, progress)
+            progress.note("realistic variant (fresh process)")
+            realistic = run_in_child({"kind": "realistic", "count": options.realistic}, realistic_elf)
     doc.update({"runs": runs, "cpu": cpu, "compile": compile_result, "realistic": realistic})
     doc["targets"] = judge(doc)
     return doc
 
 
 def _transports(
-    options: DensityOptions, variant: Callable[[int], bytes], progress: Progress
+    options: DensityOptions, variant: Callable[[int], bytes], child_elf: bytes | None, progress: Progress
 ) -> list[dict[str, Any]]:
+    """One round: in-process in this process (first round) or a fresh child (``child_elf``), then stdio."""
     out = []
     common = {
         "variant": variant,
@@ -136,9 +137,13 @@ def _transports(
         "samples": options.samples,
         "soak_seconds": options.soak_seconds,
     }
-    if options.transport in ("inproc", "both"):
+    if options.transport in ("inproc", "both") and child_elf is None:
         progress.note("transport: in-process")
         out.append(asyncio.run(run_inproc(InprocPlan(**common), progress)))  # type: ignore[arg-type]
+    elif options.transport in ("inproc", "both") and child_elf is not None:
+        progress.note("transport: in-process (fresh process: freed memory of the last round is not reused)")
+        request = {k: v for k, v in common.items() if k != "variant"} | {"kind": "inproc"}
+        out.append(run_in_child(request, child_elf))
     if options.transport in ("stdio", "both"):
         progress.note("transport: stdio (wakeful runtime)")
         out.append(run_stdio(StdioPlan(**common, argv=options.runtime_argv), progress))  # type: ignore[arg-type]

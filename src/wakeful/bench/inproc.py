@@ -110,7 +110,7 @@ async def _procedure(rt: Runtime, plan: InprocPlan, acks: _Acks, progress: Progr
         "transport": "inproc",
         "count": plan.count,
         "distinct": plan.distinct,
-        "init": {"pid": os.getpid(), "execution_threads": 1},
+        "init": {"pid": os.getpid(), "execution_threads": 1, "process": "bench"},
         "snapshots": snaps,
         "load_start_s": load_start_s,
         "fanout_s": fanout_s,
