@@ -5,7 +5,9 @@ Pure text functions; the driver feeds them the captured stderr of both compiler 
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Mapping
 
 MAX_DIAGNOSTIC_BYTES = 16_384
 MAX_EXPLANATIONS = 8
@@ -17,6 +19,11 @@ SDK_PATH = re.compile(r"(?<![\w/.<>-])sdk/([\w.+-]+(?:/[\w.+-]+)*)")
 SRC_PATH = re.compile(r"(?<![\w/.<>-])src/(?=[\w.+-])")
 HOST_PATH = re.compile(r"(?<![\w/.<>-])/(?:[\w.+-]+/)+([\w.+-]+)")
 SUMMARY_LINE = re.compile(r"^\d+ (?:errors?|warnings?)(?: and \d+ errors?)? generated\.\n?\Z", re.MULTILINE)
+# clang's message header, quoted source line (`  12 | text`) and caret or fix-it line (`     | ^~~`)
+HEADER = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?P<col>\d+)(?P<rest>: (?:fatal error|error|warning|note|remark): .*)$")
+SNIPPET = re.compile(r"^(?P<pad> *)(?P<num>\d+) \| (?P<text>.*)$")
+GUTTER = re.compile(r"^(?P<pad> *)\|(?: (?P<text>.*))?$")
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 MESSAGE_START = re.compile(r"^(?:\S[^\n]*?: )?(?:fatal error|error|warning|note|remark): ", re.MULTILINE)
 
 # build.md §7 explanation table: (pattern in the text, one plain-words line)
@@ -130,3 +137,104 @@ def with_explanations(text: str, tags: str = "") -> tuple[str, bool]:
     if body and not body.endswith("\n"):
         body += "\n"
     return body + tail, truncated
+
+
+def restore_source(text: str, originals: Mapping[str, str]) -> str:
+    """Quote the agent's own line instead of the driver-written ``out/main.i`` (build.md §4.3, §7).
+
+    The compile step reads macro-expanded text, so clang quotes and columns that. File and line are right (line
+    markers), so each quoted line of a bundle or SDK file (``originals``: shown name → text, never read from disk,
+    so no host file can be quoted) is replaced by the original line, and the caret is moved onto it: kept where
+    the text before it is unchanged, else moved to the marked token when that token occurs exactly once in both
+    lines, else dropped with the column set to the line's first non-blank column. Every copy of the message
+    header (clang repeats some backend errors) gets the same column.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    columns: dict[tuple[str, str, str], int] = {}
+    header: tuple[re.Match[str], list[str] | None] | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        m = HEADER.match(line)
+        if m:
+            source = originals.get(posixpath.normpath(m.group("file")))
+            header = (m, source.split("\n") if source is not None else None)
+            out.append(line)
+            continue
+        snip = SNIPPET.match(line)
+        if not snip or header is None or header[1] is None or not 1 <= int(snip.group("num")) <= len(header[1]):
+            out.append(line)
+            continue
+        gutters = []
+        while i < len(lines) and GUTTER.match(lines[i]):
+            gutters.append(lines[i])
+            i += 1
+        raw = header[1][int(snip.group("num")) - 1]
+        if snip.group("text") == printable(raw):
+            out.extend([line, *gutters])
+            continue
+        out.append(f"{snip.group('pad')}{snip.group('num')} | {printable(raw)}".rstrip())
+        hm = header[0]
+        if hm.group("line") != snip.group("num"):
+            continue
+        marks, column = _move_caret(snip.group("text"), raw, _gutter_text(gutters[0]) if gutters else "")
+        if marks:
+            out.append(f"{gutters[0][: gutters[0].index('|')]}| {marks}")
+        columns.setdefault((hm.group("file"), hm.group("line"), hm.group("col")), column)
+    return "\n".join(_recolumn(line, columns) for line in out)
+
+
+def _move_caret(expanded: str, raw: str, marks: str) -> tuple[str, int]:
+    """(new caret line text or "", clang-style byte column) for ``raw`` given the caret under ``expanded``."""
+    original = printable(raw)
+    caret = marks.find("^")
+    first_non_blank = len(raw.encode()) - len(raw.lstrip().encode()) + 1
+    if caret < 0:
+        return "", first_non_blank
+    end = len(marks.rstrip())
+    if expanded[: caret + 1] == original[: caret + 1]:  # unchanged up to the caret
+        kept = marks.rstrip() if expanded[:end] == original[:end] else " " * caret + "^"
+        return kept, _byte_column(raw, caret)
+    token = expanded[caret:end] if end - caret > 1 else _token_at(expanded, caret)
+    if token:
+        pattern = re.compile(rf"(?<!\w){re.escape(token)}(?!\w)" if re.fullmatch(r"\w+", token) else re.escape(token))
+        spots = [hit.start() for hit in pattern.finditer(original)]
+        if len(spots) == 1 and len(pattern.findall(expanded)) == 1:
+            at = spots[0]
+            return " " * at + "^" + "~" * (len(token) - 1), _byte_column(raw, at)
+    return "", first_non_blank
+
+
+def _token_at(line: str, pos: int) -> str:
+    m = re.compile(r"\w+|\S").match(line, pos)
+    return m.group(0) if m else ""
+
+
+def _recolumn(line: str, columns: dict[tuple[str, str, str], int]) -> str:
+    m = HEADER.match(line)
+    if not m:
+        return line
+    column = columns.get((m.group("file"), m.group("line"), m.group("col")))
+    return line if column is None else f"{m.group('file')}:{m.group('line')}:{column}{m.group('rest')}"
+
+
+def printable(line: str) -> str:
+    """A source line as clang shows it: tabs expanded to 8 columns, control characters as ``<U+XXXX>``."""
+    return UNPRINTABLE.sub(lambda m: f"<U+{ord(m.group(0)):04X}>", line.expandtabs(8))
+
+
+def _gutter_text(gutter: str) -> str:
+    m = GUTTER.match(gutter)
+    return (m.group("text") if m else None) or ""
+
+
+def _byte_column(raw: str, display: int) -> int:
+    """clang's 1-based byte column of the character shown at ``display`` (tabs to 8 columns, escapes widened)."""
+    shown = 0
+    for index, char in enumerate(raw):
+        if shown >= display:
+            return len(raw[:index].encode()) + 1
+        shown = (shown // 8 + 1) * 8 if char == "\t" else shown + len(printable(char))
+    return len(raw.encode()) + 1

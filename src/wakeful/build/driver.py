@@ -605,7 +605,18 @@ class Builder:
         _write_new(run.staging / "out" / "main.i", text.encode("utf-8", "surrogateescape"))
 
     def _clean(self, run: _Run) -> str:
-        return diagnostics.clean("".join(run.stderr), str(run.staging))
+        parts = list(run.stderr)
+        if len(parts) > 1:  # the compile step quotes out/main.i: show the agent's own lines (build.md §7)
+            staging = str(run.staging)
+            compiled = diagnostics.rewrite_paths(diagnostics.remove_crash_report(parts[1]), staging)
+            parts[1] = diagnostics.restore_source(compiled, self._originals(run.bundle))
+        return diagnostics.clean("".join(parts), str(run.staging))
+
+    def _originals(self, bundle: Bundle) -> dict[str, str]:
+        """Shown name (as after ``rewrite_paths``) → text, for the bundle files and the SDK headers only."""
+        shown = {f"<sdk>/{name}": data.decode("utf-8", "replace") for name, data in self._sdk.items()}
+        shown.update(bundle.files)
+        return shown
 
     def _failure(self, failed: _Failed, run: _Run | None, info: CompilerInfo) -> BuildResult:
         raw = self._clean(run) if run is not None else ""

@@ -73,3 +73,48 @@ def test_diag_repeated_block_collapsed() -> None:
     out = d.clean(text, "")
     assert out.count("__muldf3") == 1 and out.count("stack limit") == 1
     assert out.endswith("2 errors generated.\n")
+
+
+# build.md §4.3/§7 (audit item 10): the compile step quotes out/main.i; the agent's own line is shown instead
+ORIGINALS = {"main.c": "#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { int y = 3; return nope + y; } // c\n"
+                       "\tint  a;   /* c */ int x = BAD(2);\nint ok = nope2;\n",
+             "<sdk>/wakeful.h": "// sdk\n"}
+EXPANDED = '__attribute__((section("spinfoam.main"), used)) sf_i64 main(void) { int y = 3; return nope + y; }'
+
+
+def test_diag_restore_moves_the_caret_to_the_unique_token() -> None:
+    at = EXPANDED.index("nope")
+    text = (f"main.c:2:{at + 1}: error: use of undeclared identifier 'nope'\n    2 | {EXPANDED}\n"
+            f"      | {' ' * at}^~~~\n1 error generated.\n")
+    assert d.restore_source(text, ORIGINALS) == (
+        "main.c:2:47: error: use of undeclared identifier 'nope'\n"
+        "    2 | SF_MAIN sf_i64 main(void) { int y = 3; return nope + y; } // c\n"
+        f"      | {' ' * 46}^~~~\n1 error generated.\n")
+
+
+def test_diag_restore_falls_back_to_first_non_blank_column_without_caret() -> None:
+    text = ("main.c:3:30: error: use of undeclared identifier 'undefined_thing'\n"
+            "    3 |  int a; int x = ((2) + undefined_thing);\n"
+            "      |                              ^~~~~~~~~~~~~~~\n"
+            "main.c:3:30: error: use of undeclared identifier 'undefined_thing'\n")
+    assert d.restore_source(text, ORIGINALS) == (
+        "main.c:3:2: error: use of undeclared identifier 'undefined_thing'\n"
+        "    3 |         int  a;   /* c */ int x = BAD(2);\n"
+        "main.c:3:2: error: use of undeclared identifier 'undefined_thing'\n")  # every copy of the header
+
+
+def test_diag_restore_leaves_identical_lines_and_unknown_files_alone() -> None:
+    same = "main.c:4:10: error: use of undeclared identifier 'nope2'\n    4 | int ok = nope2;\n      |          ^~~~~\n"
+    assert d.restore_source(same, ORIGINALS) == same
+    host = "<host>/passwd:4:1: error: x\n    4 | int q = expanded;\n      | ^\n"
+    assert d.restore_source(host, ORIGINALS) == host  # no bundle/SDK text under that name: nothing is looked up
+    beyond = "main.c:99:1: error: x\n   99 | int q = expanded;\n      | ^\n"
+    assert d.restore_source(beyond, ORIGINALS) == beyond
+    nested = "nested/../main.c:4:1: error: x\n    4 | int   ok=nope2;\n      | ^\n"
+    assert "    4 | int ok = nope2;" in d.restore_source(nested, ORIGINALS)
+
+
+def test_diag_restore_escapes_control_characters() -> None:
+    text = "e.c:1:1: error: x\n    1 | int a;\n      | ^\n"
+    assert d.restore_source(text, {"e.c": "int \x1b[31ma;\x7f"}) == (
+        "e.c:1:1: error: x\n    1 | int <U+001B>[31ma;<U+007F>\n      | ^\n")
