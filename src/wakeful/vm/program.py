@@ -16,7 +16,7 @@ from wakeful.vm.guest import SYNC_HELPERS, GuestEnv
 from wakeful.vm.interp import interpret
 from wakeful.vm.linked import Layout, LinkedCode, VerifyReport
 from wakeful.vm.shapes import Shape, ShapeCache, constants, shape_key
-from wakeful.vm.translate import MEMORY_ERRORS, fill_fault, generate, recover_fault, translate
+from wakeful.vm.translate import MEMORY_ERRORS, Untranslatable, fill_fault, generate, recover_fault, translate
 
 __all__ = ["ENGINES", "Instance", "Program", "clear_caches", "load", "shape_stats", "verify_elf"]
 
@@ -43,7 +43,7 @@ class Instance:
 class Program:
     """vm.md §1: linked code, layout, report and (translate engine) the shape's instance factory."""
 
-    __slots__ = ("code", "engine", "layout", "report", "sha256", "shape_key", "slice_insns",
+    __slots__ = ("code", "engine", "fallback", "layout", "report", "sha256", "shape_key", "slice_insns",
                  "_bound", "_consts", "_instance", "_recipe", "_shape", "_sync", "_template")
 
     def __init__(self, code: LinkedCode, layout: Layout, *, report: VerifyReport | None = None,
@@ -58,15 +58,23 @@ class Program:
         self._shape: Shape | None = None
         self._instance: Callable[..., Any] | None = None
         self._bound: _Bound | None = None
+        self.fallback: str | None = None  # why a translate-engine program runs on the interpreter
         if engine == "translate":
-            self._bind_shape()
+            try:
+                self._bind_shape()
+            except Untranslatable as exc:  # vm.md §9 S8; decisions-vm-exec.md: same semantics
+                self.fallback = str(exc)
 
     # -- translation (vm.md §6.4) --
 
     def _bind_shape(self) -> Shape:
         if self._shape is None:
             code, key, recipe = self.code, self.shape_key, self._recipe
-            self._shape = _SHAPES.get(key, lambda: translate(code, key, recipe))
+            try:
+                self._shape = _SHAPES.get(key, lambda: translate(code, key, recipe))
+            except Untranslatable:
+                _SHAPES.fallbacks += 1
+                raise
             bound = _bound_factory(self._shape, key, self._consts)
             self._bound = bound  # keeps the shared entry alive while this program lives
             self._consts, self._instance = bound.consts, bound.instance
@@ -75,6 +83,8 @@ class Program:
     def translation(self) -> str:
         """The generated Python of this program's shape plus this program's constant cells
         (``wakeful vm dump``)."""
+        if self.fallback is not None:
+            return f"# no translation ({self.fallback}): this program runs on the reference interpreter\n"
         self._bind_shape()
         source, _, _ = generate(self.code, self.shape_key, self._recipe, comments=True)
         names = [f"k{slot}" for slot, _ in self._recipe] + ["W"]
@@ -87,7 +97,7 @@ class Program:
         """A fresh instance: one bytearray copy, sync helpers fetched once, one factory call."""
         mem = bytearray(self._template)
         code = self.code
-        if self.engine == "interp":
+        if self.engine == "interp" or self.fallback is not None:
             sync = {name: env.helper(name) for name in self._sync}
             return Instance(self, mem, interpret(code, self.layout, mem, env, sync, self.slice_insns))
         helpers = tuple(env.helper(n) if n in SYNC_HELPERS else None for n in code.helpers)

@@ -137,6 +137,7 @@ class ShapeCache:
         self.translated = 0
         self.hits = 0
         self.misses = 0
+        self.fallbacks = 0  # translations that failed: those programs run on the interpreter
 
     def get(self, key: str, build: Callable[[], Shape]) -> Shape:
         shape = self._shapes.get(key)
@@ -165,4 +166,5 @@ class ShapeCache:
         return key in self._shapes
 
     def stats(self) -> dict[str, int]:
-        return {"translated": self.translated, "hits": self.hits, "misses": self.misses}
+        return {"translated": self.translated, "hits": self.hits, "misses": self.misses,
+                "fallbacks": self.fallbacks}

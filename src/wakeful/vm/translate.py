@@ -22,7 +22,7 @@ from wakeful.vm.linked import Function, LinkedCode
 from wakeful.vm.semantics import memory_access, memory_fault, sdiv, smod
 from wakeful.vm.shapes import Shape
 
-__all__ = ["PLAIN_COST_LIMIT", "fill_fault", "recover_fault", "translate"]
+__all__ = ["PLAIN_COST_LIMIT", "Untranslatable", "fill_fault", "recover_fault", "translate"]
 
 PLAIN_COST_LIMIT = 4096  # vm.md §6.1
 M64 = "0xFFFFFFFFFFFFFFFF"
@@ -483,6 +483,24 @@ class _Scope:
 
 
 REGION_BUDGET = 4_000_000  # candidate-region checks (regions x edges) before falling back to dispatch
+# CPython refuses more than 20 statically nested blocks (CO_MAXBLOCKS). A function body may add one
+# ``while`` (a restart loop) and a self-loop one more, so regions nest at most 16 deep; deeper ones use
+# the dispatch form of their enclosing region (vm.md §6.2, decisions-vm-exec.md).
+MAX_REGION_DEPTH = 16
+
+
+def _shallow(regions: dict[int, int]) -> dict[int, int]:
+    """The regions nested at most ``MAX_REGION_DEPTH`` deep (regions nest properly: a stack of the
+    enclosing ``[header, last]`` intervals)."""
+    kept: dict[int, int] = {}
+    stack: list[int] = []  # ``last`` of each enclosing region
+    for header in sorted(regions):
+        while stack and stack[-1] < header:
+            stack.pop()
+        stack.append(regions[header])
+        if len(stack) <= MAX_REGION_DEPTH:
+            kept[header] = regions[header]
+    return kept
 
 
 class _FunctionEmitter:
@@ -563,7 +581,7 @@ class _FunctionEmitter:
                        or (not t <= src <= hi and dst == t) for src, dst in edges):
                     valid[t] = hi
                     break
-        return valid
+        return _shallow(valid)
 
     def _uncharged_in(self) -> dict[int, int]:
         """vm.md §6.3: worst-case instructions since the last fuel charge at each block entry (loop
@@ -861,16 +879,27 @@ def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
     return "\n".join(out.lines) + "\n", out, infos
 
 
+# CPython limits our generated source can still hit (nesting, indentation, parser/compiler recursion)
+UNTRANSLATABLE = (SyntaxError, RecursionError, MemoryError, ValueError)
+
+
+class Untranslatable(Exception):
+    """Generating or compiling a shape failed; the program runs on the reference interpreter."""
+
+
 def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...]) -> Shape:
     """Generate, compile and register (``linecache``) the Python source of a shape (vm.md §6).
 
     The compiled source carries no comments (memory per shape); ``generate(..., comments=True)``
     rebuilds the annotated listing with identical line numbers for ``wakeful vm dump``."""
-    source, out, infos = generate(code, key, recipe, comments=False)
     entry_name = code.functions[code.entry].name
     filename = f"<wakeful:{key[:16]}:{entry_name}>"
     namespace = dict(NAMESPACE)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
+    try:
+        source, out, infos = generate(code, key, recipe, comments=False)
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
+    except UNTRANSLATABLE as exc:  # vm.md §9 S8: never an internal error (decisions-vm-exec.md)
+        raise Untranslatable(f"{type(exc).__name__}: {exc}") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     table = array("i", [-1]) * (len(out.lines) + 1)
     for line, slot in out.table.items():
