@@ -38,6 +38,7 @@ class Dispatch:
         self.node = node
         self.dispatched = 0
         self._in_flight: dict[str, int] = {}
+        self.tasks: set[asyncio.Future[Any]] = set()
         self._log_times: dict[str, deque[int]] = {}
 
     # §9.3 order: map object → Loop and incarnation → fence → per-Loop concurrency → arguments → handler
@@ -51,10 +52,19 @@ class Dispatch:
             raise HostCallError("busy", f"{MAX_IN_FLIGHT} host calls already in flight")
         self._in_flight[loop_id] = self._in_flight.get(loop_id, 0) + 1
         task = asyncio.ensure_future(self.run(loop_id, res.incarnation, call))
-        task.add_done_callback(lambda _: self._release(loop_id))  # also when the runtime cancels it
+        self.tasks.add(task)
+        task.add_done_callback(lambda done: self._release(loop_id, done))  # also when the runtime cancels it
         return task
 
-    def _release(self, loop_id: str) -> None:
+    async def drain(self) -> None:
+        """Cancel the calls still running and wait until their transactions are closed (before the store)."""
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _release(self, loop_id: str, task: asyncio.Future[Any]) -> None:
+        self.tasks.discard(task)
         left = self._in_flight.get(loop_id, 0) - 1
         if left > 0:
             self._in_flight[loop_id] = left

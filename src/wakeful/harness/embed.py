@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ log = logging.getLogger("wakeful.harness")
 WakeMessage = Message  # interfaces.md §5: id, kind, session, agent, Loop id and name, incarnation, content, times
 WakeHandler = Callable[[WakeMessage], Any]
 BACKOFF_START_S, BACKOFF_MAX_S = 1.0, 60.0  # interfaces.md §5: 1 s doubling to 60 s
+LOG_FLUSH_S = 2.0  # harness.md §2.7: guest log lines are flushed in batches every 2 s
 
 
 class Harness:
@@ -51,7 +52,7 @@ class Harness:
         self._node: Node | None = None
         self._tools: LoopTools | None = None
         self._builder: Any = None
-        self._ticker: asyncio.Task[None] | None = None
+        self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ start and stop
@@ -77,16 +78,21 @@ class Harness:
             raise
         await self._offer_unhandled()
         if self.sweeps:
-            self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+            loop = asyncio.get_running_loop()
+            self._sweeps = [loop.create_task(self._every(self.tick_s, self.node.tick)),
+                            loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs))]
 
     async def stop(self) -> None:
         """Drain (harness.md §19.4, single node): end every incarnation, close the store."""
-        if self._ticker is not None:
-            self._ticker.cancel()
+        for task in self._sweeps:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+                await task
+        self._sweeps = []
         for task in list(self._wake_tasks):
             task.cancel()
+        if self._wake_tasks:  # let their transactions close before the store does
+            await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
         if self._node is not None:
             await self._node.close()
         if self._builder is not None:
@@ -111,13 +117,14 @@ class Harness:
         while self._wake_tasks:
             await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
 
-    async def _tick_forever(self) -> None:
+    @staticmethod
+    async def _every(seconds: float, work: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await asyncio.sleep(self.tick_s)
+            await asyncio.sleep(seconds)
             try:
-                await self.node.tick()
+                await work()
             except Exception:
-                log.exception("placement tick failed")
+                log.exception("harness sweep failed")
 
     @property
     def node(self) -> Node:

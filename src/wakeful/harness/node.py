@@ -73,6 +73,7 @@ class Node:
         self.waiting_capacity: set[str] = set()
         self.reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
         self._logs = _LogBuffer()
 
     # ------------------------------------------------------------------ start and drain
@@ -89,22 +90,42 @@ class Node:
             await self.end_incarnation(loop_id)
         await self.flush_logs()
         await self.runtime.close()
+        await self.dispatch.drain()
+        await self.settle()
 
     async def adopt_all(self) -> None:
         async with self.store.tx(readonly=True) as tx:
             ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)]  # oldest first
         for loop_id in ids:
-            if loop_id not in self.residents:
-                await self.try_load(loop_id)
+            await self.try_load(loop_id, if_absent=True)
 
     # ------------------------------------------------------------------ §4.3 adoption sequence
 
+    def _lock(self, loop_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(loop_id, asyncio.Lock())
+
     async def load(self, loop_id: str) -> Resident | None:
         """Steps 1–5 of §4.3; None when the Loop was not loaded (not active, fault, capacity, lost race)."""
+        async with self._lock(loop_id):
+            return await self._load(loop_id)
+
+    async def try_load(self, loop_id: str, *, if_absent: bool = False) -> Resident | None:
+        """``load`` for sweeps and after commits: an unavailable store leaves the Loop to the next tick;
+        with ``if_absent`` a Loop that became resident meanwhile is left alone."""
+        try:
+            async with self._lock(loop_id):
+                if if_absent and loop_id in self.residents:
+                    return self.residents[loop_id]
+                return await self._load(loop_id)
+        except StoreUnavailable as exc:
+            log.warning("loading %s deferred: %s", loop_id, exc.message)
+            return None
+
+    async def _load(self, loop_id: str) -> Resident | None:
         self.reload_due.pop(loop_id, None)
         self.waiting_capacity.discard(loop_id)
         if loop_id in self.residents:
-            await self.end_incarnation(loop_id)
+            await self._end(loop_id)
         row = await self._next_incarnation(loop_id)
         if row is None:
             return None
@@ -162,6 +183,10 @@ class Node:
 
     async def end_incarnation(self, loop_id: str) -> None:
         """Stop and unload the object; clear ``object_id`` only where the incarnation still matches."""
+        async with self._lock(loop_id):
+            await self._end(loop_id)
+
+    async def _end(self, loop_id: str) -> None:
         res = self.residents.pop(loop_id, None)
         self.reload_due.pop(loop_id, None)
         if res is None:
@@ -310,31 +335,35 @@ class Node:
         now = self.clock.monotonic_ns()
         for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
             if due <= now:
-                await self.try_load(loop_id)
+                await self.try_load(loop_id, if_absent=True)
         for loop_id in sorted(self.waiting_capacity):
-            await self.try_load(loop_id)
+            await self.try_load(loop_id, if_absent=True)
         await self._reconcile()
         await self.flush_logs()
         await self.settle()
 
+    # §19.3 reconcile, single node: every decision is taken under the Loop's lock on a fresh read
     async def _reconcile(self) -> None:
         async with self.store.tx(readonly=True) as tx:
-            active = {row.id: row for row in await loops.list_loops(tx, state=lc.ACTIVE)}
-        for loop_id, res in list(self.residents.items()):
-            row = active.get(loop_id)
-            if row is None or row.incarnation != res.incarnation:
-                await self.end_incarnation(loop_id)
-        for loop_id in active:
-            if loop_id not in self.residents and loop_id not in self.reload_due and loop_id not in self.reporting:
-                await self.try_load(loop_id)
+            active = {row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)}
+        for loop_id in sorted(active | set(self.residents)):
+            if self._lock(loop_id).locked() or loop_id in self.reload_due or loop_id in self.reporting:
+                continue  # being loaded, unloaded, reloaded or reported right now
+            try:
+                await self._reconcile_one(loop_id)
+            except StoreUnavailable as exc:
+                log.warning("reconcile of %s deferred: %s", loop_id, exc.message)
 
-    async def try_load(self, loop_id: str) -> Resident | None:
-        """``load`` for sweeps and after commits: an unavailable store leaves the Loop to the next tick."""
-        try:
-            return await self.load(loop_id)
-        except StoreUnavailable as exc:
-            log.warning("loading %s deferred: %s", loop_id, exc.message)
-            return None
+    async def _reconcile_one(self, loop_id: str) -> None:
+        async with self._lock(loop_id):
+            async with self.store.tx(readonly=True) as tx:
+                row = await loops.find_loop(tx, loop_id)
+            res = self.residents.get(loop_id)
+            active = row is not None and row.state == lc.ACTIVE
+            if res is not None and (not active or row is None or row.incarnation != res.incarnation):
+                await self._end(loop_id)  # no longer active, or adopted at a newer incarnation
+            elif res is None and active and loop_id not in self.reporting:
+                await self._load(loop_id)
 
     # ------------------------------------------------------------------ guest logs (§2.7)
 

@@ -142,3 +142,33 @@ async def test_wake_handlers_run_after_commit_and_mark_messages_handled(
         assert wake.handled_ms is not None
     finally:
         await h.stop()
+
+
+async def test_sweeps_run_in_the_background_and_stop_with_the_harness(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    from support.loops_harness import guest_lines
+
+    from wakeful.harness.config import Config
+
+    h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, tick_s=0.05)
+    await h.start()
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+
+        async def flushed() -> bool:  # the 2 s log flusher, not the test, writes the start line
+            return bool(await guest_lines(h, loop_id, "config "))
+
+        await until(flushed, timeout=10)
+        await h.node.end_incarnation(loop_id)  # lost object: the background tick re-adopts it
+
+        async def readopted() -> bool:
+            return loop_id in h.node.residents
+
+        await until(readopted, timeout=10)
+        assert (await loop_row(h, loop_id)).incarnation == 2
+    finally:
+        await h.stop()
+    assert all(t.done() for t in h._sweeps) or h._sweeps == []
