@@ -172,3 +172,45 @@ async def test_sweeps_run_in_the_background_and_stop_with_the_harness(
     finally:
         await h.stop()
     assert all(t.done() for t in h._sweeps) or h._sweeps == []
+
+
+async def test_a_failing_wake_handler_is_retried_and_offered_again_after_restart(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    monkeypatch: Any,
+) -> None:
+    from wakeful.harness import embed
+
+    monkeypatch.setattr(embed, "BACKOFF_START_S", 0.01)
+    attempts: list[str] = []
+
+    def flaky(message: Any) -> None:
+        attempts.append(message.id)
+        if len(attempts) < 3:
+            raise RuntimeError("agent host busy")
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        h.on_wake(flaky)
+        art = await driver(h, agent, compile_c)
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        await _notify(h, loop_id, "e1", "k")
+        await h.settle()
+        assert attempts == [f"loop:{loop_id}:k"] * 3
+        (wake,) = await h.messages(session)
+        assert wake.handled_ms is not None
+        attempts.clear()
+        h._handlers.clear()  # the next wake finds no handler on this node and stays unhandled
+        await _notify(h, loop_id, "e2", "k2")
+        await h.settle()
+    finally:
+        await h.stop()
+    seen: list[str] = []
+    h2 = Harness(h.config, clock=store_clock, sweeps=False)
+    h2.on_wake(lambda m: seen.append(m.id), kinds=("loop",))
+    await h2.start()
+    try:
+        await h2.settle()
+        assert seen == [f"loop:{loop_id}:k2"]  # at-least-once: offered again after a restart
+    finally:
+        await h2.stop()
