@@ -114,6 +114,7 @@ class GuestContext:
     ) -> None:
         self.debt = 0
         self.retired = 0
+        self.fuel_left = 0  # set by the VM when the guest ends (vm/guest.py)
         self.object_id = object_id
         self.table: HandleTable = handles.table()
         self.config = jsonval.from_python(config, limits=False)

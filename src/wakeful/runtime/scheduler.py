@@ -310,6 +310,7 @@ class Scheduler:
             while True:
                 kind, fuel, args = gen.send(value)
                 spent += budget - fuel
+                budget = fuel  # counted up to here
                 if run.stop_requested:
                     break
                 try:
@@ -323,8 +324,10 @@ class Scheduler:
                     break
                 budget = value[1]
         except StopIteration as stop:
+            spent += _last_work(run, budget)
             self._end(run, Ending(exit_code=_signed(stop.value)))
         except GuestFault as fault:
+            spent += _last_work(run, budget)
             self._end(run, Ending(fault=fault))
         except Exception as exc:  # a VM or helper bug: fault INTERNAL (vm.md §8), never escapes
             log.exception("internal error in guest step")
@@ -505,6 +508,13 @@ class Scheduler:
         gc.collect()
         gc.freeze()
         self.gc_freezes += 1
+
+
+def _last_work(run: Run, budget: int) -> int:
+    """vm.md §7: the fuel spent since the last suspension by a guest that just ended (the VM leaves what
+    it had left in ``env.fuel_left``, vm/guest.py)."""
+    left = getattr(run.ctx, "fuel_left", None)
+    return max(0, budget - left) if isinstance(left, int) else 0
 
 
 def _signed(r0: int) -> int:

@@ -96,9 +96,13 @@ class GuestEnv(Protocol):
 
     ``retired`` is increased by the reference interpreter by the number of instructions it retired
     (at each suspension and at exit); the translator leaves it alone.
+
+    ``fuel_left`` is set by both engines when the guest ends (exit or fault) to the fuel it had left,
+    so the runtime can count the last slice's work (vm.md §7 ``instructions``).
     """
 
     debt: int
     retired: int
+    fuel_left: int
 
     def helper(self, name: str) -> Callable[..., int]: ...

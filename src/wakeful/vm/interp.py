@@ -17,7 +17,7 @@ from wakeful.vm.isa import BASE, MASK32, MASK64, Insn
 from wakeful.vm.linked import Layout, LinkedCode
 from wakeful.vm.semantics import STRUCTS, alu, atomic_rmw, cond, endian, memory_fault
 
-__all__ = ["interpret", "insn_text"]
+__all__ = ["fuel_in_traceback", "interpret", "insn_text"]
 
 GuestGen = Generator[tuple[str, int, tuple[int, ...]], tuple[int, int], int]
 
@@ -93,8 +93,23 @@ def interpret(code: LinkedCode, layout: Layout, mem: bytearray, env: GuestEnv,
     m = _Machine(code, layout, mem, env, sync)
     try:
         return (yield from _run(m, fuel))
+    except GuestFault as exc:
+        env.fuel_left = fuel_in_traceback(exc, lambda code: code is _run.__code__, fuel)
+        raise
     finally:
         env.retired += m.retired
+
+
+def fuel_in_traceback(exc: BaseException, ours: Callable[[Any], bool], default: int) -> int:
+    """vm/guest.py ``fuel_left`` at a fault: the ``fuel`` local of the innermost engine frame."""
+    left, tb = default, exc.__traceback__
+    while tb is not None:
+        if ours(tb.tb_frame.f_code):
+            value = tb.tb_frame.f_locals.get("fuel")
+            if isinstance(value, int):
+                left = value
+        tb = tb.tb_next
+    return left
 
 
 def _run(m: _Machine, fuel: int) -> GuestGen:
@@ -111,6 +126,7 @@ def _run(m: _Machine, fuel: int) -> GuestGen:
             kind = insn.op & 0xF0
             if kind == isa.EXIT:
                 if not m.frames:
+                    m.env.fuel_left = fuel
                     return regs[0]
                 _return(m)
             elif kind == isa.CALL:

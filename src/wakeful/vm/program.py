@@ -13,7 +13,7 @@ from typing import Any
 
 from wakeful.errors import GuestFault, InvalidParams
 from wakeful.vm.guest import SYNC_HELPERS, GuestEnv
-from wakeful.vm.interp import interpret
+from wakeful.vm.interp import fuel_in_traceback, interpret
 from wakeful.vm.linked import Layout, LinkedCode, VerifyReport
 from wakeful.vm.shapes import Shape, ShapeCache, constants, shape_key
 from wakeful.vm.translate import MEMORY_ERRORS, Untranslatable, fill_fault, generate, recover_fault, translate
@@ -103,7 +103,7 @@ class Program:
         helpers = tuple(env.helper(n) if n in SYNC_HELPERS else None for n in code.helpers)
         assert self._instance is not None
         entry = self._instance(mem, env, helpers)
-        return Instance(self, mem, _run_translated(self, entry, self.slice_insns))
+        return Instance(self, mem, _run_translated(self, entry, self.slice_insns, env))
 
 
 class _Bound:
@@ -128,25 +128,34 @@ def _bound_factory(shape: Shape, key: str, consts: tuple[int, ...]) -> _Bound:
     return bound
 
 
-def _run_translated(program: Program, entry: Callable[..., Any], fuel: int) -> GuestGen:
-    """The guest generator around a translated entry: faults are converted here, off the hot path."""
+def _run_translated(program: Program, entry: Callable[..., Any], fuel: int, env: GuestEnv) -> GuestGen:
+    """The guest generator around a translated entry: faults are converted here, off the hot path.
+    At the end ``env.fuel_left`` gets the fuel left (vm/guest.py; a plain entry's static cost and helper
+    charges are charged here, as its caller would)."""
     shape = program._shape
     assert shape is not None
     end, size = program.layout.end, program.layout.size
     try:
         if shape.entry_is_generator:
-            r0, _ = yield from entry(end, 0, 0, 0, 0, size, fuel)
+            r0, env.fuel_left = yield from entry(end, 0, 0, 0, 0, size, fuel)
         else:
             r0 = entry(end, 0, 0, 0, 0, size)
+            env.fuel_left = fuel - shape.entry_cost - env.debt
     except MEMORY_ERRORS as exc:
         fault = recover_fault(exc, program.code, shape, program.layout.writable)
         if fault is None:
             raise
+        env.fuel_left = _fuel_at_fault(exc, shape, fuel)
         raise fault from None
     except GuestFault as exc:
         fill_fault(exc, program.code, shape)
+        env.fuel_left = _fuel_at_fault(exc, shape, fuel)
         raise
     return int(r0)
+
+
+def _fuel_at_fault(exc: BaseException, shape: Shape, fuel: int) -> int:
+    return fuel_in_traceback(exc, lambda code: code.co_filename == shape.filename, fuel)
 
 
 # ---------------------------------------------------------------- keys and caches

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import rtcore_guests as g
 
-from wakeful.errors import Busy, ObjectNotFound
+from wakeful.errors import Busy, GuestFault, ObjectNotFound
 from wakeful.runtime import ManualClock, ObjectStatus, Runtime, RuntimeOptions
 
 
@@ -219,3 +219,65 @@ def test_detail_status_and_stats(elfs: dict[str, bytes]) -> None:
     sched = extra["scheduler"]
     assert sched["slices"] == 1 and sched["preemptions"] == 1 and sched["runnable"] == 1
     assert extra["memory"]["guest_bytes"] == detail["memory_bytes"] and extra["shapes"]["translated"] >= 1
+
+
+COUNT_LOOP = """#include <wakeful.h>
+static volatile int g;
+SF_MAIN sf_i64 main(void) {
+    for (int i = 0; i < 1000; i++) g += i;
+    FAULT
+    return g & 0x7f;
+}"""
+
+
+def _retired_by_the_interpreter(elf: bytes) -> int:
+    """The reference interpreter's exact retired count for a guest that calls no helper."""
+    from wakeful.vm import load
+
+    class Env:
+        debt = retired = fuel_left = 0
+
+        def helper(self, name: str) -> Any:
+            raise AssertionError(f"no helpers expected, got {name}")
+
+    env = Env()
+    gen = load(elf, engine="interp", slice_insns=1 << 30).instantiate(env).gen
+    try:
+        while True:
+            gen.send(None)
+    except StopIteration:
+        pass
+    except GuestFault:
+        pass
+    return env.retired
+
+
+@pytest.mark.parametrize("fault", [False, True], ids=["exit", "fault"])
+@pytest.mark.parametrize("engine", ["interp", "translate"])
+def test_instructions_count_the_slice_the_guest_ends_in(engine: str, fault: bool, compile_c: Any) -> None:
+    # vm.md §7 / runtime-protocol.md §14: a guest that ends inside its first slice still reports its work
+    elf = compile_c(COUNT_LOOP.replace("FAULT", "*(volatile int *)8 = 1;" if fault else ""))
+    rt = Runtime(RuntimeOptions(engine=engine), host_handler=g.refuse, clock=ManualClock())
+    rt.load_nowait(elf)
+    rt.start_nowait("o1")
+    rt.run_batch()
+    status = rt.get_nowait("o1")
+    assert status.state == ("failed" if fault else "exited")
+    assert status.instructions >= 1000
+    assert status.instructions < 16_384  # one slice, nothing counted twice
+    if engine == "interp":
+        # no helpers: fuel is exactly one unit per retired instruction (vm.md §6.3)
+        assert status.instructions == _retired_by_the_interpreter(elf)
+
+
+@pytest.mark.parametrize("engine", ["interp", "translate"])
+def test_instructions_count_a_plain_entry(engine: str, compile_c: Any) -> None:
+    # a loop-free entry runs as a plain function (vm.md §6.1): its static cost is its work
+    elf = compile_c("#include <wakeful.h>\nstatic volatile int g = 3;\nSF_MAIN sf_i64 main(void) { return g + 1; }")
+    rt = Runtime(RuntimeOptions(engine=engine), host_handler=g.refuse, clock=ManualClock())
+    rt.load_nowait(elf)
+    rt.start_nowait("o1")
+    rt.run_batch()
+    status = rt.get_nowait("o1")
+    assert status.outcome == {"exit_code": 4}
+    assert status.instructions == _retired_by_the_interpreter(elf)
