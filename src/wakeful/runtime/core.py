@@ -30,6 +30,7 @@ from wakeful.runtime.mailbox import Mailbox
 from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 from wakeful.runtime.scheduler import Ending, Run, Scheduler
 from wakeful.vm import shape_stats
+from wakeful.vm.elf import MissingEntry
 
 __all__ = ["Delivery", "ObjectStatus", "Runtime", "RuntimeOptions"]
 
@@ -265,8 +266,9 @@ class Runtime:
                 max_image_bytes=opts.max_image_bytes, slice_insns=opts.slice_insns, engine=opts.engine,
             )
         except InvalidObject as exc:
-            # §6.3: no spinfoam.main section → -32602; any other refusal → -32010
-            if exc.rule == "ELF_ENTRY" and b"spinfoam.main" not in elf:
+            # §6.3: no spinfoam.main section → -32602; any other refusal → -32010. The loader marks the
+            # ELF_ENTRY refusal for "no section named exactly spinfoam.main" (vm/elf.py MissingEntry)
+            if exc.rule == "ELF_ENTRY" and isinstance(exc, MissingEntry):
                 raise InvalidParams("missing spinfoam.main section") from None
             raise
 

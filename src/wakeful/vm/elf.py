@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from wakeful.errors import InvalidObject
 
-__all__ = ["ElfObject", "Rel", "Sec", "Sym", "parse"]
+__all__ = ["ElfObject", "MissingEntry", "Rel", "Sec", "Sym", "parse"]
 
 ENTRY_SECTION = "spinfoam.main"
 JUMP_TABLE_HINT = "jump tables (.jumptables/gotox) are not supported; rebuild with -fno-jump-tables"
@@ -294,8 +294,15 @@ def _relocation_sections(obj: ElfObject) -> None:
 
 
 # §2 entry: exactly one non-empty code section spinfoam.main with exactly one STT_FUNC, at offset 0
+class MissingEntry(InvalidObject):
+    """``ELF_ENTRY`` because no section is named exactly ``spinfoam.main`` (runtime-protocol.md §6.3 maps
+    this case, and only this one, to ``-32602``)."""
+
+
 def _entry(obj: ElfObject) -> None:
     entries = [s for s in obj.sections if s.name == ENTRY_SECTION]
+    if not entries:
+        raise MissingEntry("ELF_ENTRY", f"need exactly one non-empty code section named {ENTRY_SECTION}")
     if len(entries) != 1 or entries[0].kind != CODE:
         raise InvalidObject("ELF_ENTRY", f"need exactly one non-empty code section named {ENTRY_SECTION}")
     index = entries[0].num

@@ -22,6 +22,13 @@ def elfs(compile_c: Any) -> dict[str, bytes]:
 
 def test_load_errors_in_order_and_ids_keep_advancing(elfs: dict[str, bytes], compile_c: Any) -> None:
     no_main = compile_c("int f(void) { return 1; }\n")
+    mainx = compile_c('#include <wakeful.h>\n'
+                      '__attribute__((section("spinfoam.mainx"), used)) sf_i64 main(void) { return 1; }\n')
+    named = compile_c('const char *volatile note = "spinfoam.main";\nint f(void) { return note[0]; }\n')
+    assert b"spinfoam.main" in mainx and b"spinfoam.main" in named
+    two_mains = compile_c('#include <wakeful.h>\n'
+                          '__attribute__((section("spinfoam.main"), used)) sf_i64 a(void) { return 1; }\n'
+                          '__attribute__((section("spinfoam.main"), used)) sf_i64 b(void) { return 2; }\n')
     good = elfs["exit_code"]
 
     async def body() -> None:
@@ -43,17 +50,25 @@ def test_load_errors_in_order_and_ids_keep_advancing(elfs: dict[str, bytes], com
                     await c.request("sf.object.load", {"elf": base64.b64encode(good).decode(), "capabilities": caps})
             with pytest.raises(InvalidParams, match="spinfoam.main"):
                 await c.load(no_main)  # takes id o1
+            # §6.3: the section name must be exactly spinfoam.main; the bytes elsewhere do not count
+            with pytest.raises(InvalidParams, match="spinfoam.main"):
+                await c.load(mainx)  # o2
+            with pytest.raises(InvalidParams, match="spinfoam.main"):
+                await c.load(named)  # o3
+            with pytest.raises(InvalidObject) as wrong_entry:
+                await c.load(two_mains)  # o4: the section exists, so any other refusal is -32010
+            assert wrong_entry.value.rpc_code == -32010 and wrong_entry.value.rule == "ELF_ENTRY"  # type: ignore[attr-defined]
             with pytest.raises(InvalidObject) as bad:
-                await c.load(b"\x7fELF" + b"\0" * 60)  # takes id o2
+                await c.load(b"\x7fELF" + b"\0" * 60)  # takes id o5
             assert bad.value.rpc_code == -32010 and bad.value.rule.startswith("ELF")  # type: ignore[attr-defined]
             a = await c.load(good)
-            assert a.object_id == "o3" and a.state == "loaded" and a.wait == "none"
+            assert a.object_id == "o6" and a.state == "loaded" and a.wait == "none"
             assert a.sha256 == hashlib.sha256(good).hexdigest() and a.outcome is None
             await c.load(good)
             with pytest.raises(Busy, match="object limit reached"):
                 await c.load(good)  # the limit is checked before an id is taken
-            await c.unload("o3")
-            assert (await c.load(good)).object_id == "o5"
+            await c.unload("o6")
+            assert (await c.load(good)).object_id == "o8"
 
     g.run(body)
 
