@@ -6,6 +6,7 @@ back in ``wait: timer`` with a deadline later than that batch's start, i.e. a sl
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -39,16 +40,21 @@ def drive(rt: Runtime, clock: ManualClock, batches: int, sleepers: list[str], st
 
 @pytest.fixture(scope="module")
 def elfs(compile_c: Any) -> dict[str, bytes]:
-    names = ("SPIN", "NESTED_SPIN", "YIELD_SPIN", "COUNT", "SLEEPER", "JSON_LOOP", "CALL_BOMB")
+    names = ("SPIN", "NESTED_SPIN", "YIELD_SPIN", "COUNT", "SLEEPER", "JSON_LOOP", "CALL_BOMB", "WRITE_FAULT")
     return {name: compile_c(getattr(g, name)) for name in names}
 
 
+JSON_CHARGE = max(HELPER_MAX_CHARGE[h] for h in ("sf_json_parse", "sf_json_dump", "sf_json_set_raw"))
+
+
 def test_spinners_next_to_100_sleepers(elfs: dict[str, bytes]) -> None:
-    """§9.1 item 8: infinite, nested, sf_yield and 10^9 loops next to a ticker and 100 sleepers."""
+    """§9.1 items 8 and 25, runtime-protocol.md §16 item 10: infinite, nested, sf_yield and 10^9 loops and
+    a loop of maximal JSON helper calls next to a ticker and 100 sleepers."""
     clock = ManualClock()
     rt = g.make_runtime(clock)
     spinners = {
-        name: g.load_started(rt, elfs[name]) for name in ("SPIN", "NESTED_SPIN", "YIELD_SPIN", "COUNT")
+        name: g.load_started(rt, elfs[name])
+        for name in ("SPIN", "NESTED_SPIN", "YIELD_SPIN", "COUNT", "JSON_LOOP")
     }
     sleepers = [g.load_started(rt, elfs["SLEEPER"], config={"period_ms": 7})]  # the ticking neighbour
     sleepers += [g.load_started(rt, elfs["SLEEPER"], config={"period_ms": 2 + i % 23}) for i in range(100)]
@@ -61,7 +67,7 @@ def test_spinners_next_to_100_sleepers(elfs: dict[str, bytes]) -> None:
         assert run is not None
         assert rt.get_nowait(oid).state == "running" and rt.get_nowait(oid).wait == "none", name
         assert run.throttles >= 1, f"{name} was never throttled"
-        assert run.max_step_work <= SLICE + PLAIN_CALL_BOUND, (name, run.max_step_work)
+        assert run.max_step_work <= SLICE + max(PLAIN_CALL_BOUND, JSON_CHARGE), (name, run.max_step_work)
         assert run.work > SLICE, name
     ticker = rt.run_of(sleepers[0])
     assert ticker is not None and ticker.slices >= 60 // 7
@@ -203,3 +209,64 @@ def test_scheduling_is_the_same_in_both_engines(elfs: dict[str, bytes]) -> None:
     assert translated == interpreted
     slices, throttles, _ = translated
     assert slices > THROTTLE_AFTER and throttles >= 1
+
+
+def test_control_requests_wait_at_most_one_slice_of_hostile_guests(elfs: dict[str, bytes]) -> None:
+    """runtime-protocol.md §16 item 10, vm.md §7: with a spinner, a JSON-helper loop and a freshly loaded
+    faulting guest runnable, a control request (get, deliver, stop) issued from asyncio is handled between
+    slices: at most one slice of each of them runs between the request and its answer."""
+    clock = ManualClock()
+    rt = g.make_runtime(clock)
+
+    def slices(oids: list[str]) -> dict[str, int]:
+        return {oid: run.slices if (run := rt.run_of(oid)) is not None else 0 for oid in oids}
+
+    async def handled(op: Any, watched: list[str]) -> tuple[Any, dict[str, int]]:
+        answer = await op
+        return answer, slices(watched)
+
+    async def body() -> None:
+        async with rt:
+            spin = g.load_started(rt, elfs["SPIN"])
+            loop = g.load_started(rt, elfs["JSON_LOOP"])
+            victim = g.load_started(rt, elfs["SPIN"])  # stopped at the end
+            hostile = [spin, loop, victim]
+            faulters: list[str] = []
+            ran = dict.fromkeys(hostile, 0)
+            for i in range(30):
+                clock.advance(ms=3)  # throttled spinners wake up again now and then
+                faulter = (await rt.load(elfs["WRITE_FAULT"])).object_id
+                await rt.start(faulter)
+                faulters.append(faulter)
+                watched = [*hostile, faulter]
+                before = slices(watched)
+                kind = ("get", "deliver", "stats")[i % 3]
+                if kind == "get":
+                    op: Any = rt.get(spin)
+                elif kind == "deliver":
+                    op = rt.deliver(loop, f"e{i}", "t", {"i": i})
+                else:
+                    op = rt.stats()
+                # the request arrives while a batch is already scheduled; ``handled`` snapshots the
+                # counters at the moment the runtime answers it
+                answer, after = await asyncio.ensure_future(handled(op, watched))
+                assert answer is not None
+                for oid in watched:
+                    assert after[oid] - before[oid] <= 1, (kind, oid, before[oid], after[oid])
+                for oid in hostile:
+                    ran[oid] += after[oid] - before[oid]
+            # the hostile guests really ran during the requests, and every faulter faulted
+            assert ran[spin] >= 5 and ran[loop] >= 5, ran
+            assert all(rt.get_nowait(f).state == "failed" for f in faulters[:-1])
+            # stop: issued while the others run, it takes effect after at most one slice of anybody
+            before = slices(hostile)
+            stopped, after = await asyncio.ensure_future(handled(rt.stop(victim), hostile))
+            assert stopped.state == "stopped"
+            assert all(after[oid] - before[oid] <= 1 for oid in hostile), (before, after)
+            frozen = after[victim]
+            for _ in range(5):
+                clock.advance(ms=3)
+                await asyncio.sleep(0)
+            assert slices([victim])[victim] == frozen
+
+    asyncio.run(body())
