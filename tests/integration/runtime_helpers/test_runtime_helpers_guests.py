@@ -40,24 +40,27 @@ def test_json_building_dump_and_bytes(compile_c: Compile, engine: str) -> None:
 
 
 # vm.md §9.1 item 14 and S4: a handle works only in its object and only until dropped
-def test_handle_forgery_and_exhaustion(compile_c: Compile) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_handle_forgery_and_exhaustion(compile_c: Compile, engine: str) -> None:
     space = HandleSpace()
-    owner = run(compile_c, "owner.c", space=space)
+    owner = run(compile_c, "owner.c", space=space, engine=engine)
     assert owner.exit_code is not None and owner.exit_code > 0
     assert owner.ctx is not None and owner.ctx.sf_json_kind(owner.exit_code) == 5  # live in its object
-    out = run(compile_c, "handles.c", space=space, config={"foreign": owner.exit_code})
+    out = run(compile_c, "handles.c", space=space, config={"foreign": owner.exit_code}, engine=engine)
     assert_passes(out, "handles.c")
     assert out.ctx is not None and len(out.ctx.table) == 1
 
 
-def test_handle_counter_exhaustion(compile_c: Compile) -> None:
-    out = run(compile_c, "counter.c", space=HandleSpace(first=MAX_HANDLE - 1))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_handle_counter_exhaustion(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "counter.c", space=HandleSpace(first=MAX_HANDLE - 1), engine=engine)
     assert_passes(out, "counter.c")
 
 
 # vm.md §9.1 item 16
-def test_json_limits(compile_c: Compile) -> None:
-    assert_passes(run(compile_c, "limits.c"), "limits.c")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_json_limits(compile_c: Compile, engine: str) -> None:
+    assert_passes(run(compile_c, "limits.c", engine=engine), "limits.c")
 
 
 def test_zero_length_wild_pointers_bytes_and_memmove(compile_c: Compile) -> None:
@@ -106,10 +109,20 @@ FAULTS = [
 ]
 
 
+def _fault_facts(fault: Any) -> tuple[Any, ...]:
+    return (fault.fault_code, fault.helper, fault.address, fault.size, fault.function, fault.pc, fault.insn,
+            fault.message)
+
+
 @pytest.mark.parametrize(("case", "code", "helper", "pattern"), FAULTS, ids=[f"case{c[0]}" for c in FAULTS])
 def test_helper_faults(compile_c: Compile, case: int, code: str, helper: str, pattern: str) -> None:
     out = run(compile_c, "faults.c", config={"case": case})
     assert out.fault is not None, f"no fault, exit {out.exit_code}"
+    # vm.md §9.2: the reference interpreter reports the same fault (code, helper, address, function, pc)
+    ref = run(compile_c, "faults.c", config={"case": case}, engine="interp")
+    assert ref.fault is not None, f"interp: no fault, exit {ref.exit_code}"
+    assert _fault_facts(ref.fault) == _fault_facts(out.fault)
+    assert ref.logs == out.logs
     fault = out.fault
     assert (fault.fault_code, fault.helper) == (code, helper), fault.message
     assert re.search(pattern, fault.message), fault.message
@@ -122,8 +135,9 @@ def test_helper_faults(compile_c: Compile, case: int, code: str, helper: str, pa
     assert out.logs == []
 
 
-def test_fault_addresses_near_end(compile_c: Compile) -> None:
-    out = run(compile_c, "faults.c", config={"case": 13})
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fault_addresses_near_end(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "faults.c", config={"case": 13}, engine=engine)
     assert out.fault is not None and out.ctx is not None
     end = out.ctx._end
     assert out.fault.address == end - 4 and out.fault.message == f"sf_bytes: invalid pointer {end - 4:#x} length 8"
@@ -155,8 +169,9 @@ CAPS += [{"name": n} for n in ("tool.fail", "tool.big", "tool.deep", "tool.wide"
 
 
 # vm.md §9.1 items 20-21, runtime-protocol.md §9.1, sdk.md §9.3
-def test_host_calls(compile_c: Compile) -> None:
-    out = run(compile_c, "hostcall.c", capabilities=CAPS, host=_host)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_host_calls(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "hostcall.c", capabilities=CAPS, host=_host, engine=engine)
     assert_passes(out, "hostcall.c")
     sent = [(r.capability, r.arguments) for r in out.host_calls]
     assert sent == [
@@ -173,26 +188,30 @@ def test_host_calls(compile_c: Compile) -> None:
     assert [r.timeout_ms for r in out.host_calls] == [1000, 5000] + [1000] * 6
 
 
-def test_host_call_pending_limit(compile_c: Compile) -> None:
-    out = run(compile_c, "hostcall.c", capabilities=CAPS, host=_host, pending=16384)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_host_call_pending_limit(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "hostcall.c", capabilities=CAPS, host=_host, pending=16384, engine=engine)
     assert out.host_calls == []
     assert SF_LIMIT in out.statuses
 
 
 # vm.md §9.1 item 22
-def test_log_flood(compile_c: Compile) -> None:
-    out = run(compile_c, "logs.c")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_log_flood(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "logs.c", engine=engine)
     assert_passes(out, "logs.c")
     assert out.logs == ["flood"] * 10 + ["after é"] + ["more"] * 9
 
 
-def test_log_queue_full_is_limit(compile_c: Compile) -> None:
-    out = run(compile_c, "logs.c", log_accepts=False)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_log_queue_full_is_limit(compile_c: Compile, engine: str) -> None:
+    out = run(compile_c, "logs.c", log_accepts=False, engine=engine)
     assert out.exit_code == 12  # the CHECK on line 12 sees 0 accepted
     assert out.ctx is not None and out.ctx.logs_dropped == 10
 
 
-def test_time_config_events(compile_c: Compile) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_time_config_events(compile_c: Compile, engine: str) -> None:
     deep = jsonval.parse("[" * 32 + "1" + "]" * 32).value
     events = [
         {"event_id": "e1", "topic": "t", "payload": {"n": 7}},
@@ -200,7 +219,7 @@ def test_time_config_events(compile_c: Compile) -> None:
         {"event_id": "e3", "topic": "lost", "payload": None},
         {"event_id": "e4", "topic": "z", "payload": None},
     ]
-    out = run(compile_c, "events.c", config={"who": "me"}, events=events, clock=ManualClock())
+    out = run(compile_c, "events.c", config={"who": "me"}, events=events, clock=ManualClock(), engine=engine)
     assert_passes(out, "events.c")
     assert out.suspensions.count("sf_sleep_ms") == 1 and out.suspensions.count("sf_yield") == 1
     assert out.suspensions.count("sf_event_next") == 6
@@ -214,9 +233,10 @@ def test_driver_reports_failing_line() -> None:
 # helper calls is preempted like a loop of instructions
 @pytest.mark.parametrize(("case", "slices"), [(1, 64 * 2056 / 16384), (2, 64 * 2056 / 16384),
                                               (3, 64 * (8 + 376 + 3001 + 8) / 16384)])
-def test_helper_work_is_charged(compile_c: Compile, case: int, slices: float) -> None:
-    base = run(compile_c, "fuel.c", config={"case": 0})  # the same loop with 16-byte copies
-    out = run(compile_c, "fuel.c", config={"case": case})
+@pytest.mark.parametrize("engine", ENGINES)
+def test_helper_work_is_charged(compile_c: Compile, engine: str, case: int, slices: float) -> None:
+    base = run(compile_c, "fuel.c", config={"case": 0}, engine=engine)  # the same loop with 16-byte copies
+    out = run(compile_c, "fuel.c", config={"case": case}, engine=engine)
     assert out.exit_code == 0 and base.exit_code == 0
     extra = out.suspensions.count("preempt") - base.suspensions.count("preempt")
     assert int(slices) <= extra <= int(slices) + 1, (extra, slices)
