@@ -24,7 +24,7 @@ from wakeful.vm import clear_caches, load  # noqa: E402
 pytestmark = pytest.mark.integration
 
 SEED = 0x5EED_E1F
-MUTATIONS = 6000
+MUTATIONS = 10_000  # issue 2: at least 10,000 mutated ELFs through load(), translation and both engines
 SLICE = 3000
 
 SOURCES = [

@@ -7,13 +7,13 @@ import hashlib
 import os
 import random
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from wakeful.errors import InvalidObject
-from wakeful.vm import asm, isa, loader
+from wakeful.errors import GuestFault, InvalidObject
+from wakeful.vm import asm, clear_caches, isa, load, loader
 from wakeful.vm import elf as elfmod
 
 Compile = Callable[..., bytes]
@@ -184,12 +184,10 @@ def test_seeds_load(seeds: list[bytes]) -> None:
         loader.prepare(seed, cache=None)
 
 
-def test_mutated_elfs_never_escape(seeds: list[bytes]) -> None:
-    rng = random.Random(SEED)
-    cache = loader.VerifyCache(capacity=64)
-    failures: list[str] = []
-    outcomes = {"loaded": 0, "refused": 0}
-    for n in range(MUTATIONS):
+def _mutations(seeds: list[bytes], seed: int, count: int) -> Iterator[bytes]:
+    """``count`` seeded mutations of the seed objects (1-3 mutators each)."""
+    rng = random.Random(seed)
+    for _ in range(count):
         data = bytearray(rng.choice(seeds))
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
             if len(data) < 64:
@@ -198,7 +196,14 @@ def test_mutated_elfs_never_escape(seeds: list[bytes]) -> None:
                 rng.choice(MUTATORS)(rng, data)
             except Exception:  # noqa: BLE001
                 flip_bytes(rng, data)  # a mutator could not parse an already-broken object
-        blob = bytes(data)
+        yield bytes(data)
+
+
+def test_mutated_elfs_never_escape(seeds: list[bytes]) -> None:
+    cache = loader.VerifyCache(capacity=64)
+    failures: list[str] = []
+    outcomes = {"loaded": 0, "refused": 0}
+    for n, blob in enumerate(_mutations(seeds, SEED, MUTATIONS)):
         outcome = _outcome(blob, cache if n % 2 else None)
         if outcome in outcomes:
             outcomes[outcome] += 1
@@ -215,6 +220,75 @@ def test_corpus_replays() -> None:
     outcomes = {p.name: _outcome(p.read_bytes(), None) for p in files}
     problems = [f"{name}: {msg}" for name, msg in outcomes.items() if msg not in ("loaded", "refused")]
     assert not problems, "\n".join(problems)
+    full = {p.name: _full_outcome(p.read_bytes()) for p in files}
+    problems = [f"{name}: {msg}" for name, msg in full.items() if msg not in FULL_OUTCOMES]
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- the full load path (vm.load + run)
+
+FULL_OUTCOMES = ("refused", "exited", "faulted", "running")
+RUN_SLICES = 4  # suspensions answered before a still-running guest is closed
+RUN_FUEL = 2000
+
+
+class _AnyHelperEnv:
+    """A GuestEnv whose every synchronous helper returns 0 and charges 8 (the guest only has to run)."""
+
+    def __init__(self) -> None:
+        self.debt = self.retired = self.fuel_left = 0
+
+    def helper(self, name: str) -> Callable[..., int]:
+        def call(*args: int) -> int:
+            self.debt += 8
+            return 0
+
+        return call
+
+
+def _full_outcome(data: bytes) -> str:
+    """S8 through ``wakeful.vm.load`` (translation included), then a few slices of the instance: only
+    ``InvalidObject`` at load and ``GuestFault`` at run may escape."""
+    try:
+        program = load(data, slice_insns=RUN_FUEL)
+    except InvalidObject:
+        return "refused"
+    except Exception as exc:  # noqa: BLE001 - the property under test
+        return f"load: {type(exc).__name__}: {exc}"
+    gen = program.instantiate(_AnyHelperEnv()).gen
+    try:
+        gen.send(None)
+        for _ in range(RUN_SLICES):
+            gen.send((0, RUN_FUEL))
+    except StopIteration:
+        return "exited"
+    except GuestFault:
+        return "faulted"
+    except Exception as exc:  # noqa: BLE001 - the property under test
+        return f"run: {type(exc).__name__}: {exc}"
+    finally:
+        gen.close()
+    return "running"
+
+
+def test_mutated_elfs_load_translate_and_run(seeds: list[bytes]) -> None:
+    """vm.md §9 S8 over the whole path: 10,000+ mutations through ``wakeful.vm.load`` (parse, link, verify,
+    layout, shape, translation); those that load are instantiated and run for a few slices."""
+    failures: list[str] = []
+    outcomes = dict.fromkeys(FULL_OUTCOMES, 0)
+    for n, blob in enumerate(_mutations(seeds, SEED + 2, MUTATIONS)):
+        outcome = _full_outcome(blob)
+        if outcome in outcomes:
+            outcomes[outcome] += 1
+        else:
+            failures.append(f"{_save(blob).name}: {outcome}")
+        if n % 1000 == 999:
+            clear_caches()  # the program and shape caches would otherwise fill with junk
+    clear_caches()
+    assert not failures, "\n".join(failures[:20])
+    assert sum(outcomes.values()) >= 10_000
+    loaded = outcomes["exited"] + outcomes["faulted"] + outcomes["running"]
+    assert loaded > 200 and outcomes["refused"] > 2000 and outcomes["exited"] > 50, outcomes
 
 
 # ---------------------------------------------------------------- structure-aware objects (vm/asm.py)
