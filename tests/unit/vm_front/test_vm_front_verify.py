@@ -214,8 +214,15 @@ def test_call_depth_8_loads_and_9_is_refused() -> None:
 
 def test_depth_counts_only_chains_from_the_entry() -> None:
     funcs = _chain(8)
-    funcs += [Func("u0", "call f1\nexit")]  # unreachable: u0 -> f1..f7 is 8 functions
-    load(*funcs)
+    # unreachable from the entry: u0 -> u1 -> f1..f7 is 9 functions, one over the limit; a verifier that
+    # counted every chain (not only those from the entry) would refuse this program
+    funcs += [Func("u0", "call u1\nexit"), Func("u1", "call f1\nexit")]
+    p = load(*funcs)
+    assert p.report.call_chain == ("main", "f1", "f2", "f3", "f4", "f5", "f6", "f7")
+    # the same 9-function chain reached from the entry is refused
+    reachable = [Func("main", "call u0\nexit"), *funcs[1:]]
+    reason = refused("CALL_DEPTH", *reachable)
+    assert reason.startswith("f5+0 'call f6': call chain of 10 functions exceeds 8: main → u0 → u1 → f1")
 
 
 # -- STACK --
