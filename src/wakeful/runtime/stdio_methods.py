@@ -31,11 +31,18 @@ PINNED_REVISION = ("0.17.1", "22.1.8")  # build.md §2
 
 
 def _b64(text: str) -> bytes:
-    """Standard base64 with padding; anything else is ``-32602 invalid base64`` (§6.3)."""
+    """Standard base64 with padding; anything else is ``-32602 invalid base64`` (§6.3).
+
+    Strict: the alphabet is checked (``validate``) and the text must be the canonical encoding of what it
+    decodes to, so extra ``=`` padding and non-zero trailing bits (RFC 4648 §3.5) are refused too."""
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        raw = text.encode("ascii")
+        data = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):
         raise InvalidParams("invalid base64") from None
+    if base64.b64encode(data) != raw:
+        raise InvalidParams("invalid base64")
+    return data
 
 
 class Methods:

@@ -37,6 +37,8 @@ def test_load_errors_in_order_and_ids_keep_advancing(elfs: dict[str, bytes], com
                 await c.request("sf.object.load", {"elf": "not base64!"})
             with pytest.raises(InvalidParams, match="invalid base64"):
                 await c.request("sf.object.load", {"elf": "QUJD"[:3]})
+            with pytest.raises(InvalidParams, match="invalid base64"):  # strict: no extra padding
+                await c.request("sf.object.load", {"elf": base64.b64encode(good).decode() + "="})
             with pytest.raises(InvalidParams, match="config exceeds JSON limits"):
                 await c.load(good, config={"x": "a" * 16_400})
             deep: Any = 1
