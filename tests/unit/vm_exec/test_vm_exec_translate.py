@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from vmexec_kit import build, run
 
-from wakeful.vm.translate import PLAIN_COST_LIMIT, analyse_program
+from wakeful.vm.translate import MAX_REGION_DEPTH, PLAIN_COST_LIMIT, analyse_program
 
 
 def kinds(funcs: list[tuple[str, str]]) -> dict[str, bool]:
@@ -78,3 +78,29 @@ def test_generated_size_is_linear_in_function_size() -> None:
 
     small, big = lines(50), lines(400)
     assert big < 8 * small * 1.25 + 50
+
+
+def _deep_nest(depth: int) -> tuple[str, int]:
+    """``depth`` nested bottom-tested loops with their counters on the stack (every eighth runs twice),
+    and the value r0 ends with (a Python model of the same nest)."""
+    head = "".join(f"*(u64 *)(r10 - {8 * (k + 1)}) = {2 if k % 8 == 0 else 1}\nh{k}:\nr0 += 1\n"
+                   for k in range(depth))
+    tail = "".join(f"r1 = *(u64 *)(r10 - {8 * (k + 1)})\nr1 += -1\n*(u64 *)(r10 - {8 * (k + 1)}) = r1\n"
+                   f"if r1 != 0x0 goto h{k}\n" for k in reversed(range(depth)))
+
+    def count(k: int) -> int:
+        return 1 if k == depth else (2 if k % 8 == 0 else 1) * (1 + count(k + 1))
+
+    return f"r0 = 0\n{head}r0 += 1\n{tail}exit", count(0)
+
+
+@pytest.mark.parametrize("depth", [16, 17, 21, 40, 60])
+def test_deep_loop_nests_stay_under_the_block_limit(depth: int) -> None:
+    # CPython refuses more than 20 nested blocks: regions deeper than MAX_REGION_DEPTH use dispatch
+    text, expected = _deep_nest(depth)
+    program = build([("main", text)], engine="translate")
+    assert program.fallback is None
+    loops = [len(line) - len(line.lstrip()) for line in program.translation().splitlines()
+             if line.strip() == "while True:"]
+    assert loops and len(loops) <= MAX_REGION_DEPTH + 1
+    assert run(program).r0 == expected == run(build([("main", text)], engine="interp")).r0
