@@ -110,8 +110,13 @@ async def test_exit_pauses_and_tells_unless_it_ended_silently(
             assert f"exit code {code}" in notices[0].content and "loop.resume" in notices[0].content
         else:
             assert notices == []
+        async with h.store.tx() as tx:  # settle the events, or the resumed object would replay the exit
+            E = schema.loop_event
+            await tx.execute(sa.update(E).where(E.c.loop_id == loop_id).values(status="discarded"))
         resumed = await h.resume_loop(loop_id)
         assert resumed["state"] == "active" and resumed["incarnation"] == 2
+        await h.settle()
+        assert (await loop_row(h, loop_id)).state == "active"
     finally:
         await h.stop()
 
