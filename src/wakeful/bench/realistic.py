@@ -88,7 +88,9 @@ async def _events(rt: Runtime, ids: list[str], host: _Host, progress: Progress) 
         for e in range(first, first + PER_ROUND):
             value = 95 if e % 2 else 40  # crossing up and down: notify and checkpoint as the example does
             for n, object_id in enumerate(ids):  # ids distinct per object too, as a harness's would be
-                rt.deliver_nowait(object_id, f"evt_{n:06d}_{e:04d}", "metric", {"name": "cpu", "value": value})
+                rt.deliver_nowait(
+                    object_id, f"evt_{n:06d}_{e:04d}", "metric", {"name": "cpu", "value": value}
+                )
         await _until(lambda t=target: host.acks >= t, "every ack")
         progress.advance(first + PER_ROUND)
 

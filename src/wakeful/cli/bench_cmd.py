@@ -79,7 +79,8 @@ def density_command(
     if json_path is not None:
         _write_json(doc, json_path)
     render(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else 120))
-    density.raise_for_failures(doc)  # §1.9 correctness: after the document, so a failed run is still on record
+    # §1.9 correctness: checked after the document was written, so a failed run is still on record
+    density.raise_for_failures(doc)
     missed = density.failed_checks(doc)
     if check and missed:
         err.print(f"targets missed: {', '.join(missed)}")
