@@ -171,7 +171,7 @@ async def _settle(rt: Runtime, ids: list[str], progress: Progress) -> None:
         progress.advance(len(ids) - len(pending))
         if time.monotonic() > deadline:
             raise BenchError(f"{len(pending)} objects not in wait: event after {SETTLE_S:.0f} s")
-        await asyncio.sleep(0 if pending else 0)
+        await asyncio.sleep(0)
 
 
 # §1.3 step 5: one event to a different object per round, timed until acked and back in wait: event
