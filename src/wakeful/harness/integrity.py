@@ -9,9 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from wakeful.harness.store import schema
+from wakeful.harness.store import artifacts
 from wakeful.harness.store.core import Store
 
 __all__ = ["ArtifactProblem", "read_verified"]
@@ -33,9 +31,8 @@ async def read_verified(store: Store, cache_dir: Path, group_id: str, sha256: st
     if cached is not None:
         return cached
     async with store.tx(readonly=True) as tx:
-        A = schema.artifact
-        stmt = sa.select(A.c.elf).where(A.c.group_id == group_id, A.c.sha256 == sha256)
-        elf = (await tx.execute(stmt)).scalar_one_or_none()
+        row = await artifacts.get_artifact(tx, group_id, sha256)
+    elf = None if row is None else row.elf
     if elf is None:
         raise ArtifactProblem("artifact_missing", f"no artifact sha256:{sha256} in the store")
     found = hashlib.sha256(elf).hexdigest()

@@ -5,6 +5,8 @@ harness.md §4.4: one notice per outcome and incarnation, id ``loop:<loop_id>:li
 
 from __future__ import annotations
 
+from wakeful.harness.store.sessions import lifecycle_message_id
+
 __all__ = ["KINDS", "budget", "exited", "failed", "fault", "notice_id", "quota", "telling_on_exit"]
 
 KINDS = ("exited", "failed", "event-deadline", "budget", "fault", "quota")
@@ -12,7 +14,7 @@ KINDS = ("exited", "failed", "event-deadline", "budget", "fault", "quota")
 
 def notice_id(loop_id: str, kind: str, incarnation: int) -> str:
     """§2.3: the message id that makes a notice idempotent per incarnation."""
-    return f"loop:{loop_id}:lifecycle:{kind}:{incarnation}"
+    return lifecycle_message_id(loop_id, kind, incarnation)
 
 
 def _who(name: str, loop_id: str) -> str:

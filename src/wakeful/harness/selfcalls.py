@@ -62,7 +62,7 @@ async def notify(
     store: Store, watch: LimitWatch, limits: Limits, mono_ns: int, loop_id: str, incarnation: int, args: Any,
 ) -> NotifyOutcome:
     content, dedup_key = wake_args.notify_args(args)
-    message_id = f"loop:{loop_id}:{dedup_key}"
+    message_id = sessions.wake_message_id(loop_id, dedup_key)
     async with store.tx() as tx:
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         if await sessions.message_exists(tx, message_id):

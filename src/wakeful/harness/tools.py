@@ -6,7 +6,6 @@ Each state change is one transaction that re-reads what it checks; the node then
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -292,7 +291,3 @@ async def _loops_of(tx: Tx, agent_id: str, state: str, reason: str | None) -> li
     ids = [r.id for r in await tx.execute(tx.for_update(stmt))]
     return [await loops.get_loop(tx, loop_id) for loop_id in ids]
 
-
-def sha256_ref(elf: bytes) -> str:
-    """``sha256:<hex>`` of ELF bytes, the form ``loop.create`` accepts."""
-    return "sha256:" + hashlib.sha256(elf).hexdigest()
