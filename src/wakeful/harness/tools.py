@@ -77,6 +77,7 @@ class LoopTools:
     async def upload(self, *, agent_id: str, elf: bytes, path: str = DEFAULT_PATH, creator: str = "operator",
                      origin: str = "upload", toolchain: str | None = None, diagnostics: str = "") -> dict[str, Any]:
         """Store a prebuilt ELF after the same validation as a build (§8)."""
+        agent_id = _id(agent_id, "agent_id")
         elf = artifacts.check_elf(elf)
         path = artifacts.check_path(path)
         self._verify(elf, InvalidArtifact)
@@ -94,6 +95,7 @@ class LoopTools:
         self, *, agent_id: str, session_id: str, artifact: str, config: object = None,
         capabilities: object = None, name: str | None = None, creator: str | None = None,
     ) -> dict[str, Any]:
+        agent_id, session_id = _id(agent_id, "agent_id"), _id(session_id, "session_id")
         loop_id = new_id("lp", self.node.clock.unix_ms())
         name = _name(name, loop_id)
         config_value = validate_config(config, loop_id)
@@ -159,7 +161,7 @@ class LoopTools:
         return loop_view(row, pending_count=pending, runtime=runtime)
 
     async def _row(self, tx: Tx, loop_id: str, agent_id: str | None, *, lock: bool = True) -> Loop:
-        row = await loops.find_loop(tx, loop_id, for_update=lock)
+        row = await loops.find_loop(tx, _id(loop_id, "loop_id"), for_update=lock)
         if row is None or (agent_id is not None and row.agent_id != agent_id):
             raise NotFound(f"Loop {loop_id} does not exist")  # never 403 outside the caller's scope
         return row
@@ -224,6 +226,7 @@ class LoopTools:
     # ------------------------------------------------------------------ agent archive (rows 10–12)
 
     async def archive_agent(self, agent_id: str, *, actor: str = "operator") -> dict[str, Any]:
+        agent_id = _id(agent_id, "agent_id")
         async with self.store.tx() as tx:
             await agents.set_status(tx, agent_id, "archived")
             rows = await _loops_of(tx, agent_id, lc.ACTIVE, None)
@@ -237,6 +240,7 @@ class LoopTools:
         admitted: list[str] = []
         held: list[str] = []
         told: list[str | None] = []
+        agent_id = _id(agent_id, "agent_id")
         async with self.store.tx(readonly=True) as tx:
             group_id = (await agents.get_agent(tx, agent_id)).group_id
         async with self.store.tx() as tx:
@@ -259,6 +263,13 @@ class LoopTools:
         for loop_id in admitted:
             await self._load(loop_id)
         return {"agent_id": agent_id, "status": "active", "resumed": admitted, "quota": held}
+
+
+# ids are strings of at most 40 characters (schema.Id); anything else never reaches a query
+def _id(value: object, field: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 40:
+        raise InvalidRequest(f"{field} must be an id string", field=field)
+    return value
 
 
 def _name(name: str | None, loop_id: str) -> str:

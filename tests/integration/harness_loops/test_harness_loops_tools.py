@@ -99,6 +99,11 @@ async def test_bad_input_is_a_typed_error_and_writes_nothing(
             ({"artifact": "sha256:" + "0" * 64}, ArtifactNotFound),
             ({"artifact": "/loops/../x.elf"}, InvalidRequest),
             ({"session_id": other_session}, InvalidRequest),
+            ({"session_id": 7}, InvalidRequest),  # hostile types never reach a query
+            ({"agent_id": None}, InvalidRequest),
+            ({"artifact": 9}, InvalidRequest),
+            ({"config": {1: 2}}, InvalidRequest),
+            ({"capabilities": [{"name": "decide", "arguments": {"a": {1, 2}}}]}, InvalidRequest),
         ]
         for overrides, error in cases:
             args = {"agent_id": agent, "session_id": session, "artifact": art, **overrides}
@@ -119,6 +124,9 @@ async def test_bad_input_is_a_typed_error_and_writes_nothing(
         assert (await h.delete_loop(loop_id))["deleted"] is False  # deleting a deleted Loop succeeds
         with pytest.raises(NotFound):
             await h.loops.get(loop_id, agent_id=other_agent)
+        for op in (h.get_loop, h.pause_loop, h.resume_loop, h.delete_loop):
+            with pytest.raises(InvalidRequest):
+                await op(12345)  # type: ignore[arg-type]
     finally:
         await h.stop()
 
