@@ -33,8 +33,10 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         try:
             value, size = checked_checkpoint(state, row.config, loop_id, incarnation)
-        except (CheckpointTooLarge, jsonval.JsonError) as exc:
+        except CheckpointTooLarge as exc:
             raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+        except jsonval.JsonError as exc:
+            raise HostCallRefused("invalid_arguments", f"state: {exc.message}") from None
         await loops.update_loop(tx, loop_id, checkpoint=value, checkpoint_bytes=size,
                                 checkpoint_ms=await tx.now_ms())
     return {"status": "stored", "bytes": size}
