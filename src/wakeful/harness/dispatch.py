@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from wakeful.errors import HostCallError
@@ -38,7 +39,8 @@ class Dispatch:
         self.node = node
         self.dispatched = 0
         self._in_flight: dict[str, int] = {}
-        self.tasks: set[asyncio.Future[Any]] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()  # calls handed to the runtime
+        self.work: set[asyncio.Task[Any]] = set()  # their store work (never cancelled mid-transaction)
         self._log_times: dict[str, deque[int]] = {}
 
     # §9.3 order: map object → Loop and incarnation → fence → per-Loop concurrency → arguments → handler
@@ -56,12 +58,29 @@ class Dispatch:
         task.add_done_callback(lambda done: self._release(loop_id, done))  # also when the runtime cancels it
         return task
 
-    async def drain(self) -> None:
-        """Cancel the calls still running and wait until their transactions are closed (before the store)."""
-        for task in list(self.tasks):
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for calls and their store work to end, before the store closes."""
+        pending = self.tasks | self.work
+        if not pending:
+            return
+        _, left = await asyncio.wait(pending, timeout=timeout)
+        for task in left:
             task.cancel()
-        if self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        if left:
+            await asyncio.gather(*left, return_exceptions=True)
+
+    def _detached(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Store work runs to its end even when its call is cancelled, so a transaction is never cut
+        (§9.3: a side effect already made is not undone)."""
+        task = asyncio.ensure_future(work)
+        self.work.add(task)
+        task.add_done_callback(self._work_done)
+        return task
+
+    def _work_done(self, task: asyncio.Task[Any]) -> None:
+        self.work.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the call's answer may have no reader any more
 
     def _release(self, loop_id: str, task: asyncio.Future[Any]) -> None:
         self.tasks.discard(task)
@@ -76,16 +95,21 @@ class Dispatch:
 
     async def run(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
         """Run one call for (``loop_id``, ``incarnation``); refusals become ``HostCallError``."""
+        work = self._detached(self._answer(loop_id, incarnation, call))
         try:
-            result = await asyncio.wait_for(self._call(loop_id, incarnation, call), _deadline_s(call, self.node))
+            return await asyncio.wait_for(asyncio.shield(work), _deadline_s(call, self.node))
+        except TimeoutError:
+            self._detached(self._log_refusal(loop_id, incarnation, "deadline_exceeded", call.capability))
+            raise HostCallError("deadline_exceeded", f"{call.capability} ran past its deadline") from None
+
+    async def _answer(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
+        try:
+            result = await self._call(loop_id, incarnation, call)
         except HostCallRefused as refusal:
             await self._log_refusal(loop_id, incarnation, refusal.code, refusal.message)
             raise HostCallError(refusal.code, refusal.message) from None
         except StoreUnavailable as exc:
             raise HostCallError("unavailable", exc.message) from None
-        except TimeoutError:
-            await self._log_refusal(loop_id, incarnation, "deadline_exceeded", call.capability)
-            raise HostCallError("deadline_exceeded", f"{call.capability} ran past its deadline") from None
         return _bounded(result)
 
     async def _call(self, loop_id: str, incarnation: int, call: HostCall) -> Any:
@@ -114,6 +138,7 @@ class Dispatch:
         )
         node.announce(outcome.message_id)
         if outcome.paused:
+            node.transitioned(loop_id)
             node.watch.forget(loop_id)
             node.spawn(node.end_incarnation(loop_id))
         if outcome.refusal is not None:

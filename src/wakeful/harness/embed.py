@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from wakeful.harness.config import Config, load_config
 from wakeful.harness.node import Node
@@ -26,6 +26,7 @@ from wakeful.runtime import Clock
 __all__ = ["Harness", "WakeMessage"]
 
 log = logging.getLogger("wakeful.harness")
+T = TypeVar("T")
 
 WakeMessage = Message  # interfaces.md §5: id, kind, session, agent, Loop id and name, incarnation, content, times
 WakeHandler = Callable[[WakeMessage], Any]
@@ -54,6 +55,7 @@ class Harness:
         self._builder: Any = None
         self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
+        self._store_work: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------ start and stop
 
@@ -91,8 +93,10 @@ class Harness:
         self._sweeps = []
         for task in list(self._wake_tasks):
             task.cancel()
-        if self._wake_tasks:  # let their transactions close before the store does
+        if self._wake_tasks:
             await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
+        if self._store_work:  # let their transactions end before the store closes
+            await asyncio.gather(*list(self._store_work), return_exceptions=True)
         if self._node is not None:
             await self._node.close()
         if self._builder is not None:
@@ -225,8 +229,7 @@ class Harness:
     async def _deliver_wake(self, message_id: str) -> None:
         delay = BACKOFF_START_S
         while True:
-            async with self.store.tx(readonly=True) as tx:
-                message = await sessions.get_message(tx, message_id)
+            message = await self._store_step(self._read_message(message_id))
             if message is None or message.handled_ms is not None:
                 return
             try:
@@ -240,9 +243,23 @@ class Harness:
                 await asyncio.sleep(delay)
                 delay = min(BACKOFF_MAX_S, delay * 2)
                 continue
-            async with self.store.tx() as tx:
-                await sessions.mark_handled(tx, message_id, handled_by=self.node.node_id)
+            await self._store_step(self._mark_handled(message_id))
             return
+
+    async def _read_message(self, message_id: str) -> Message | None:
+        async with self.store.tx(readonly=True) as tx:
+            return await sessions.get_message(tx, message_id)
+
+    async def _mark_handled(self, message_id: str) -> None:
+        async with self.store.tx() as tx:
+            await sessions.mark_handled(tx, message_id, handled_by=self.node.node_id)
+
+    async def _store_step(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run a transaction in its own task: cancelling a wake handler at stop never cuts it."""
+        task = asyncio.ensure_future(work)
+        self._store_work.add(task)
+        task.add_done_callback(self._store_work.discard)
+        return await asyncio.shield(task)
 
     async def _offer_unhandled(self) -> None:
         if not self._handlers:

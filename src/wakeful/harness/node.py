@@ -74,6 +74,7 @@ class Node:
         self.reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
+        self.transition_hooks: list[Callable[[str], Any]] = []  # §2.7: called after commit, best effort
         self._logs = _LogBuffer()
 
     # ------------------------------------------------------------------ start and drain
@@ -239,6 +240,7 @@ class Node:
             if notices.telling_on_exit(exit_code, row.notified_since_activation):
                 text = notices.exited(row.name, row.id, exit_code)
                 told = await lc.write_notice(tx, row, "exited", text)
+        self.transitioned(res.loop_id)
         self.announce(told)
 
     async def _faulted(self, res: Resident, text: str) -> None:
@@ -271,6 +273,7 @@ class Node:
                 told = await lc.write_notice(tx, row, "failed", content)
         if reload:
             self.reload_due[loop_id] = self.clock.monotonic_ns() + RELOAD_DELAY_NS
+        self.transitioned(loop_id)
         self.announce(told)
 
     # §4.2 row 9: artifact missing/changed or rejected by the loader → paused(fault), told once
@@ -284,6 +287,7 @@ class Node:
                           object_id=None)
             await lc.append_log(tx, loop_id, incarnation, "harness", detail)
             told = await lc.write_notice(tx, row, "fault", notices.fault(row.name, row.id, detail))
+        self.transitioned(loop_id)
         self.announce(told)
 
     # §4.3: terminal reports are applied only where the incarnation still matches
@@ -409,6 +413,14 @@ class Node:
             if not self._tasks:
                 return
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # §2.7: after commit each transition goes to the in-process hooks; they re-read the Loop (and sweep)
+    def transitioned(self, loop_id: str) -> None:
+        for hook in list(self.transition_hooks):
+            try:
+                hook(loop_id)
+            except Exception:
+                log.exception("transition hook failed for %s", loop_id)
 
     def announce(self, message_id: str | None) -> None:
         """Hand a committed message to the wake handlers (interfaces.md §5)."""

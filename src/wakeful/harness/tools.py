@@ -109,6 +109,7 @@ class LoopTools:
         async with self.store.tx() as tx:
             await self._insert(tx, loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path,
                                config_value, caps, creator)
+        self.node.transitioned(loop_id)
         await self._load(loop_id)
         return await self.get(loop_id)
 
@@ -171,9 +172,12 @@ class LoopTools:
     async def pause(self, loop_id: str, *, agent_id: str | None = None, actor: str = "operator") -> dict[str, Any]:
         async with self.store.tx() as tx:
             row = await self._row(tx, loop_id, agent_id)
-            if row.state == lc.ACTIVE:  # pausing a Loop that is not active is an idempotent no-op
+            moved = row.state == lc.ACTIVE  # pausing a Loop that is not active is an idempotent no-op
+            if moved:
                 await lc.move(tx, row, lc.PAUSED, "manual", actor=actor, object_id=None)
                 await _clear_deadlines(tx, loop_id)
+        if moved:
+            self.node.transitioned(loop_id)
         await self.node.end_incarnation(loop_id)
         return await self.get(loop_id)
 
@@ -188,6 +192,7 @@ class LoopTools:
             await quota.lock_group_quota(tx, row.group_id)
             row = await self._row(tx, loop_id, agent_id)
             await self._activate(tx, row, actor)
+        self.node.transitioned(loop_id)
         self.node.watch.forget(loop_id)
         await self._load(loop_id)
         return await self.get(loop_id)
@@ -233,6 +238,7 @@ class LoopTools:
             for row in rows:
                 await lc.move(tx, row, lc.PAUSED, "archive", actor=actor, object_id=None)
         for row in rows:
+            self.node.transitioned(row.id)
             await self.node.end_incarnation(row.id)
         return {"agent_id": agent_id, "status": "archived", "paused": [row.id for row in rows]}
 
@@ -258,6 +264,8 @@ class LoopTools:
                 await lc.move(tx, row, lc.ACTIVE, None, actor=actor, **_fresh_budgets())
                 await _clear_deadlines(tx, row.id)
                 admitted.append(row.id)
+        for loop_id in admitted + held:
+            self.node.transitioned(loop_id)
         for message_id in told:
             self.node.announce(message_id)
         for loop_id in admitted:

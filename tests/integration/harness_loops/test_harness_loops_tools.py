@@ -177,8 +177,12 @@ async def test_archive_pauses_and_unarchive_readmits_within_quota(
     try:
         group, agent, session = await tenant(h)
         art = await driver(h, agent, compile_c)
+        seen: list[str] = []
+        h.node.transition_hooks.append(seen.append)  # §2.7: called after each commit
         ids = [(await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"] for _ in range(3)]
+        assert seen == ids
         out = await h.archive_agent(agent)
+        assert seen == ids * 2
         assert out["paused"] == ids and not h.node.residents
         for loop_id in ids:
             row = await loop_row(h, loop_id)
@@ -194,6 +198,7 @@ async def test_archive_pauses_and_unarchive_readmits_within_quota(
         back = await h.unarchive_agent(agent)
         assert back["resumed"] == ids[:2] and back["quota"] == ids[2:]
         assert [(await loop_row(h, i)).incarnation for i in ids] == [2, 2, 1]
+        assert seen == ids * 3
         held = await loop_row(h, ids[2])
         assert (held.state, held.pause_reason) == ("paused", "quota")
         notices = await h.messages(session)
