@@ -1,0 +1,62 @@
+"""The embedding surface (interfaces.md §5): `wakeful.Harness` is lazy, tools are checked at registration,
+and `loop.sdk` hands out the guide and the header."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wakeful.harness.config import Config
+from wakeful.harness.embed import Harness
+from wakeful.harness.errors import InvalidRequest
+
+SRC = Path(__file__).resolve().parents[3] / "src"
+
+
+def test_import_wakeful_stays_light_and_harness_is_lazy() -> None:
+    code = (
+        "import sys, wakeful\n"
+        "assert 'sqlalchemy' not in sys.modules and 'wakeful.harness' not in sys.modules\n"
+        "from wakeful.harness.embed import Harness\n"
+        "assert wakeful.Harness is Harness\n"
+        "try:\n    wakeful.Nope\nexcept AttributeError:\n    print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(SRC), "PATH": ""})
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "safety"),
+    [("Weather", "read"), ("decide", "read"), ("agent.notify", "read"), ("9x", "read"), ("ok.name", "admin")],
+)
+def test_tool_registration_rules(name: str, safety: str, tmp_path: Path) -> None:
+    h = Harness(Config(data_dir=tmp_path), sweeps=False)
+    with pytest.raises(InvalidRequest):
+        h.register_tool(name, lambda a, c: None, description="x", safety=safety)
+
+
+def test_duplicate_tools_and_loop_tool_names(tmp_path: Path) -> None:
+    h = Harness(Config(data_dir=tmp_path), sweeps=False)
+    h.register_tool("weather.get", lambda a, c: None, description="read")
+    h.register_tool("tickets.close", lambda a, c: None, description="write", safety="write")
+    with pytest.raises(InvalidRequest):
+        h.register_tool("weather.get", lambda a, c: None, description="again")
+    assert h.registry.loop_tool_names() == frozenset({"weather.get"})
+
+
+def test_a_harness_that_is_not_started_says_so(tmp_path: Path) -> None:
+    h = Harness(Config(data_dir=tmp_path), sweeps=False)
+    with pytest.raises(RuntimeError):
+        h.node  # noqa: B018
+
+
+def test_loop_sdk_gives_guide_and_header(tmp_path: Path) -> None:
+    from wakeful.harness.tools import LoopTools
+
+    tools = LoopTools.__new__(LoopTools)  # sdk() reads no state
+    out = tools.sdk()
+    assert "sf_host_call" in out["header"] and "agent.notify" in out["guide"]
