@@ -86,3 +86,25 @@ async def test_a_retired_incarnation_is_refused_and_changes_nothing(
             assert await sessions.count_messages(tx, loop_id=loop_id) == 0
     finally:
         await h.stop()
+
+
+async def test_a_full_runtime_leaves_the_loop_active_and_waiting_for_capacity(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """§4.3 step 3: runtime at capacity → the Loop stays active, runtime view waiting_capacity, next tick."""
+    h = await started(store_url, store_clock, tmp_path / "data", max_objects=1)
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        first = await h.create_loop(agent_id=agent, session_id=session, artifact=art)
+        second = await h.create_loop(agent_id=agent, session_id=session, artifact=art)
+        assert first["runtime"] == "resident"
+        assert (second["state"], second["runtime"]) == ("active", "waiting_capacity")
+        await h.tick()
+        assert (await h.get_loop(second["id"]))["runtime"] == "waiting_capacity"
+        await h.pause_loop(first["id"])
+        await h.tick()
+        view = await h.get_loop(second["id"])
+        assert view["runtime"] == "resident" and second["id"] in h.node.residents
+    finally:
+        await h.stop()
