@@ -5,6 +5,7 @@ runtime-protocol.md §3 (framing, outgoing bound) and §5 (error objects); no I/
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
 from typing import Any
 
 from wakeful.errors import RPC_CODES
@@ -14,12 +15,15 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "MAX_ID_BYTES",
     "MAX_MESSAGE_BYTES",
+    "Encoded",
     "FrameTooLong",
     "LineSplitter",
     "encode_frame",
+    "encode_response",
     "error_frame",
     "error_object",
     "notification",
+    "parse_frame",
     "response",
     "utf8_len",
 ]
@@ -112,3 +116,36 @@ def encode_frame(message: dict[str, Any]) -> bytes | None:
     if len(data) >= MAX_FRAME_BYTES:
         return None
     return data + b"\n"
+
+
+class Encoded(bytes):
+    """A result already encoded as compact JSON (a hot response's pre-built bytes)."""
+
+
+_RESPONSE_HEAD = b'{"jsonrpc":"2.0","id":'
+
+
+# §3 outgoing, the response fast path: the same bytes as ``encode_frame(response(request_id, result))``
+def encode_response(request_id: str, result: Any) -> bytes | None:
+    """A response frame with its newline (``result`` may be ``Encoded``), or ``None`` over the bound."""
+    body = result if isinstance(result, bytes) else jsonval.encode(result)
+    data = b"".join((_RESPONSE_HEAD, encode_basestring(request_id).encode("utf-8"), b',"result":', body, b"}\n"))
+    if len(data) > MAX_FRAME_BYTES:  # strictly below the bound before the newline
+        return None
+    return data
+
+
+_SHALLOW = 200  # fewer brackets than this: nesting far inside the interpreter's recursion limit
+
+
+# §4 step 1 and §4.1: strict parse of an incoming frame; every refusal is a syntax error
+def parse_frame(line: bytes) -> Any:
+    """``jsonval.parse_document`` with its second pass (the surrogate and depth check) skipped when the
+    bytes cannot need it: strict UTF-8 never yields a surrogate, so only a ``\\u`` escape can, and a frame
+    with few brackets cannot nest deep enough to fail re-encoding."""
+    if b"\\u" in line or line.count(b"[") + line.count(b"{") >= _SHALLOW:
+        return jsonval.parse_document(line)
+    try:
+        return jsonval.parse_value(line)
+    except jsonval.JsonError as exc:
+        raise jsonval.JsonSyntaxError(exc.message) from None

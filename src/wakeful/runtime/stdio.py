@@ -16,7 +16,7 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from wakeful.errors import RPC_CODES, WakefulError
@@ -27,8 +27,10 @@ from wakeful.runtime.framing import (
     FrameTooLong,
     LineSplitter,
     encode_frame,
+    encode_response,
     error_frame,
     notification,
+    parse_frame,
     response,
     utf8_len,
 )
@@ -68,6 +70,7 @@ class Session:
         self.detail = False
         self.shutdown_requested = False
         self._outstanding: dict[str, asyncio.Task[None]] = {}
+        self._answered: set[str] = set()  # answered inline in this chunk: slot and id held until its end
         self._slots = 0
         self._compiles: dict[str, asyncio.Task[None]] = {}
         self._pending_write = b""
@@ -188,13 +191,23 @@ class Session:
         except _Fatal as exc:
             log.error("fatal: %s", exc)
             self._stop(EXIT_FATAL, True)
+        else:
+            self._write_now()
+        finally:
+            self._slots -= len(self._answered)
+            self._answered.clear()
+
+    def _write_now(self) -> None:
+        """One coalesced write of what the chunk's inline answers queued, before the guests run (§10)."""
+        if not self._writer_armed and not self._broken and self.outbox.has_frames():
+            self._flush()
 
     # ------------------------------------------------------------------ dispatch (§4)
 
     def _dispatch(self, line: bytes) -> None:
         """Steps 1-9 of §4 here; steps 10-12 and the method run in the request's task."""
         try:
-            msg = jsonval.parse_document(line)  # step 1 (RecursionError, NaN, surrogates, bad UTF-8 included)
+            msg = parse_frame(line)  # step 1 (RecursionError, NaN, surrogates, bad UTF-8 included)
         except jsonval.JsonError as exc:
             self._early(None, "PARSE_ERROR", f"parse error: {exc.message}")
             return
@@ -218,7 +231,7 @@ class Session:
         self._admit(request_id, method, params)
 
     def _admit(self, request_id: str, method: str, params: Any) -> None:
-        if request_id in self._outstanding:  # step 8
+        if request_id in self._outstanding or request_id in self._answered:  # step 8
             self._early(request_id, "DUPLICATE_ID", f"request id {request_id!r} is still outstanding")
             return
         compile_ = method == "sf.build.compile"
@@ -226,9 +239,16 @@ class Session:
             self.busy += 1  # step 9
             self._early(request_id, "BUSY", "too many requests")
             return
+        if self.initialized and not self._outstanding and method in self.methods.inline:
+            self._inline(request_id, method, params)
+            return
         sched = self.rt.scheduler
         arrival = (sched.batches, sched.total_slices)
-        task = asyncio.get_running_loop().create_task(self._request(request_id, method, params, arrival))
+        self._track(request_id, self._request(request_id, method, params, arrival), compile_)
+
+    def _track(self, request_id: str, work: Coroutine[Any, Any, None], compile_: bool) -> None:
+        """Run ``work`` as the request's task; it holds a slot (or a compile place) until it ends (§4 step 9)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._outstanding[request_id] = task
         if compile_:
             self._compiles[request_id] = task
@@ -252,16 +272,35 @@ class Session:
         if not self.outbox.offer_control(frame):
             raise _Fatal(f"control queue full: cannot answer {kind}")
 
+    # §4 steps 10-12 for a method that never waits, while no other request is outstanding (so no request
+    # that arrived earlier can observe it out of order): answered now, no task. Its slot and id are held
+    # until the chunk it came in is dispatched, as a task's were (a pipelined burst sees the same BUSY and
+    # DUPLICATE_ID answers); a response that finds the control queue full waits in a task (§10)
+    def _inline(self, request_id: str, method: str, params: Any) -> None:
+        try:
+            decoded = self.methods.decode(method, params)  # step 12
+            frame = encode_response(request_id, self.methods.inline[method](decoded))
+        except Exception as exc:  # answered as _answer does
+            frame = _encode(request_id, self._failure(method, exc))
+        if frame is None:
+            frame = _encode(request_id, None)
+        if self.outbox.offer_control(frame):
+            self.handled += 1
+            self._answered.add(request_id)
+            self._slots += 1
+        else:
+            self._track(request_id, self._queue(frame), False)
+
+    async def _queue(self, frame: bytes) -> None:
+        await self.outbox.put_control(frame)
+        self.handled += 1
+
     async def _request(self, request_id: str, method: str, params: Any, arrival: tuple[int, int]) -> None:
         message = await self._answer(method, params)
         if message is None:
             return
-        message["id"] = request_id
         self._note_wait(arrival)
-        frame = encode_frame(message)
-        if frame is None:  # §3: a response over the frame limit becomes -32003 with the same id
-            frame = encode_frame(error_frame(request_id, "RESPONSE_TOO_LARGE", "response too large"))
-        assert frame is not None
+        frame = _encode(request_id, message)
         if method == "sf.build.compile" and self._stopping is not None and self._stopping.done():
             return  # §12: the shutdown answers it ``cancelled``
         await self.outbox.put_control(frame)
@@ -278,15 +317,20 @@ class Session:
             if method not in self.methods.table:  # step 11
                 return error_frame(None, "METHOD_NOT_FOUND", f"method not found: {method}")
             decoded = self.methods.decode(method, params)  # step 12
-            return response(None, await self.methods.table[method](decoded))
-        except WakefulError as exc:
-            kind = exc.code if exc.code in RPC_CODES else "INTERNAL"
-            return error_frame(None, kind, str(exc))
+            return {"result": await self.methods.table[method](decoded)}
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a wakeful bug: answered, logged, never a dead session
-            log.exception("internal error in %s", method)
-            return error_frame(None, "INTERNAL", f"internal error: {type(exc).__name__}")
+        except Exception as exc:
+            return self._failure(method, exc)
+
+    @staticmethod
+    def _failure(method: str, exc: Exception) -> dict[str, Any]:
+        """The error response (id filled in later) for a method that raised (§5)."""
+        if isinstance(exc, WakefulError):
+            kind = exc.code if exc.code in RPC_CODES else "INTERNAL"
+            return error_frame(None, kind, str(exc))
+        log.error("internal error in %s", method, exc_info=exc)  # a wakeful bug: answered, never a dead session
+        return error_frame(None, "INTERNAL", f"internal error: {type(exc).__name__}")
 
     def _note_wait(self, arrival: tuple[int, int]) -> None:
         sched = self.rt.scheduler
@@ -368,6 +412,21 @@ class Session:
     def _writable(self) -> None:
         self._disarm_writer()
         self._flush()
+
+
+def _encode(request_id: str, message: dict[str, Any] | None) -> bytes:
+    """The response frame for ``message`` (``{"result": …}`` or an error frame; ``None``: too large) (§3)."""
+    if message is not None and "result" in message:
+        frame = encode_response(request_id, message["result"])
+    elif message is not None:
+        message["id"] = request_id
+        frame = encode_frame(message)
+    else:
+        frame = None
+    if frame is None:  # §3: a response over the frame limit becomes -32003 with the same id
+        frame = encode_frame(error_frame(request_id, "RESPONSE_TOO_LARGE", "response too large"))
+    assert frame is not None  # ids ≤ 128 bytes and a short message
+    return frame
 
 
 # ---------------------------------------------------------------------- process (§2)

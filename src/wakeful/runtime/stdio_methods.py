@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from wakeful import __version__
 from wakeful.errors import Busy, InvalidParams
 from wakeful.runtime.core import ObjectStatus
+from wakeful.runtime.framing import Encoded
 from wakeful.runtime.stdio_params import INITIALIZE_WAKEFUL, LOAD_WAKEFUL, SCHEMAS, decode
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["EXTENSIONS", "Methods"]
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+SyncHandler = Callable[[dict[str, Any]], Any]
 
 EXTENSIONS = ["wakeful.object.inspect", "wakeful.stats", "wakeful.elf.verify", "detail", "load_options"]
 PINNED_REVISION = ("0.17.1", "22.1.8")  # build.md §2
@@ -45,26 +47,51 @@ def _b64(text: str) -> bytes:
     return data
 
 
+# the four results of sf.event.deliver, pre-encoded (benchmarks.md §1.8 fan-out)
+_DELIVERED = {
+    (accepted, duplicate): Encoded(
+        b'{"accepted":' + (b"true" if accepted else b"false") + b',"duplicate":'
+        + (b"true" if duplicate else b"false") + b"}"
+    )
+    for accepted in (True, False)
+    for duplicate in (True, False)
+}
+
+
+def _later(handler: SyncHandler) -> Handler:
+    """The awaitable form of a synchronous handler (the task path of ``Session``)."""
+
+    async def run(p: dict[str, Any]) -> Any:
+        return handler(p)
+
+    return run
+
+
 class Methods:
-    """One handler per method name; each returns the JSON result or raises a ``WakefulError``."""
+    """One handler per method name; each returns the JSON result or raises a ``WakefulError``.
+
+    ``inline`` holds the methods that never wait: the session answers them as the frame is read, with no task.
+    """
 
     def __init__(self, session: Session) -> None:
         self.s = session
-        self.table: dict[str, Handler] = {
-            "sf.initialize": self.initialize,
+        self.inline: dict[str, SyncHandler] = {
             "sf.object.load": self.load,
             "sf.object.start": self.start,
-            "sf.object.stop": self.stop,
-            "sf.object.unload": self.unload,
             "sf.object.get": self.get,
             "sf.object.list": self.list,
             "sf.event.deliver": self.deliver,
-            "sf.build.compile": self.compile,
             "sf.stats": self.stats,
-            "sf.shutdown": self.shutdown,
             "wakeful.object.inspect": self.inspect,
             "wakeful.stats": self.wakeful_stats,
             "wakeful.elf.verify": self.verify,
+        }
+        self.table: dict[str, Handler] = {name: _later(fn) for name, fn in self.inline.items()} | {
+            "sf.initialize": self.initialize,
+            "sf.object.stop": self.stop,
+            "sf.object.unload": self.unload,
+            "sf.build.compile": self.compile,
+            "sf.shutdown": self.shutdown,
         }
 
     def decode(self, method: str, params: Any) -> dict[str, Any]:
@@ -126,7 +153,7 @@ class Methods:
         }
 
     # §6.3: params → base64 → config → capabilities → object limit → id → loader
-    async def load(self, p: dict[str, Any]) -> Any:
+    def load(self, p: dict[str, Any]) -> Any:
         elf = _b64(p["elf"])
         ext = decode(p.get("wakeful", {}), LOAD_WAKEFUL, "params.wakeful")
         status = self.s.rt.load_nowait(
@@ -136,7 +163,7 @@ class Methods:
         return self._status(status)
 
     # §6.4
-    async def start(self, p: dict[str, Any]) -> Any:
+    def start(self, p: dict[str, Any]) -> Any:
         return self._status(self.s.rt.start_nowait(p["object_id"]))
 
     # §6.5
@@ -149,18 +176,18 @@ class Methods:
         return {"unloaded": True}
 
     # §6.7
-    async def get(self, p: dict[str, Any]) -> Any:
+    def get(self, p: dict[str, Any]) -> Any:
         return self._status(self.s.rt.get_nowait(p["object_id"]))
 
     # §6.8
-    async def list(self, p: dict[str, Any]) -> Any:
+    def list(self, p: dict[str, Any]) -> Any:
         statuses, following = self.s.rt.list_nowait(p.get("after"), p.get("limit", 100))
         return {"objects": [self._status(s) for s in statuses], "next": following}
 
     # §6.9
-    async def deliver(self, p: dict[str, Any]) -> Any:
+    def deliver(self, p: dict[str, Any]) -> Any:
         got = self.s.rt.deliver_nowait(p["object_id"], p["event_id"], p["topic"], p["payload"])
-        return {"accepted": got.accepted, "duplicate": got.duplicate}
+        return _DELIVERED[bool(got.accepted), bool(got.duplicate)]
 
     # §6.10: bundle validation, then availability, then the pipeline
     async def compile(self, p: dict[str, Any]) -> Any:
@@ -182,7 +209,7 @@ class Methods:
         return out
 
     # §6.11
-    async def stats(self, p: dict[str, Any]) -> Any:
+    def stats(self, p: dict[str, Any]) -> Any:
         stats = self.s.rt.stats_nowait(extensions=self.s.detail)  # the wakeful totals are O(objects)
         wakeful = stats.pop("wakeful", None)
         stats["host"]["pending_host_calls"] = self.s.calls.pending
@@ -202,11 +229,11 @@ class Methods:
         return {"shutdown": True}
 
     # §13 wakeful.object.inspect
-    async def inspect(self, p: dict[str, Any]) -> Any:
+    def inspect(self, p: dict[str, Any]) -> Any:
         return self.s.rt.inspect_nowait(p["object_id"])
 
     # §13 wakeful.stats: core counters plus the server's own (request waits in scheduler terms)
-    async def wakeful_stats(self, p: dict[str, Any]) -> Any:
+    def wakeful_stats(self, p: dict[str, Any]) -> Any:
         stats: dict[str, Any] = self.s.rt.stats_nowait()["wakeful"]
         builder = self.s.rt.builder
         if builder is not None:
@@ -215,6 +242,6 @@ class Methods:
         return stats
 
     # §13 wakeful.elf.verify
-    async def verify(self, p: dict[str, Any]) -> Any:
+    def verify(self, p: dict[str, Any]) -> Any:
         report = self.s.rt.verify_nowait(_b64(p["elf"]))
         return {"ok": True, "report": report.to_json()}
