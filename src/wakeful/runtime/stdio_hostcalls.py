@@ -15,7 +15,7 @@ from typing import Any
 
 from wakeful.errors import HostCallError
 from wakeful.runtime import jsonval
-from wakeful.runtime.framing import MAX_FRAME_BYTES, encode_frame, notification
+from wakeful.runtime.framing import MAX_FRAME_BYTES, encode_frame, encode_value, notification
 from wakeful.runtime.hostcall import HostCall
 from wakeful.runtime.outbox import DataFrame, Outbox
 
@@ -145,7 +145,7 @@ def _fast_frame(call: HostCall, label: str | None) -> bytes | None:
         parts = [
             b'{"jsonrpc":"2.0","id":', _text(call.id), b',"method":"host.call","params":{"object_id":',
             _text(call.object_id), b',"capability":', _text(call.capability), b',"arguments":',
-            jsonval.encode(call.arguments), b',"timeout_ms":%d,"deadline_unix_ms":%d,"max_result_bytes":%d' % numbers,
+            encode_value(call.arguments), b',"timeout_ms":%d,"deadline_unix_ms":%d,"max_result_bytes":%d' % numbers,
         ]
         if label is not None:
             parts += (b',"wakeful":{"label":', _text(label), b"}")

@@ -15,6 +15,7 @@ from wakeful.runtime.framing import (
     Encoded,
     encode_frame,
     encode_response,
+    encode_value,
     parse_frame,
     response,
 )
@@ -47,6 +48,24 @@ def test_pre_encoded_results_and_the_outgoing_bound() -> None:
     assert encode_frame(response("x", "a" * (MAX_FRAME_BYTES - head))) is None
     with pytest.raises(jsonval.JsonTypeError):  # not a JSON value: refused like the checked path
         encode_response("x", {"bad": float("nan")})
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON)
+def test_plain_encoder_is_byte_identical(value: Any) -> None:
+    assert encode_value(value) == jsonval.encode(value)
+    assert encode_value(jsonval.measure(value)) == jsonval.encode(value)  # a box is encoded as its value
+
+
+def test_plain_encoder_refuses_what_the_checked_encoder_refuses() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    bads: list[Any] = [float("nan"), float("inf"), "a\ud800", {"k": object()}, cycle]
+    for bad in bads:
+        with pytest.raises(jsonval.JsonError):
+            jsonval.encode(bad)
+        with pytest.raises(jsonval.JsonError):
+            encode_value(bad)
 
 
 @pytest.mark.parametrize("line", [
