@@ -25,12 +25,14 @@ log = logging.getLogger("wakeful.runtime.stdio")
 
 
 class _Call:
-    __slots__ = ("call", "frame", "future")
+    __slots__ = ("call", "frame", "future", "settled")
 
-    def __init__(self, call: HostCall, frame: DataFrame, future: asyncio.Future[Any]) -> None:
+    def __init__(self, call: HostCall, frame: DataFrame, future: asyncio.Future[Any],
+                 settled: Callable[[asyncio.Future[Any]], None]) -> None:
         self.call = call
         self.frame = frame
         self.future = future
+        self.settled = settled  # the future's cancellation watch, removed once a reply settles it
 
 
 class OutgoingCalls:
@@ -59,10 +61,10 @@ class OutgoingCalls:
             self._outbox.dropped += 1
             future.set_exception(HostCallError("RESPONSE_TOO_LARGE", "host.call frame over the frame limit"))
             return future
-        entry = _Call(call, DataFrame(call.object_id, data), future)
+        entry = _Call(call, DataFrame(call.object_id, data), future, partial(self._settled, call.id))
         self._calls[call.id] = entry
         self._by_object.setdefault(call.object_id, set()).add(call.id)
-        future.add_done_callback(partial(self._settled, call.id))
+        future.add_done_callback(entry.settled)
         self.sent += 1
         self._outbox.submit_waiting(entry.frame)
         return future
@@ -114,6 +116,7 @@ class OutgoingCalls:
             return
         self._forget(entry.call.id)
         self._outbox.remove(entry.frame)  # a reply to a frame not yet written: nothing left to send
+        entry.future.remove_done_callback(entry.settled)  # settled now: it can no longer be cancelled
         if "error" in message:
             entry.future.set_exception(HostCallError("HOST_ERROR", _error_text(message["error"])))
         else:
