@@ -618,7 +618,7 @@ def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
     """§6.9 envelope ``{event_id, topic, payload}`` boxed with its encoded size (root + 2 strings + payload)."""
     value = {"event_id": event_id, "topic": topic, "payload": payload.value}
     # '{"event_id":' + id + ',"topic":' + topic + ',"payload":' + payload + '}': the payload is not re-encoded
-    size = _ENVELOPE_FRAME + len(jsonval.encode(event_id)) + len(jsonval.encode(topic)) + payload.size
+    size = _ENVELOPE_FRAME + jsonval.str_size(event_id) + jsonval.str_size(topic) + payload.size
     return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1)
 
 

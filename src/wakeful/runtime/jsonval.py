@@ -43,6 +43,7 @@ __all__ = [
     "parse",
     "parse_document",
     "parse_value",
+    "str_size",
     "part_of",
     "with_member",
 ]
@@ -202,6 +203,42 @@ def _encode_checked(value: JsonValue) -> bytes:
         raise JsonTypeError(f"not a JSON value: {exc}") from None
 
 
+def str_size(text: str) -> int:
+    """Encoded size of a string: printable ASCII without quote or backslash is its length + 2, else encode."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text) + 2
+    return len(_encode_checked(text))
+
+
+def _scalar_size(value: object, kind: type) -> int:
+    """Encoded size of a checked scalar, without the encoder for strings, ints, booleans and null."""
+    if kind is str:
+        return str_size(value)  # type: ignore[arg-type]
+    if kind is int:
+        return len(int.__repr__(value))  # what json's encoder writes
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    return len(_encode_checked(value))  # type: ignore[arg-type]
+
+
+def _flat_size(value: object) -> int:
+    """Encoded size of a checked scalar or a dict/list of checked scalars (sdk.md §6.1 compact form)."""
+    kind = type(value)
+    if kind is dict:
+        size = 1 + len(value)  # type: ignore[arg-type]  # braces + (n-1) commas, or "{}"
+        for key, member in value.items():  # type: ignore[attr-defined]
+            size += str_size(key) + 1 + _scalar_size(member, type(member))
+        return size if value else 2
+    if kind is list:
+        size = 1 + len(value)  # type: ignore[arg-type]
+        for member in value:  # type: ignore[attr-defined]
+            size += _scalar_size(member, type(member))
+        return size if value else 2
+    return _scalar_size(value, kind)
+
+
 def encode(value: JsonValue | Json) -> bytes:
     """Compact UTF-8 encoding of a value (sdk.md §6); raises ``JsonTypeError`` if it cannot be encoded."""
     if isinstance(value, Json):
@@ -316,7 +353,7 @@ def part_of(value: JsonValue) -> Json:
     if kind is dict or kind is list:
         members: Any = value.values() if kind is dict else value  # type: ignore[union-attr]
         if not any(type(m) is dict or type(m) is list for m in members):  # flat: shape without a scan
-            return Json(value, len(_encode_checked(value)), 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
+            return Json(value, _flat_size(value), 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
     return _box(value, _encode_checked(value))
 
 
@@ -428,10 +465,10 @@ def from_python(value: object, *, limits: bool = True) -> Json:
         duplicate, nodes, depth = flat
         if limits and nodes > MAX_NODES:
             raise JsonLimitError(f"JSON value of {nodes} nodes exceeds {MAX_NODES}")
-        encoded = _encode_checked(value)  # type: ignore[arg-type]
-        if limits and len(encoded) > MAX_BYTES:
-            raise JsonLimitError(f"JSON value of {len(encoded)} bytes exceeds {MAX_BYTES}")
-        return Json(duplicate, len(encoded), nodes, depth)
+        size = _flat_size(value)  # the encoded size without encoding (encodes only unusual strings)
+        if limits and size > MAX_BYTES:
+            raise JsonLimitError(f"JSON value of {size} bytes exceeds {MAX_BYTES}")
+        return Json(duplicate, size, nodes, depth)
     cap_nodes, cap_depth = (MAX_NODES, MAX_DEPTH) if limits else (1 << 30, 1 << 30)
     nodes, depth = _count(value, cap_nodes, cap_depth)  # type: ignore[arg-type]
     encoded = _encode_checked(value)  # type: ignore[arg-type]
