@@ -62,16 +62,16 @@ class HandleTable:
     def add(self, entry: Entry) -> int:
         """Store ``entry`` under a fresh number and return it, or ``SF_LIMIT`` (nothing consumed)."""
         space = self.space
-        size = entry_size(entry)
-        if len(self.entries) >= self.limit or space.next > space.last:
-            return SF_LIMIT
-        if space.live_bytes + size > space.max_bytes:
-            return SF_LIMIT
+        size = entry.size if type(entry) is Json else len(entry)  # entry_size, inlined (hot: 4 per event)
         handle = space.next
+        live = space.live_bytes + size
+        entries = self.entries
+        if len(entries) >= self.limit or handle > space.last or live > space.max_bytes:
+            return SF_LIMIT
         space.next = handle + 1
-        self.entries[handle] = entry
+        entries[handle] = entry
         self.bytes += size
-        space.live_bytes += size
+        space.live_bytes = live
         space.live_handles += 1
         return handle
 
@@ -101,7 +101,7 @@ class HandleTable:
         entry = self.entries.pop(handle, None)
         if entry is None:
             return SF_INVALID
-        size = entry_size(entry)
+        size = entry.size if type(entry) is Json else len(entry)
         self.bytes -= size
         self.space.live_bytes -= size
         self.space.live_handles -= 1

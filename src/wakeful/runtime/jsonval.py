@@ -370,11 +370,14 @@ def copy_of(box: Json) -> JsonValue:
 
 def _copy(value: JsonValue) -> JsonValue:
     kind = type(value)
-    if kind is dict:
-        return {k: _copy(v) for k, v in value.items()}  # type: ignore[union-attr]
+    if kind is dict:  # scalars are shared, only containers recurse (one call per container, not per node)
+        return {k: _copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}  # type: ignore[union-attr]
     if kind is list:
-        return [_copy(v) for v in value]  # type: ignore[union-attr]
+        return [_copy(v) if type(v) in _CONTAINERS else v for v in value]  # type: ignore[union-attr]
     return value
+
+
+_CONTAINERS = frozenset((dict, list))
 
 
 def _flat_copy(value: object) -> tuple[JsonValue, int, int] | None:
