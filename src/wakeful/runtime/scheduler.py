@@ -126,6 +126,7 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.Handle | None = None
         self._handle_soon = False
+        self._armed_ns = 0  # the timer deadline the call_later handle is for (when not soon)
         self._loads_in_burst = 0
         self._last_load_ns = 0
         # counters for wakeful.stats
@@ -151,6 +152,11 @@ class Scheduler:
 
     def _batch_hook(self) -> None:
         self._handle = None
+        if not self._handle_soon and not self._runq:  # a timer wake-up, armed for a maybe-stale top entry
+            self._drop_stale_timers()
+            if not self._timers or self._timers[0][0] > self.clock.monotonic_ns():
+                self._rearm()  # nothing due: no batch, just re-arm for the earliest live deadline
+                return
         self.run_batch()
 
     def _kick(self) -> None:
@@ -169,14 +175,21 @@ class Scheduler:
         if self._runq:
             self._kick()
             return
-        self._drop_stale_timers()
-        if self._handle is not None:
-            self._handle.cancel()
+        # stale entries are not popped here (a heap pop per answered host call and per delivered event):
+        # waking at a stale deadline is early, never late, and _batch_hook then re-arms without a batch
+        timers = self._timers
+        handle = self._handle
+        if handle is not None:
+            if timers and not self._handle_soon and self._armed_ns == timers[0][0]:
+                return  # already armed for this deadline
+            handle.cancel()
             self._handle = None
-        if self._timers:
-            delay = max(0.0, (self._timers[0][0] - self.clock.monotonic_ns()) / 1e9)
+        if timers:
+            deadline = timers[0][0]
+            delay = max(0.0, (deadline - self.clock.monotonic_ns()) / 1e9)
             self._handle = self._loop.call_later(delay, self._batch_hook)
             self._handle_soon = False
+            self._armed_ns = deadline
 
     # ------------------------------------------------------------------ queries
 
