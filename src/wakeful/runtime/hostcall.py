@@ -47,6 +47,8 @@ class HostCall:
 
 HostHandler = Callable[[HostCall], Any]
 
+_PLAIN = frozenset((dict, list, str, int, float, bool, type(None)))  # JSON-ish results, never awaitable
+
 
 class _Pending:
     """One host call waiting for its awaitable (the only kind that enters the table)."""
@@ -101,6 +103,8 @@ class HostCalls:
         except Exception:  # a broken handler is the embedder's error; the guest sees SF_HOST_ERROR
             log.exception("host handler raised for %s", call.id)
             return SF_HOST_ERROR
+        if type(result) in _PLAIN:  # the common synchronous replies: no awaitable probe
+            return self._deliver(run, result)
         if inspect.isawaitable(result):
             return self._start_task(run, call, result)
         return self._deliver(run, result)
@@ -112,7 +116,9 @@ class HostCalls:
             _discard(awaitable)
             log.error("host handler returned an awaitable with no running event loop")
             return SF_HOST_ERROR
-        task = asyncio.ensure_future(awaitable, loop=loop)
+        # a plain future of this loop (the stdio handler's) is used as is; anything else is wrapped
+        task = awaitable if type(awaitable) is asyncio.Future and awaitable.get_loop() is loop \
+            else asyncio.ensure_future(awaitable, loop=loop)
         entry = _Pending(call, run, task)
         self._pending[call.id] = entry
         run.host_call = entry
