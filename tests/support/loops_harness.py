@@ -42,6 +42,14 @@ async def driver(h: Harness, agent_id: str, compile_c: Callable[..., bytes]) -> 
     return str(out["artifact"])
 
 
+async def driver_loop(h: Harness, compile_c: Callable[..., bytes]) -> tuple[str, str, str]:
+    """A fresh tenant with the driver Loop created and active: (agent_id, session_id, loop_id)."""
+    _, agent, session = await tenant(h)
+    art = await driver(h, agent, compile_c)
+    loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+    return agent, session, str(loop_id)
+
+
 async def send(h: Harness, loop_id: str, event_id: str, topic: str, payload: Any) -> None:
     """Admit a pending event directly in the store (intake is issue 6) and let the node deliver it."""
     text = json.dumps(payload, separators=(",", ":"))

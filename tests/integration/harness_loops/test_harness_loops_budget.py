@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from support.loops_harness import call, driver, loop_row, send, started, tenant, until
+from support.loops_harness import call, driver, driver_loop, loop_row, send, started, tenant, until
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.store import schema
@@ -30,9 +30,7 @@ async def test_seventh_wake_is_refused_and_an_hour_of_limiting_pauses_the_loop(
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         first = await _window(h, loop_id, 7, "w0")
         assert first == ["call agent.notify -> 1"] * 6 + ["call agent.notify -> -5"]  # SF_HOST_ERROR
         row = await loop_row(h, loop_id)
@@ -77,9 +75,7 @@ async def test_a_wall_clock_jump_alone_does_not_pause(
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         await _window(h, loop_id, 7, "a")
         for window in range(1, 7):  # the store clock moves through an hour of saturated windows...
             store_clock.jump_wall(ms=TEN_MIN_MS)
@@ -95,9 +91,7 @@ async def test_a_dedup_key_reaches_the_session_once(
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         assert await _notify(h, loop_id, "e1", "same") == "call agent.notify -> 1"
         assert await _notify(h, loop_id, "e2", "same") == "call agent.notify -> 1"  # guest retry: duplicate
         row = await loop_row(h, loop_id)
@@ -159,9 +153,7 @@ async def test_sweeps_run_in_the_background_and_stop_with_the_harness(
     h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, tick_s=0.05)
     await h.start()
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
 
         async def flushed() -> bool:  # the 2 s log flusher, not the test, writes the start line
             return bool(await guest_lines(h, loop_id, "config "))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from support.loops_harness import driver, loop_row, send, started, tenant, until
+from support.loops_harness import driver, driver_loop, loop_row, send, started, tenant, until
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.errors import ArtifactInvalid
@@ -30,9 +30,7 @@ async def test_a_faulting_loop_is_reloaded_three_times_then_failed_with_one_mess
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         await send(h, loop_id, "boom", "fault", {"addr": 8})  # stays pending: every reload replays it
         for reload in range(1, 4):
             async def counted(n: int = reload) -> bool:
@@ -65,9 +63,7 @@ async def test_the_reload_window_restarts_after_an_hour(
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         for i in range(5):  # five faults, each more than an hour after the window opened
             await send(h, loop_id, f"boom{i}", "fault", {"addr": 8})
 

@@ -7,7 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.loops_harness import call, configs_seen, driver, loop_row, send, snapshot, started, tenant, until
+from support.loops_harness import (
+    call,
+    configs_seen,
+    driver,
+    driver_loop,
+    loop_row,
+    send,
+    snapshot,
+    started,
+    tenant,
+    until,
+)
 
 from wakeful.errors import HostCallError
 from wakeful.harness.store import sessions
@@ -66,9 +77,7 @@ async def test_a_retired_incarnation_is_refused_and_changes_nothing(
 ) -> None:
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         await send(h, loop_id, "e1", "noop", {})
         await h.node.load(loop_id)  # a reload: incarnation 2 is current, 1 is retired
         assert (await loop_row(h, loop_id)).incarnation == 2

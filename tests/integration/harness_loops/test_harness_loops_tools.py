@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.loops_harness import call, driver, loop_row, snapshot, started, tenant
+from support.loops_harness import call, driver, driver_loop, loop_row, snapshot, started, tenant
 
 from wakeful.harness.errors import (
     AgentArchived,
@@ -228,9 +228,7 @@ async def test_tool_input_model_and_failures_are_host_errors(
     h.register_tool("broken.read", broken, description="always fails")
     await h.start()
     try:
-        _, agent, session = await tenant(h)
-        art = await driver(h, agent, compile_c)
-        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        agent, session, loop_id = await driver_loop(h, compile_c)
         assert await call(h, loop_id, "e1", "weather.get", {"city": "Oslo"}) == "call weather.get -> 1"
         assert await call(h, loop_id, "e2", "weather.get", {"town": "Oslo"}) == "call weather.get -> -5"
         assert await call(h, loop_id, "e3", "broken.read", {}) == "call broken.read -> -5"
