@@ -7,7 +7,10 @@ Faces map ``code`` to an HTTP status with ``HTTP_STATUS``; the CLI exits 3 for `
         ├── InvalidRequest                invalid_request            400
         │   ├── InvalidArtifact           invalid_artifact           400
         │   ├── ConfigTooLarge            config_too_large           400
-        │   └── CapabilityNotAllowed      capability_not_allowed     400 (loop.create only)
+        │   ├── CapabilityNotAllowed      capability_not_allowed     400 (loop.create only)
+        │   ├── InvalidEvent              invalid_event              400 (details: field)
+        │   ├── InvalidJson               invalid_json               400
+        │   └── JsonObjectRequired        json_object_required       400
         ├── NotFound                      not_found                  404
         │   ├── AgentNotFound             agent_not_found            404
         │   ├── SessionNotFound           session_not_found          404
@@ -20,6 +23,12 @@ Faces map ``code`` to an HTTP status with ``HTTP_STATUS``; the CLI exits 3 for `
         │   ├── ArtifactInvalid           artifact_invalid           409
         │   └── SessionInUse              session_in_use             409
         ├── HarnessBusy                   busy                       429
+        ├── Throttled                     (429 refusals, details: retry_after_s ≥ 1 → Retry-After)
+        │   ├── RateLimited               rate_limited               429
+        │   ├── MailboxFull               mailbox_full               429
+        │   └── GroupBacklogFull          group_backlog_full         429
+        ├── PayloadTooLarge               payload_too_large          413
+        ├── JsonRequired                  json_required              415
         ├── StoreUnavailable              unavailable                503 (connection loss, lock timeout, disk full)
         │   (alias: Unavailable)
         ├── SchemaError                   (the store cannot be opened at this version)
@@ -45,20 +54,29 @@ __all__ = [
     "CapabilityNotAllowed",
     "ConfigTooLarge",
     "Conflict",
+    "GroupBacklogFull",
     "HarnessBusy",
     "HarnessError",
     "HostCallRefused",
     "InvalidArtifact",
+    "InvalidEvent",
+    "InvalidJson",
     "InvalidRequest",
+    "JsonObjectRequired",
+    "JsonRequired",
     "LoopNotActive",
+    "MailboxFull",
     "NodeLocked",
     "NotFound",
+    "PayloadTooLarge",
     "QuotaExceeded",
+    "RateLimited",
     "SchemaError",
     "SchemaTooNew",
     "SessionInUse",
     "SessionNotFound",
     "StoreUnavailable",
+    "Throttled",
     "Unavailable",
     "UpgradeRequired",
 ]
@@ -91,6 +109,24 @@ class ConfigTooLarge(InvalidRequest):
 
 class CapabilityNotAllowed(InvalidRequest):
     code = "capability_not_allowed"
+
+
+class InvalidEvent(InvalidRequest):
+    """harness.md §10.1: ``details`` carries ``field`` (topic, event_id, payload, idempotency_key)."""
+
+    code = "invalid_event"
+
+    def __init__(self, message: str, *, field: str, **details: Any) -> None:
+        super().__init__(message, field=field, **details)
+        self.field = field
+
+
+class InvalidJson(InvalidRequest):
+    code = "invalid_json"
+
+
+class JsonObjectRequired(InvalidRequest):
+    code = "json_object_required"
 
 
 class NotFound(HarnessError):
@@ -146,6 +182,37 @@ class SessionInUse(Conflict):
 
 class HarnessBusy(HarnessError):
     code = "busy"
+
+
+class Throttled(HarnessError):
+    """A 429 refusal; ``details["retry_after_s"]`` (an int ≥ 1) is what a face copies into ``Retry-After``."""
+
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after_s: float, **details: Any) -> None:
+        seconds = max(1, -int(-retry_after_s // 1))  # whole seconds, rounded up, at least 1 (harness.md §14)
+        super().__init__(message, retry_after_s=seconds, **details)
+        self.retry_after_s = seconds
+
+
+class RateLimited(Throttled):
+    code = "rate_limited"
+
+
+class MailboxFull(Throttled):
+    code = "mailbox_full"
+
+
+class GroupBacklogFull(Throttled):
+    code = "group_backlog_full"
+
+
+class PayloadTooLarge(HarnessError):
+    code = "payload_too_large"
+
+
+class JsonRequired(HarnessError):
+    code = "json_required"
 
 
 class StoreUnavailable(HarnessError):
