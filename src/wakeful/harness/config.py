@@ -29,6 +29,9 @@ class Limits:
     reloads_per_hour: int = 3
     pending_events: int = 32
     ack_deadline_s: int = 900
+    group_backlog_bytes: int = 50 * 1024 * 1024  # §10.2 step 5
+    ingress_per_loop_per_min: int = 60  # §14
+    ingress_global_per_min: int = 6000  # §14
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +42,8 @@ class Config:
     store_url: str | None = None
     max_objects: int = 10_000
     limits: Limits = field(default_factory=Limits)
+    public_base_url: str | None = None  # server.public_base_url: prefix of webhook URLs (harness.md §13)
+    dedup_retention_s: int = 86_400  # events.dedup_retention_s (harness.md §2.6)
 
     @property
     def effective_store_url(self) -> str:
@@ -72,12 +77,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "store": {"url": "store_url"},
     "runtime": {"max_objects": "max_objects", "mode": "", "command": ""},
     "limits": {f.name: f.name for f in fields(Limits)},
+    "events": {"dedup_retention_s": "dedup_retention_s"},
 }
 
 
 # interfaces.md §7 sections read by other parts of wakeful (their owners check their keys)
 OTHER_SECTIONS = frozenset({
-    "server", "build", "events", "decide", "web", "scripts", "placement", "control", "mcp", "ui", "log",
+    "server", "build", "decide", "web", "scripts", "placement", "control", "mcp", "ui", "log",
 })
 
 
@@ -93,8 +99,10 @@ def load_config(
     values.update(_from_env(env))
     limits = Limits(**{k: v for k, v in values.items() if k in Limits.__dataclass_fields__})
     store_url = env.get("WAKEFUL_DB_URL") or values.get("store_url")
+    base_url = env.get("WAKEFUL_SERVER__PUBLIC_BASE_URL") or values.get("public_base_url")
     return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
-                  limits=limits)
+                  limits=limits, public_base_url=base_url or None,
+                  dedup_retention_s=int(values.get("dedup_retention_s", 86_400)))
 
 
 def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
@@ -109,6 +117,8 @@ def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) ->
     out: dict[str, Any] = {}
     for section, table in doc.items():
         if section in extra_sections:
+            if section == "server" and isinstance(table, dict) and "public_base_url" in table:
+                out["public_base_url"] = _typed("server.public_base_url", table["public_base_url"], str)
             continue
         keys = _SECTIONS.get(section)
         if keys is None or not isinstance(table, dict):
