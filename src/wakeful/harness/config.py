@@ -14,7 +14,7 @@ from typing import Any
 
 from wakeful.harness.errors import InvalidRequest
 
-__all__ = ["Config", "Limits", "default_data_dir", "load_config"]
+__all__ = ["Config", "Limits", "ScriptLimits", "default_data_dir", "load_config"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,6 +35,35 @@ class Limits:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptLimits:
+    """harness.md §18 / §20 (config keys ``scripts.*``)."""
+
+    guest_time_ms: int = 5_000
+    wall_time_ms: int = 60_000
+    max_resident: int = 64
+    per_agent: int = 4
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Placement:
+    """harness.md §19 / interfaces.md §7 (config keys ``placement.*``), in seconds."""
+
+    lease_ttl_s: int = 30
+    renew_s: int = 10
+    heartbeat_s: int = 5
+    dead_after_s: int = 20
+    tick_s: int = 10
+    reconcile_s: int = 60
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 1:
+                raise InvalidRequest(f"placement.{f.name} must be at least 1", field=f"placement.{f.name}")
+        if self.renew_s >= self.lease_ttl_s:  # §19.2: self-fencing needs TTL − renew > 0
+            raise InvalidRequest("placement.renew_s must be below placement.lease_ttl_s", field="placement.renew_s")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     """interfaces.md §7: ``data_dir``, ``store.url``, ``runtime.max_objects`` and ``limits.*``."""
 
@@ -44,6 +73,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     public_base_url: str | None = None  # server.public_base_url: prefix of webhook URLs (harness.md §13)
     dedup_retention_s: int = 86_400  # events.dedup_retention_s (harness.md §2.6)
+    scripts: ScriptLimits = field(default_factory=ScriptLimits)  # scripts.* (harness.md §18)
 
     @property
     def effective_store_url(self) -> str:
@@ -78,12 +108,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "runtime": {"max_objects": "max_objects", "mode": "", "command": ""},
     "limits": {f.name: f.name for f in fields(Limits)},
     "events": {"dedup_retention_s": "dedup_retention_s"},
+    "scripts": {f.name: f"scripts.{f.name}" for f in fields(ScriptLimits)},
 }
 
 
 # interfaces.md §7 sections read by other parts of wakeful (their owners check their keys)
 OTHER_SECTIONS = frozenset({
-    "server", "build", "decide", "web", "scripts", "placement", "control", "mcp", "ui", "log",
+    "server", "build", "decide", "web", "placement", "control", "mcp", "ui", "log",
 })
 
 
@@ -102,7 +133,8 @@ def load_config(
     base_url = env.get("WAKEFUL_SERVER__PUBLIC_BASE_URL") or values.get("public_base_url")
     return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
                   limits=limits, public_base_url=base_url or None,
-                  dedup_retention_s=int(values.get("dedup_retention_s", 86_400)))
+                  dedup_retention_s=int(values.get("dedup_retention_s", 86_400)),
+                  scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}))
 
 
 def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
