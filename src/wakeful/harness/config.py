@@ -14,7 +14,7 @@ from typing import Any
 
 from wakeful.harness.errors import InvalidRequest
 
-__all__ = ["Config", "Limits", "ScriptLimits", "default_data_dir", "load_config"]
+__all__ = ["Config", "Limits", "Placement", "ScriptLimits", "default_data_dir", "load_config"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,6 +74,8 @@ class Config:
     public_base_url: str | None = None  # server.public_base_url: prefix of webhook URLs (harness.md §13)
     dedup_retention_s: int = 86_400  # events.dedup_retention_s (harness.md §2.6)
     scripts: ScriptLimits = field(default_factory=ScriptLimits)  # scripts.* (harness.md §18)
+    placement: Placement = field(default_factory=Placement)  # placement.* (harness.md §19)
+    node_name: str | None = None  # server.node_name / ``serve --node-name``; None → the host name
 
     @property
     def effective_store_url(self) -> str:
@@ -109,12 +111,13 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "limits": {f.name: f.name for f in fields(Limits)},
     "events": {"dedup_retention_s": "dedup_retention_s"},
     "scripts": {f.name: f"scripts.{f.name}" for f in fields(ScriptLimits)},
+    "placement": {f.name: f"placement.{f.name}" for f in fields(Placement)},
 }
 
 
 # interfaces.md §7 sections read by other parts of wakeful (their owners check their keys)
 OTHER_SECTIONS = frozenset({
-    "server", "build", "decide", "web", "placement", "control", "mcp", "ui", "log",
+    "server", "build", "decide", "web", "control", "mcp", "ui", "log",
 })
 
 
@@ -134,7 +137,8 @@ def load_config(
     return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
                   limits=limits, public_base_url=base_url or None,
                   dedup_retention_s=int(values.get("dedup_retention_s", 86_400)),
-                  scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}))
+                  scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}),
+                  placement=Placement(**{k[10:]: v for k, v in values.items() if k.startswith("placement.")}))
 
 
 def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
