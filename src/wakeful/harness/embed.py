@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wakeful.harness.config import Config, load_config
+from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
+from wakeful.harness.ratelimit import Limiter
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.harness.store import agents, groups, sessions
 from wakeful.harness.store.core import Store
@@ -39,7 +41,7 @@ class Harness:
 
     def __init__(
         self, config: Config | None = None, *, db_url: str | None = None, data_dir: str | Path | None = None,
-        clock: Clock | None = None, sweeps: bool = True, tick_s: float = 10.0,
+        clock: Clock | None = None, sweeps: bool = True, tick_s: float = 10.0, limiter: Limiter | None = None,
     ) -> None:
         base = config or load_config()
         self.config = base.with_overrides(
@@ -52,6 +54,8 @@ class Harness:
         self._store: Store | None = None
         self._node: Node | None = None
         self._tools: LoopTools | None = None
+        self._intake: Intake | None = None
+        self.limiter = limiter  # harness.md §14: None → in-process buckets; a cluster passes a shared Limiter
         self._builder: Any = None
         self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
@@ -74,6 +78,7 @@ class Harness:
             self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
                               on_message=self._on_message)
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
+            self._intake = Intake(self._node, limiter=self.limiter)
             await self._node.open()
         except BaseException:
             await self._store.close()
@@ -103,7 +108,7 @@ class Harness:
             self._builder.close()
         if self._store is not None:
             await self._store.close()
-        self._node = self._store = self._tools = None
+        self._node = self._store = self._tools = self._intake = None
 
     async def run(self) -> None:
         """Start and run until cancelled."""
@@ -141,6 +146,13 @@ class Harness:
         if self._store is None:
             raise RuntimeError("the harness is not started")
         return self._store
+
+    @property
+    def intake(self) -> Intake:
+        """Event intake (harness.md §10): buckets, webhook resolution, strict bodies, admission."""
+        if self._intake is None:
+            raise RuntimeError("the harness is not started")
+        return self._intake
 
     @property
     def loops(self) -> LoopTools:
