@@ -1,0 +1,84 @@
+"""The FastAPI application of ``wakeful serve`` (interfaces.md §2): one app over one running ``Harness``.
+
+Adding routes: write ``wakeful/api/routes_<area>.py`` exporting ``router = APIRouter()`` (paths absolute, e.g.
+``/v1/agent-groups/{group_id}/decide``) and add ``"<area>"`` to ``ROUTERS`` below — one line. Use the
+dependencies of ``api/auth.py`` for auth and raise ``WakefulError``s; ``api/errors.py`` maps codes to statuses
+(``register_status`` for new codes). See docs/decisions-api.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from wakeful.api import errors
+from wakeful.api.context import ApiSettings
+from wakeful.api.middleware import RequestGuard
+
+if TYPE_CHECKING:
+    from wakeful.harness.embed import Harness
+
+__all__ = ["ROUTERS", "create_app"]
+
+# one entry per area: the module wakeful.api.routes_<name> exports `router`
+ROUTERS: tuple[str, ...] = (
+    "meta",
+    "admin",
+)
+
+
+def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | None = None,
+               public_docs: bool = True, routers: tuple[str, ...] | None = None) -> FastAPI:
+    """The app for a harness (started before the first request is served, stopped after the last)."""
+    from wakeful import __version__
+
+    app = FastAPI(
+        title="wakeful",
+        version=__version__,
+        summary="Durable watch Loops for AI agents: the HTTP API of `wakeful serve`.",
+        openapi_url="/openapi.json" if public_docs else None,
+        docs_url="/docs" if public_docs else None,
+        redoc_url=None,
+    )
+    app.state.harness = harness
+    app.state.settings = ApiSettings(node_name=node_name, public_base_url=public_base_url,
+                                     public_docs=public_docs)
+    errors.install(app)
+    for name in routers if routers is not None else ROUTERS:
+        module = importlib.import_module(f"wakeful.api.routes_{name}")
+        app.include_router(module.router)
+    app.add_middleware(RequestGuard)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+    "additionalProperties": True,
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document with its 422 answers replaced by the ``400 invalid_request`` the app really gives."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    bearer = {"type": "http", "scheme": "bearer", "description": "wk_<key_id>_<secret> (harness.md §2.1)"}
+    components = doc.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = bearer
+    components.setdefault("schemas", {})["Error"] = _ERROR_SCHEMA
+    for schema_name in ("HTTPValidationError", "ValidationError"):
+        components.get("schemas", {}).pop(schema_name, None)
+    for item in doc.get("paths", {}).values():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            responses.setdefault("400", {"description": "invalid request",
+                                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    app.openapi_schema = doc
+    return doc

@@ -1,0 +1,152 @@
+"""Authentication and scope for the HTTP face: ``Authorization: Bearer wk_<key_id>_<secret>`` verified through
+the harness key cache (harness.md §2.1, ≤ 5 s cache), and the principals of interfaces.md §1.
+
+An **agent** principal is an ``agent`` key, or a ``group``/``admin`` key with ``X-Wakeful-Agent: agt_…``; a
+**person** principal is a ``group``/``admin`` key without that header. Resources outside a key's scope are
+``404 not_found`` (never 403); a key lacking the role for a route in its scope is ``403 forbidden``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from wakeful.api.context import harness_of
+from wakeful.api.errors import Forbidden, Unauthorized
+from wakeful.harness.errors import NotFound
+from wakeful.harness.store import agents
+from wakeful.harness.store.keycache import KeyCache
+
+__all__ = [
+    "AdminPrincipal",
+    "AnyPrincipal",
+    "GroupPrincipal",
+    "MemberPrincipal",
+    "Principal",
+    "authenticate",
+    "check_agent",
+    "key_cache",
+    "require_admin",
+    "require_group",
+    "require_member",
+]
+
+AGENT_HEADER = "x-wakeful-agent"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the key's role and scope, and the agent it acts as (None for a person)."""
+
+    role: str  # admin | group | agent
+    key_id: str
+    group_id: str | None  # the key's group (None for admin)
+    agent_id: str | None  # the agent principal's agent; None for a person principal
+    agent_group_id: str | None = None  # the group of ``agent_id`` (admin keys acting as an agent)
+
+    @property
+    def kind(self) -> str:
+        """``agent`` or ``person`` (interfaces.md §1)."""
+        return "agent" if self.agent_id is not None else "person"
+
+    @property
+    def actor(self) -> str:
+        """The actor recorded in transitions and receipts."""
+        return f"agent:{self.agent_id}" if self.agent_id is not None else f"key:{self.key_id}"
+
+    def covers_group(self, group_id: str) -> bool:
+        if self.role == "admin":
+            return self.agent_group_id is None or self.agent_group_id == group_id
+        return self.group_id == group_id
+
+    def sees_agent(self, agent_id: str) -> bool:
+        """An agent principal sees only its own agent; a person principal every agent of its group."""
+        return self.agent_id is None or self.agent_id == agent_id
+
+
+def key_cache(request: Request) -> KeyCache:
+    """The node's key cache, made on first use (the store exists once the harness has started)."""
+    state = request.app.state
+    cache: KeyCache | None = getattr(state, "key_cache", None)
+    if cache is None:
+        cache = KeyCache(harness_of(request).store)
+        state.key_cache = cache
+    return cache
+
+
+def bearer_text(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+async def authenticate(request: Request) -> Principal:
+    """``401 unauthorized`` for a missing, malformed, unknown or revoked key."""
+    token = bearer_text(request)
+    if token is None:
+        raise Unauthorized("an Authorization: Bearer wk_… key is required")
+    key = await key_cache(request).verify(token)
+    if key is None:
+        raise Unauthorized("the key is unknown or revoked")
+    acting = request.headers.get(AGENT_HEADER)
+    if key.role == "agent":
+        if acting is not None and acting != key.agent_id:
+            raise Forbidden("an agent key acts only as its own agent")
+        return Principal("agent", key.id, key.group_id, key.agent_id, key.group_id)
+    if acting is None:
+        return Principal(key.role, key.id, key.group_id, None)
+    agent = await _find_agent(request, acting)
+    if agent is None or (key.role == "group" and agent.group_id != key.group_id):
+        raise NotFound(f"agent {acting[:40]} not found", field="x-wakeful-agent")
+    return Principal(key.role, key.id, key.group_id, agent.id, agent.group_id)
+
+
+async def _find_agent(request: Request, agent_id: str) -> agents.Agent | None:
+    if not 1 <= len(agent_id) <= 40:
+        return None
+    async with harness_of(request).store.tx(readonly=True) as tx:
+        return await agents.find_agent(tx, agent_id)
+
+
+AnyPrincipal = Annotated[Principal, Depends(authenticate)]
+
+
+def require_admin(principal: AnyPrincipal) -> Principal:
+    """Admin keys only (a group/agent key gets 403)."""
+    if principal.role != "admin":
+        raise Forbidden("this route needs an admin key")
+    return principal
+
+
+def require_member(group_id: str, principal: AnyPrincipal) -> Principal:
+    """Any key whose scope covers ``group_id`` (route-level "agent" auth; resources are checked by the route)."""
+    if not principal.covers_group(group_id):
+        raise NotFound(f"group {group_id[:40]} not found")
+    return principal
+
+
+def require_group(group_id: str, principal: AnyPrincipal) -> Principal:
+    """A group or admin key of this group ("group" auth); an agent key in the group gets 403."""
+    principal = require_member(group_id, principal)
+    if principal.role == "agent":
+        raise Forbidden("this route needs a group or admin key")
+    return principal
+
+
+def check_agent(principal: Principal, agent_id: str) -> None:
+    """An agent principal for another agent: 404 (the resource is outside its scope)."""
+    if not principal.sees_agent(agent_id):
+        raise NotFound(f"agent {agent_id[:40]} not found")
+
+
+AdminPrincipal = Annotated[Principal, Depends(require_admin)]
+MemberPrincipal = Annotated[Principal, Depends(require_member)]
+GroupPrincipal = Annotated[Principal, Depends(require_group)]
+
+

@@ -1,0 +1,180 @@
+"""The HTTP face's one error table: stable code → HTTP status (interfaces.md §2.1, spec README "Error codes"),
+and the JSON body ``{error, message, …details}`` every refusal gets, with ``Retry-After`` from ``retry_after_s``.
+
+Other areas add their codes with ``register_status(code, status)`` at import time of their router module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from wakeful.errors import WakefulError
+from wakeful.harness.errors import HTTP_STATUS as HARNESS_STATUS
+from wakeful.harness.errors import HarnessError
+
+__all__ = [
+    "ApiError",
+    "Forbidden",
+    "STATUS",
+    "Unauthorized",
+    "error_response",
+    "register_status",
+    "status_for",
+]
+
+log = logging.getLogger("wakeful.api")
+
+# code -> HTTP status. The harness table first, then the codes only faces and the kernel raise.
+STATUS: dict[str, int] = {
+    **HARNESS_STATUS,
+    "invalid_request": 400,
+    "invalid_command": 400,
+    "invalid_bundle": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_registered": 403,
+    "excluded": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "throttled": 429,
+    "payload_too_large": 413,
+    "json_required": 415,
+    "rate_limited": 429,
+    "mailbox_full": 429,
+    "group_backlog_full": 429,
+    "busy": 429,
+    "unavailable": 503,
+    "compiler_unavailable": 503,
+    "draining": 503,
+    "internal": 500,
+}
+
+# the runtime/build layer's upper-case codes as they surface at a face (README "Error codes")
+_WAKEFUL_CODES: dict[str, tuple[str, int]] = {
+    "INVALID_PARAMS": ("invalid_request", 400),
+    "BUSY": ("busy", 429),
+    "SANDBOX_UNAVAILABLE": ("compiler_unavailable", 503),
+    "INVALID_OBJECT": ("invalid_artifact", 400),
+}
+
+
+def register_status(code: str, status: int) -> None:
+    """Add (or confirm) the HTTP status of a code; a code may not change status once set."""
+    known = STATUS.get(code)
+    if known is not None and known != status:
+        raise ValueError(f"code {code!r} already maps to {known}")
+    STATUS[code] = status
+
+
+def status_for(code: str) -> int:
+    """The status of a code; an unknown code is a bug in the raiser, reported as 500."""
+    return STATUS.get(code, 500)
+
+
+class ApiError(HarnessError):
+    """A refusal raised by the face itself with any registered code (``ApiError("forbidden", "…")``)."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.code = code
+
+
+class Unauthorized(HarnessError):
+    code = "unauthorized"
+
+
+class Forbidden(HarnessError):
+    code = "forbidden"
+
+
+def request_id_of(request: Request) -> str:
+    return str(getattr(request.state, "request_id", "") or "")
+
+
+def error_response(code: str, message: str, *, status: int | None = None, details: dict[str, Any] | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """The ``{error, message, …details}`` body; ``Retry-After`` from ``details["retry_after_s"]``."""
+    body: dict[str, Any] = {"error": code, "message": message}
+    for key, value in (details or {}).items():
+        if key not in ("error", "message"):
+            body[key] = value
+    out = dict(headers or {})
+    retry = body.get("retry_after_s")
+    if isinstance(retry, int | float) and not isinstance(retry, bool):
+        seconds = max(1, -int(-retry // 1))
+        body["retry_after_s"] = seconds
+        out["Retry-After"] = str(seconds)
+    return JSONResponse(body, status_code=status or status_for(code), headers=out)
+
+
+def _wakeful_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, WakefulError)
+    if isinstance(exc, HarnessError):
+        code, details = exc.code, dict(exc.details)
+        status = status_for(code)
+    else:
+        code, status = _WAKEFUL_CODES.get(exc.code, ("internal", 500))
+        details = {}
+        rule = getattr(exc, "rule", None)
+        if isinstance(rule, str):
+            details["rule"] = rule
+    if status == 500:
+        return internal_response(request, exc)
+    return error_response(code, exc.message, status=status, details=details)
+
+
+def internal_response(request: Request | None, exc: BaseException | None, request_id: str = "") -> JSONResponse:
+    """A bug: logged with its stack here, answered with the request id and never the stack."""
+    rid = request_id or (request_id_of(request) if request is not None else "")
+    if exc is not None:
+        log.error("internal error in request %s", rid, exc_info=(type(exc), exc, exc.__traceback__))
+    return error_response("internal", "internal error; quote the request id when reporting it",
+                          status=500, details={"request_id": rid})
+
+
+_HTTP_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "payload_too_large", 415: "json_required", 503: "unavailable"}
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "internal" if exc.status_code >= 500 else "invalid_request")
+    message = exc.detail if isinstance(exc.detail, str) else code
+    if exc.status_code == 404:
+        message = "no such route or resource"
+    response = error_response(code, message, status=exc.status_code, headers=dict(exc.headers or {}))
+    return response
+
+
+def _validation_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422 becomes ``400 invalid_request`` with the dotted ``field`` (interfaces.md §2.1)."""
+    errors: list[dict[str, Any]] = list(getattr(exc, "errors", lambda: [])())
+    first = errors[0] if errors else {}
+    loc = [str(part) for part in first.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path", "header", "cookie"):
+        where, loc = loc[0], loc[1:]
+    else:
+        where = "body"
+    field = ".".join(loc) or where
+    if first.get("type") == "json_invalid":
+        return error_response("invalid_json", "the body is not valid JSON", details={"field": "body"})
+    if where == "body" and not loc and first.get("type") in ("model_attributes_type", "dict_type", "missing"):
+        return error_response("json_object_required", "the body must be a JSON object", status=400,
+                              details={"field": "body"})
+    msg = str(first.get("msg", "invalid request"))
+    return error_response("invalid_request", f"{where} {field}: {msg}", details={"field": field})
+
+
+def install(app: Any) -> None:
+    """Register the handlers on a FastAPI app."""
+    from fastapi.exceptions import RequestValidationError
+
+    app.add_exception_handler(WakefulError, _wakeful_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)

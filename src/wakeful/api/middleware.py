@@ -1,0 +1,150 @@
+"""One pure-ASGI middleware in front of every route: ``X-Request-Id`` on every response, the body bound of
+interfaces.md §2.1 (``Content-Length`` checked first, then a counting ``receive`` that never lets more through),
+``415`` for non-JSON bodies on JSON routes, ``Cache-Control: no-store`` on webhooks and a 500 without a stack.
+
+The intake routes (``body_self_checked``) read their bodies themselves after authentication (harness.md §10.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from wakeful.api.errors import error_response, internal_response
+
+__all__ = ["RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
+
+log = logging.getLogger("wakeful.api")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DEFAULT_LIMIT = 65_536  # interfaces.md §2.1
+BUILD_LIMIT = 262_144  # builds and scripts
+WEBHOOK_LIMIT = 16_384  # harness.md §10.4 step 5
+
+_WEBHOOK = re.compile(r"^/v1/loop-webhooks/[^/]*$")
+_GROUP_EVENTS = re.compile(r"^/v1/agent-groups/[^/]+/loops/[^/]+/events$")
+_BIG = re.compile(r"^/v1/agent-groups/[^/]+/(builds|scripts/run)$")
+_RAW = re.compile(r"^/v1/agent-groups/[^/]+/artifacts$")  # raw ELF, application/octet-stream
+
+
+def body_limit_for(path: str) -> int:
+    if _WEBHOOK.match(path):
+        return WEBHOOK_LIMIT
+    if _BIG.match(path):
+        return BUILD_LIMIT
+    return DEFAULT_LIMIT
+
+
+def body_self_checked(path: str, method: str) -> bool:
+    """Intake routes order their checks themselves (auth, scope, bucket, then the bounded read)."""
+    return method == "POST" and (_WEBHOOK.match(path) is not None or _GROUP_EVENTS.match(path) is not None)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json``, parameters ignored, case-insensitive (harness.md §10.3 step 5)."""
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+class RequestGuard:
+    """The outermost wakeful middleware (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _header(scope, b"x-request-id")
+        if rid is None or not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", rid):
+            rid = "req_" + secrets.token_hex(8)
+        scope.setdefault("state", {})["request_id"] = rid
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        limit = body_limit_for(path)
+        scope["state"]["body_limit"] = limit
+        webhook = _WEBHOOK.match(path) is not None
+        started = refused = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # the bound was hit: our 413 went out, the route's late answer is dropped
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", rid.encode()))
+                if webhook:
+                    headers = [h for h in headers if h[0].lower() != b"cache-control"]
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:  # never buffer more: answer 413 now, the route sees a disconnect
+                    if not started:
+                        await _too_large(limit)(scope, receive, send_wrapper)
+                    refused = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        if not body_self_checked(path, method):
+            refusal = self._precheck(scope, path, method, limit)
+            if refusal is not None:
+                await refusal(scope, receive, send_wrapper)
+                return
+        try:
+            await self.app(scope, counting_receive, send_wrapper)
+        except Exception as exc:
+            if refused:
+                return
+            if started:
+                log.error("error after the response started (request %s)", rid, exc_info=exc)
+                return
+            await internal_response(None, exc, request_id=rid)(scope, receive, send_wrapper)
+
+    @staticmethod
+    def _precheck(scope: Scope, path: str, method: str, limit: int) -> Any:
+        length = _header(scope, b"content-length")
+        if length is not None:
+            try:
+                size = int(length)
+            except ValueError:
+                return error_response("invalid_request", "Content-Length is not a number",
+                                      details={"field": "content-length"})
+            if size > limit:
+                return _too_large(limit)
+        has_body = (length is not None and length.strip() != "0") or _header(scope, b"transfer-encoding") is not None
+        if method in ("POST", "PUT", "PATCH") and has_body and not _RAW.match(path):
+            if not is_json_type(_header(scope, b"content-type")):
+                return error_response("json_required", "the body must be Content-Type: application/json")
+        return None
+
+
+def _too_large(limit: int) -> Any:
+    return error_response("payload_too_large", f"the body is over this route's limit of {limit} bytes",
+                          details={"limit": limit})

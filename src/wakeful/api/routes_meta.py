@@ -1,0 +1,64 @@
+"""Meta routes: ``GET /healthz`` (no auth) and ``GET /v1/info`` (any key) — interfaces.md §2.2."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from wakeful.api.auth import AnyPrincipal
+from wakeful.api.context import settings_of
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["meta"])
+
+
+@router.get("/healthz", summary="Liveness and store reachability (no auth)")
+async def healthz(request: Request) -> JSONResponse:
+    harness = request.app.state.harness
+    settings = settings_of(request)
+    node = settings.node_name
+    store_ok = False
+    if harness._store is not None:
+        try:
+            async with harness.store.tx(readonly=True) as tx:
+                await tx.now_ms()
+            store_ok = True
+        except Exception:  # any failure to reach the store is "unavailable" here
+            store_ok = False
+    if not store_ok:
+        return JSONResponse({"status": "unavailable", "error": "unavailable", "message": "the store is unreachable",
+                             "node": node, "store": "unavailable"}, status_code=503)
+    return JSONResponse({"status": "ok", "node": node, "store": "ok"})
+
+
+@router.get("/v1/info", summary="Versions, node, store kind, compiler availability and limits")
+async def info(request: Request, principal: AnyPrincipal) -> dict[str, Any]:
+    from wakeful import __version__, sdk
+    from wakeful.api.context import harness_of
+
+    harness = harness_of(request)
+    settings = settings_of(request)
+    return {
+        "version": __version__,
+        "sdk_version": sdk.SDK_ABI,
+        "protocol_version": 1,
+        "node": settings.node_name,
+        "node_id": harness.node.node_id,
+        "store": harness.store.dialect,
+        "compiler_available": _compiler_available(),
+        "limits": dataclasses.asdict(harness.config.limits),
+        "principal": {"role": principal.role, "kind": principal.kind, "group_id": principal.group_id,
+                      "agent_id": principal.agent_id, "key_id": principal.key_id},
+    }
+
+
+def _compiler_available() -> bool:
+    try:
+        import ziglang  # noqa: F401
+    except ImportError:
+        return False
+    return True

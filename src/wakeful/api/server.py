@@ -1,0 +1,70 @@
+"""Running the app with uvicorn on a started ``Harness``: ``await serve(harness, host, port)`` (interfaces.md §5
+``h.serve_http``) serves until cancelled or ``server.should_exit``; ``wakeful serve`` wraps it with signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from wakeful.api.app import create_app
+
+if TYPE_CHECKING:
+    from wakeful.harness.embed import Harness
+
+__all__ = ["make_server", "serve"]
+
+
+class _RedactWebhooks(logging.Filter):
+    """harness.md §10.4: access logs show ``/v1/loop-webhooks/<redacted>``; the secret never reaches logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(_redact(a) if isinstance(a, str) else a for a in args)
+        return True
+
+
+def _redact(text: str) -> str:
+    marker = "/v1/loop-webhooks/"
+    at = text.find(marker)
+    if at < 0:
+        return text
+    end = at + len(marker)
+    stop = end
+    while stop < len(text) and text[stop] not in " ?#\"":
+        stop += 1
+    return text[:end] + "<redacted>" + text[stop:]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its own signal handling: the embedder (or ``wakeful serve``) owns signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def make_server(harness: Harness, host: str, port: int, *, node_name: str = "", public_base_url: str | None = None,
+                public_docs: bool = True, access_log: bool = True, **uvicorn_options: Any) -> uvicorn.Server:
+    """A uvicorn server for the harness's app (not started)."""
+    app = create_app(harness, node_name=node_name, public_base_url=public_base_url, public_docs=public_docs)
+    logging.getLogger("uvicorn.access").addFilter(_RedactWebhooks())
+    config = uvicorn.Config(app, host=host, port=port, access_log=access_log, log_config=None,
+                            lifespan="off", server_header=False, **uvicorn_options)
+    return _Server(config)
+
+
+async def serve(harness: Harness, host: str = "127.0.0.1", port: int = 8470, **options: Any) -> None:
+    """Serve the HTTP API from this process until cancelled (the harness must be started)."""
+    server = make_server(harness, host, port, **options)
+    try:
+        await server.serve()
+    except asyncio.CancelledError:
+        server.should_exit = True
+        raise
