@@ -56,6 +56,7 @@ class Harness:
         self._tools: LoopTools | None = None
         self._intake: Intake | None = None
         self.limiter = limiter  # harness.md §14: None → in-process buckets; a cluster passes a shared Limiter
+        self._scripts: Any = None  # harness/scripts.py ScriptRunner, made at start
         self._builder: Any = None
         self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
@@ -83,6 +84,7 @@ class Harness:
         except BaseException:
             await self._store.close()
             raise
+        await self._open_scripts()
         await self._offer_unhandled()
         if self.sweeps:
             loop = asyncio.get_running_loop()
@@ -102,6 +104,9 @@ class Harness:
             await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
         if self._store_work:  # let their transactions end before the store closes
             await asyncio.gather(*list(self._store_work), return_exceptions=True)
+        if self._scripts is not None:
+            await self._scripts.close()
+            self._scripts = None
         if self._node is not None:
             await self._node.close()
         if self._builder is not None:
@@ -214,6 +219,37 @@ class Harness:
 
     async def unarchive_agent(self, agent_id: str) -> dict[str, Any]:
         return await self.loops.unarchive_agent(agent_id)
+
+    # ------------------------------------------------------------------ scripts (harness.md §18)
+
+    async def _open_scripts(self) -> None:
+        from wakeful.harness.scripts import ScriptRunner
+        from wakeful.harness.scripts_tools import ScriptTools
+
+        self._scripts = ScriptRunner(builder=_LazyBuilder(self), call_tool=ScriptTools(self).call,
+                                     limits=self.config.scripts, clock=self.clock)
+        await self._scripts.open()
+
+    @property
+    def scripts(self) -> Any:
+        """The node's ``ScriptRunner`` (harness/scripts.py)."""
+        if self._scripts is None:
+            raise RuntimeError("the harness is not started")
+        return self._scripts
+
+    def script_sdk(self) -> dict[str, Any]:
+        """``script.sdk``: the script guide, ``wakeful.h`` and the script limits."""
+        return dict(self.scripts.sdk())
+
+    async def run_script(self, agent_id: str, source: str | Mapping[str, Any], env: Any = None) -> dict[str, Any]:
+        """``script.run`` as ``agent:<agent_id>``: ``source`` is C text or ``{source}`` / ``{files, entry}``."""
+        from wakeful.harness.errors import InvalidRequest
+
+        if not isinstance(agent_id, str) or not 1 <= len(agent_id) <= 40:
+            raise InvalidRequest("agent_id must be an id string", field="agent_id")
+        async with self.store.tx(readonly=True) as tx:
+            agent = await agents.get_agent(tx, agent_id)
+        return dict(await self.scripts.run(agent_id=agent_id, group_id=agent.group_id, request=source, env=env))
 
     # ------------------------------------------------------------------ tools and wake handlers
 
