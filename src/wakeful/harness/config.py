@@ -76,6 +76,9 @@ class Config:
     scripts: ScriptLimits = field(default_factory=ScriptLimits)  # scripts.* (harness.md §18)
     placement: Placement = field(default_factory=Placement)  # placement.* (harness.md §19)
     node_name: str | None = None  # server.node_name / ``serve --node-name``; None → the host name
+    server_host: str = "127.0.0.1"  # server.host (interfaces.md §7)
+    server_port: int = 8470  # server.port
+    public_docs: bool = True  # server.public_docs: serve /openapi.json and /docs
 
     @property
     def effective_store_url(self) -> str:
@@ -133,12 +136,15 @@ def load_config(
     values.update(_from_env(env))
     limits = Limits(**{k: v for k, v in values.items() if k in Limits.__dataclass_fields__})
     store_url = env.get("WAKEFUL_DB_URL") or values.get("store_url")
+    values.update(_server_values({k: env[f"WAKEFUL_SERVER__{k.upper()}"] for k in _SERVER_KEYS
+                                  if f"WAKEFUL_SERVER__{k.upper()}" in env}, "the environment"))
     base_url = env.get("WAKEFUL_SERVER__PUBLIC_BASE_URL") or values.get("public_base_url")
     return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
                   limits=limits, public_base_url=base_url or None,
                   dedup_retention_s=int(values.get("dedup_retention_s", 86_400)),
                   scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}),
-                  placement=Placement(**{k[10:]: v for k, v in values.items() if k.startswith("placement.")}))
+                  placement=Placement(**{k[10:]: v for k, v in values.items() if k.startswith("placement.")}),
+                  **{k: values[k] for k in ("node_name", "server_host", "server_port", "public_docs") if k in values})
 
 
 def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
@@ -153,8 +159,8 @@ def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) ->
     out: dict[str, Any] = {}
     for section, table in doc.items():
         if section in extra_sections:
-            if section == "server" and isinstance(table, dict) and "public_base_url" in table:
-                out["public_base_url"] = _typed("server.public_base_url", table["public_base_url"], str)
+            if section == "server" and isinstance(table, dict):
+                out.update(_server_values(table, str(file)))
             continue
         keys = _SECTIONS.get(section)
         if keys is None or not isinstance(table, dict):
@@ -164,6 +170,31 @@ def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) ->
                 raise InvalidRequest(f"unknown config key {section}.{key} in {file}", field=f"{section}.{key}")
             if keys[key]:  # "" marks a key another part reads
                 out[keys[key]] = _typed(f"{section}.{key}", value, str if key == "url" else int)
+    return out
+
+
+# interfaces.md §7 server.*: host, port, public_docs, node_name, public_base_url (file or WAKEFUL_SERVER__*)
+_SERVER_KEYS = {"host": "server_host", "port": "server_port", "public_docs": "public_docs",
+                "node_name": "node_name", "public_base_url": "public_base_url"}
+
+
+def _server_values(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in _SERVER_KEYS:
+            raise InvalidRequest(f"unknown config key server.{key} in {where}", field=f"server.{key}")
+        if key == "port":
+            value = _typed("server.port", value, int)
+            if not 0 <= value <= 65535:
+                raise InvalidRequest("server.port must be 0..65535", field="server.port")
+        elif key == "public_docs":
+            if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+                value = value.lower() in ("true", "1", "yes")
+            if not isinstance(value, bool):
+                raise InvalidRequest("server.public_docs must be true or false", field="server.public_docs")
+        else:
+            value = _typed(f"server.{key}", value, str)
+        out[_SERVER_KEYS[key]] = value
     return out
 
 
