@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from wakeful.harness.decide.settings import DecideSettings
 from wakeful.harness.errors import InvalidRequest
+from wakeful.harness.web_policy import WebSettings
 
 __all__ = ["Config", "Limits", "Placement", "ScriptLimits", "default_data_dir", "load_config"]
 
@@ -79,6 +81,8 @@ class Config:
     server_host: str = "127.0.0.1"  # server.host (interfaces.md §7)
     server_port: int = 8470  # server.port
     public_docs: bool = True  # server.public_docs: serve /openapi.json and /docs
+    decide: DecideSettings = field(default_factory=DecideSettings)  # decide.* (harness.md §16.4)
+    web: WebSettings = field(default_factory=WebSettings)  # web.* (harness.md §17.3)
 
     @property
     def effective_store_url(self) -> str:
@@ -144,6 +148,8 @@ def load_config(
                   dedup_retention_s=int(values.get("dedup_retention_s", 86_400)),
                   scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}),
                   placement=Placement(**{k[10:]: v for k, v in values.items() if k.startswith("placement.")}),
+                  decide=DecideSettings.parse(values.get("decide", {}), env, str(file)),
+                  web=WebSettings.parse(values.get("web", {}), env, str(file)),
                   **{k: values[k] for k in ("node_name", "server_host", "server_port", "public_docs") if k in values})
 
 
@@ -161,6 +167,10 @@ def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) ->
         if section in extra_sections:
             if section == "server" and isinstance(table, dict):
                 out.update(_server_values(table, str(file)))
+            if section in ("decide", "web"):  # checked by DecideSettings.parse / WebSettings.parse
+                if not isinstance(table, dict):
+                    raise InvalidRequest(f"config section [{section}] must be a table", field=section)
+                out[section] = table
             continue
         keys = _SECTIONS.get(section)
         if keys is None or not isinstance(table, dict):
