@@ -9,7 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -29,6 +29,9 @@ from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
 
+if TYPE_CHECKING:
+    from wakeful.harness.placement import Placement
+
 __all__ = ["Node", "Resident"]
 
 log = logging.getLogger("wakeful.harness")
@@ -44,6 +47,7 @@ class Resident:
     loop_id: str
     incarnation: int
     object_id: str
+    agent_id: str = ""  # §19: the agent whose lease the object runs under
     delivered: set[str] = field(default_factory=set)  # §11: no re-trigger within an object
 
 
@@ -76,6 +80,7 @@ class Node:
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
         self.transition_hooks: list[Callable[[str], Any]] = []  # §2.7: called after commit, best effort
         self._logs = _LogBuffer()
+        self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
 
     # ------------------------------------------------------------------ start and drain
 
@@ -96,7 +101,8 @@ class Node:
 
     async def adopt_all(self) -> None:
         async with self.store.tx(readonly=True) as tx:
-            ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)]  # oldest first
+            ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)  # oldest first
+                   if self.placement is None or self.placement.holds(row.agent_id)]  # §19: leased agents only
         for loop_id in ids:
             await self.try_load(loop_id, if_absent=True)
 
@@ -125,6 +131,8 @@ class Node:
     async def _load(self, loop_id: str) -> Resident | None:
         self.reload_due.pop(loop_id, None)
         self.waiting_capacity.discard(loop_id)
+        if self.placement is not None and not await self.placement.before_load(loop_id):
+            return None  # §19.2: another node holds the agent's lease (and was signalled)
         if loop_id in self.residents:
             await self._end(loop_id)
         row = await self._next_incarnation(loop_id)
@@ -140,6 +148,8 @@ class Node:
     # step 1: the only place the incarnation rises
     async def _next_incarnation(self, loop_id: str) -> Loop | None:
         async with self.store.tx() as tx:
+            if self.placement is not None and not await self.placement.lease_ok(tx, loop_id):
+                return None  # §4.3 step 1: this node must hold the agent's lease at the epoch it believes
             if await loops.begin_incarnation(tx, loop_id, node_id=self.node_id) is None:
                 return None
             return await loops.get_loop(tx, loop_id)
@@ -159,7 +169,7 @@ class Node:
         except InvalidParams as exc:
             await self.fault(row.id, row.incarnation, f"load refused: {exc.message}")
             return None
-        res = Resident(row.id, row.incarnation, status.object_id)
+        res = Resident(row.id, row.incarnation, status.object_id, row.agent_id)
         if not await self._attach(res):
             await self.runtime.unload(res.object_id)
             return None
@@ -202,7 +212,10 @@ class Node:
 
     def identity(self, object_id: str) -> Resident | None:
         """§5: object id → the Loop and incarnation it runs (None for a retired object)."""
-        return self.objects.get(object_id)
+        res = self.objects.get(object_id)
+        if res is not None and self.placement is not None and not self.placement.may_act(res):
+            return None  # §5/§19.2: the agent lease cannot be proven any more: the object counts as retired
+        return res
 
     # ------------------------------------------------------------------ runtime reports
 
@@ -349,7 +362,8 @@ class Node:
     # §19.3 reconcile, single node: every decision is taken under the Loop's lock on a fresh read
     async def _reconcile(self) -> None:
         async with self.store.tx(readonly=True) as tx:
-            active = {row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)}
+            active = {row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)
+                      if self.placement is None or self.placement.holds(row.agent_id)}  # §19.3: owned agents
         for loop_id in sorted(active | set(self.residents)):
             if self._lock(loop_id).locked() or loop_id in self.reload_due or loop_id in self.reporting:
                 continue  # being loaded, unloaded, reloaded or reported right now
