@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 from wakeful.errors import HostCallError
 from wakeful.harness import selfcalls
 from wakeful.harness.capabilities import delegated_principal
+from wakeful.harness.decide.service import Decider
 from wakeful.harness.errors import HostCallRefused, StoreUnavailable
 from wakeful.harness.registry import Tool, ToolContext
 from wakeful.runtime import HostCall, jsonval
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node
+    from wakeful.harness.web import WebClient
 
 __all__ = ["MAX_IN_FLIGHT", "Dispatch"]
 
@@ -42,6 +44,17 @@ class Dispatch:
         self.tasks: set[asyncio.Future[Any]] = set()  # calls handed to the runtime
         self.work: set[asyncio.Task[Any]] = set()  # their store work (never cancelled mid-transaction)
         self._log_times: dict[str, deque[int]] = {}
+        self.decider = Decider(node.config.decide, monotonic_ns=node.clock.monotonic_ns)  # §16
+        self._web: WebClient | None = None  # §17, made on first use (loads httpcore)
+
+    @property
+    def web(self) -> WebClient:
+        """The node's ``web.http_request`` client (tests replace its ``resolver``)."""
+        if self._web is None:
+            from wakeful.harness.web import WebClient
+
+            self._web = WebClient(self.node.config.web, monotonic_ns=self.node.clock.monotonic_ns)
+        return self._web
 
     # §9.3 order: map object → Loop and incarnation → fence → per-Loop concurrency → arguments → handler
     def handle(self, call: HostCall) -> Any:
@@ -127,9 +140,23 @@ class Dispatch:
             case "agent.notify":
                 return await self._notify(loop_id, incarnation, args)
             case "decide":
-                return {"error": {"code": "not_configured"}}  # §16.4: no provider configured (issue 7)
+                row = await self._fenced_row(loop_id, incarnation)
+                remaining = _deadline_s(call, self.node)
+                return self._domain(loop_id, incarnation, await self.decider.decide(
+                    row.group_id, args, remaining_s=remaining, loop_caller=True))
+            case "web.http_request":
+                await self._fenced_row(loop_id, incarnation)
+                return self._domain(loop_id, incarnation, await self.web.request(args, loop_id=loop_id))
             case _:
                 return await self._tool(loop_id, incarnation, call)
+
+    # §9.4: a builtin's domain failure is data for the guest, and its code goes to the Loop log
+    def _domain(self, loop_id: str, incarnation: int, result: dict[str, Any]) -> dict[str, Any]:
+        error = result.get("error")
+        if isinstance(error, dict):
+            detail = str(error.get("message", ""))
+            self._detached(self._log_refusal(loop_id, incarnation, str(error.get("code")), detail))
+        return result
 
     async def _notify(self, loop_id: str, incarnation: int, args: Any) -> Any:
         node = self.node

@@ -214,6 +214,25 @@ class Harness:
     async def delete_loop(self, loop_id: str) -> dict[str, Any]:
         return await self.loops.delete(loop_id)
 
+    async def webhook(self, loop_id: str, action: str, *, agent_id: str | None = None) -> dict[str, Any]:
+        """``loop.webhook`` enable / rotate / revoke (harness.md §13); ``agent_id=None`` acts as the operator."""
+        from wakeful.harness.webhooks import webhook
+
+        return await webhook(self.store, loop_id, action, agent_id=agent_id,
+                             public_base_url=self.config.public_base_url)
+
+    async def events(self, loop_id: str, action: str = "list", *, event_ids: Sequence[str] | None = None,
+                     include_payloads: bool = False, status: str | None = None, agent_id: str | None = None,
+                     **page: Any) -> dict[str, Any]:
+        """``loop.events`` list / retry / discard (harness.md §12); ``page`` takes ``limit`` and ``cursor``."""
+        return await self.node.pending.events(loop_id, action, event_ids=event_ids, include_payloads=include_payloads,
+                                              status=status, agent_id=agent_id, **page)
+
+    async def send_event(self, loop_id: str, topic: str, payload: Any = None, event_id: str | None = None, *,
+                         agent_id: str | None = None, source: str = "operator") -> dict[str, Any]:
+        """``loop.send`` / ``wakeful loop send`` (harness.md §10.5): admit one event like the intake routes."""
+        return await self.intake.send(loop_id, topic, payload, event_id, agent_id=agent_id, source=source)
+
     async def archive_agent(self, agent_id: str) -> dict[str, Any]:
         return await self.loops.archive_agent(agent_id)
 
