@@ -116,7 +116,7 @@ class Intake:
     async def admit(
         self, *, loop_id: str, topic: str, payload: Any, event_id: str | None,
         idempotency_keys: Sequence[str] = (), delivery_ids: Sequence[str] = (), source: str,
-        secret_sha256: str | None = None, group_id: str | None = None,
+        secret_sha256: str | None = None, group_id: str | None = None, agent_id: str | None = None,
     ) -> dict[str, Any]:
         """§10.1 normalisation, then §10.2 admission in one transaction with the Loop row locked.
 
@@ -131,15 +131,16 @@ class Intake:
         if lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
         async with self.node.store.tx() as tx:
-            answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id)
+            answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
         if not answer["duplicate"]:
             self.signal(loop_id)
         return answer
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
-                     secret_sha256: str | None, group_id: str | None) -> dict[str, Any]:
+                     secret_sha256: str | None, group_id: str | None, agent_id: str | None) -> dict[str, Any]:
         row = await loops.find_loop(tx, loop_id, for_update=True)
         if (row is None or (group_id is not None and row.group_id != group_id)
+                or (agent_id is not None and row.agent_id != agent_id)
                 or (secret_sha256 is not None and row.webhook_secret_sha256 != secret_sha256)):
             raise NotFound("no such Loop")  # step 1: also a secret rotated or revoked meanwhile
         if row.state != lc.ACTIVE:  # step 2
@@ -167,6 +168,16 @@ class Intake:
             "envelope_bytes": event.envelope_bytes, "status": "pending", "source": source, "received_ms": received,
         })
         return _accepted(event.event_id, not inserted, False)  # step 6
+
+    async def send(self, loop_id: str, topic: str, payload: Any = None, event_id: str | None = None, *,
+                   agent_id: str | None = None, source: str = "operator") -> dict[str, Any]:
+        """The third intake path (§10.5): ``loop.send`` (the owner's MCP tool, source ``send``) and
+        ``wakeful loop send`` (source ``operator``): same normalisation, admission and answer, no buckets.
+        ``agent_id`` limits it to that agent's Loops (None: operator)."""
+        if agent_id is not None and lookup_text(agent_id) is None:
+            raise NotFound("no such Loop")
+        return await self.admit(loop_id=loop_id, topic=topic, payload=payload, event_id=event_id, source=source,
+                                agent_id=agent_id)
 
     # ------------------------------------------------------------------ delivery signal (§10.2, §11)
 

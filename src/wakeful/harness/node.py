@@ -49,6 +49,7 @@ class Resident:
     object_id: str
     agent_id: str = ""  # §19: the agent whose lease the object runs under
     delivered: set[str] = field(default_factory=set)  # §11: no re-trigger within an object
+    delivered_ns: dict[str, int] = field(default_factory=dict)  # §12: first delivery here, monotonic clock
 
 
 class Node:
@@ -59,6 +60,7 @@ class Node:
         on_message: Callable[[str], None] | None = None,
     ) -> None:
         from wakeful.harness.dispatch import Dispatch
+        from wakeful.harness.pending import PendingEvents
 
         self.store, self.config = store, config
         self.clock: Clock = clock or SystemClock()
@@ -67,6 +69,7 @@ class Node:
         self.on_message = on_message
         self.watch = LimitWatch()
         self.dispatch = Dispatch(self)
+        self.pending = PendingEvents(self)  # §11/§12: replay, ack deadlines, pruning at the reconcile tick
         self.runtime = Runtime(
             RuntimeOptions(max_objects=config.max_objects), host_handler=self.dispatch.handle,
             on_state=self._on_state, on_log=self._on_log, clock=self.clock,
@@ -330,6 +333,7 @@ class Node:
             except (MailboxFull, Busy, ObjectNotFound, InvalidParams):
                 break
             res.delivered.add(event.event_id)
+            res.delivered_ns.setdefault(event.event_id, self.clock.monotonic_ns())
             delivered.append(event.event_id)
         if delivered:
             await self._stamp_delivery(loop_id, delivered)
@@ -356,6 +360,7 @@ class Node:
         for loop_id in sorted(self.waiting_capacity):
             await self.try_load(loop_id, if_absent=True)
         await self._reconcile()
+        await self.pending.reconcile()
         await self.flush_logs()
         await self.settle()
 
@@ -380,6 +385,8 @@ class Node:
             active = row is not None and row.state == lc.ACTIVE
             if res is not None and (not active or row is None or row.incarnation != res.incarnation):
                 await self._end(loop_id)  # no longer active, or adopted at a newer incarnation
+            elif res is not None and row is not None and row.object_id != res.object_id:
+                await self._load(loop_id)  # §4.2 row 14: a retry retired this object (object_id cleared)
             elif res is None and active and loop_id not in self.reporting:
                 await self._load(loop_id)
 
