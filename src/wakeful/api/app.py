@@ -27,6 +27,10 @@ __all__ = ["ROUTERS", "create_app"]
 ROUTERS: tuple[str, ...] = (
     "meta",
     "admin",
+    "agents",
+    "artifacts",
+    "loops",
+    "intake",
 )
 
 

@@ -1,0 +1,204 @@
+"""Loop routes (interfaces.md §2.2 "Loops"): create, list, get, pause, resume, delete, webhook, events, pending
+retry/discard, logs, transitions. Intake (``POST …/events``) lives in ``routes_intake``.
+
+Scope: the Loop must be in the path's group and, for an agent principal, belong to that agent — else 404.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from wakeful.api.auth import MemberPrincipal, Principal
+from wakeful.api.context import harness_of
+from wakeful.api.pages import Cursor, Limit, page
+from wakeful.api.routes_agents import agent_in_group
+from wakeful.harness.errors import NotFound
+from wakeful.harness.store import loops
+from wakeful.harness.store.ids import lookup_text
+
+__all__ = ["api_loop", "router"]
+
+router = APIRouter(tags=["loops"])
+G = "/v1/agent-groups/{group_id}"
+LoopState = Literal["active", "paused", "failed"]
+PauseReason = Literal["manual", "exited", "budget", "archive", "quota", "fault"]
+EventId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class LoopIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: str = Field(min_length=1, max_length=40)
+    session_id: str = Field(min_length=1, max_length=40)
+    artifact: str = Field(min_length=1, max_length=512, description="`sha256:<hex>` or an artifact path")
+    name: str | None = Field(default=None, min_length=1, max_length=80)
+    config: Any = None
+    capabilities: list[Any] | None = None
+
+
+class WebhookIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["enable", "rotate", "revoke"]
+
+
+class EventIdsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    event_ids: list[EventId] | None = Field(default=None, max_length=1000)
+
+
+def api_loop(view: dict[str, Any]) -> dict[str, Any]:
+    """The harness's Loop view with the names of interfaces.md §2.2 added (``id``, ``node``, ``artifact``)."""
+    out = dict(view)
+    out.setdefault("id", view.get("loop_id"))
+    out.setdefault("node", view.get("node_id"))
+    sha = view.get("artifact_sha256")
+    out.setdefault("artifact", f"sha256:{sha}" if sha else None)
+    return out
+
+
+async def loop_in_scope(request: Request, group_id: str, loop_id: str, principal: Principal) -> loops.Loop:
+    if lookup_text(loop_id) is None or len(loop_id) > 40:
+        raise NotFound(f"Loop {loop_id[:40]} not found")
+    async with harness_of(request).store.tx(readonly=True) as tx:
+        row = await loops.find_loop(tx, loop_id)
+    if row is None or row.group_id != group_id or not principal.sees_agent(row.agent_id):
+        raise NotFound(f"Loop {loop_id[:40]} not found")
+    return row
+
+
+@router.post(G + "/loops", status_code=201, summary="Create a Loop from a built artifact")
+async def create_loop(group_id: str, body: LoopIn, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
+    harness = harness_of(request)
+    async with harness.store.tx(readonly=True) as tx:
+        await agent_in_group(tx, group_id, body.agent_id, principal)
+    view = await harness.loops.create(agent_id=body.agent_id, session_id=body.session_id, artifact=body.artifact,
+                                      config=body.config, capabilities=body.capabilities, name=body.name,
+                                      creator=principal.actor)
+    return api_loop(view)
+
+
+@router.get(G + "/loops", summary="A page of Loops (an agent principal sees its own)")
+async def list_loops(
+    group_id: str, request: Request, principal: MemberPrincipal, limit: Limit = 50, cursor: Cursor = None,
+    agent_id: Annotated[str | None, Query(min_length=1, max_length=40)] = None,
+    state: LoopState | None = None, pause_reason: PauseReason | None = None,
+) -> dict[str, Any]:
+    if principal.agent_id is not None:
+        if agent_id is not None and agent_id != principal.agent_id:
+            return {"items": [], "next_cursor": None}
+        agent_id = principal.agent_id
+    views = await harness_of(request).loops.list(agent_id=agent_id, group_id=group_id, state=state)
+    if pause_reason is not None:
+        views = [v for v in views if v.get("pause_reason") == pause_reason]
+    views.sort(key=lambda v: str(v["loop_id"]))
+    return page(views, limit=limit, cursor=cursor, key=lambda v: str(v["loop_id"]), render=api_loop)
+
+
+@router.get(G + "/loops/{loop_id}", summary="Loop detail (?include=checkpoint,logs,pending)")
+async def get_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
+                   include: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z,]*$")] = None) -> dict[str, Any]:
+    harness = harness_of(request)
+    row = await loop_in_scope(request, group_id, loop_id, principal)
+    out = api_loop(await harness.loops.get(loop_id))
+    wanted = {part for part in (include or "").split(",") if part}
+    unknown = wanted - {"checkpoint", "logs", "pending"}
+    if unknown:
+        from wakeful.harness.errors import InvalidRequest
+
+        raise InvalidRequest(f"include takes checkpoint, logs, pending (not {sorted(unknown)[0]})", field="include")
+    if "checkpoint" in wanted:
+        out["checkpoint"] = row.checkpoint
+    if "logs" in wanted:
+        async with harness.store.tx(readonly=True) as tx:
+            out["logs"] = [_log(line) for line in await loops.list_logs(tx, loop_id, limit=50)]
+    if "pending" in wanted:
+        listed = await harness.events(loop_id, "list", status="pending", limit=200)
+        out["pending"] = listed.get("events", [])
+    return out
+
+
+@router.post(G + "/loops/{loop_id}/pause", summary="Pause a Loop (idempotent)")
+async def pause_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    return api_loop(await harness_of(request).loops.pause(loop_id, actor=principal.actor))
+
+
+@router.post(G + "/loops/{loop_id}/resume", summary="Resume a paused or failed Loop")
+async def resume_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    return api_loop(await harness_of(request).loops.resume(loop_id, actor=principal.actor))
+
+
+@router.delete(G + "/loops/{loop_id}", status_code=204, summary="Delete a Loop (its webhook stops at once)")
+async def delete_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal) -> Response:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    await harness_of(request).loops.delete(loop_id, actor=principal.actor)
+    return Response(status_code=204)
+
+
+@router.post(G + "/loops/{loop_id}/webhook", summary="Enable, rotate or revoke the Loop's secret webhook URL")
+async def webhook(group_id: str, loop_id: str, body: WebhookIn, request: Request,
+                  principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    return await harness_of(request).webhook(loop_id, body.action)
+
+
+@router.get(G + "/loops/{loop_id}/events", summary="A page of the Loop's events (pending and recently settled)")
+async def list_events(
+    group_id: str, loop_id: str, request: Request, principal: MemberPrincipal, limit: Limit = 50,
+    cursor: Cursor = None, status: Literal["pending", "acked", "discarded"] | None = None, payloads: bool = False,
+) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    listed = await harness_of(request).events(loop_id, "list", include_payloads=payloads, status=status,
+                                              limit=limit, cursor=cursor)
+    return {"items": listed.get("events", []), "next_cursor": listed.get("next_cursor"),
+            "pending_count": listed.get("pending_count")}
+
+
+@router.post(G + "/loops/{loop_id}/pending/retry", summary="Retry pending events in a fresh incarnation")
+async def retry_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
+                        body: EventIdsIn | None = None) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    out = await harness_of(request).events(loop_id, "retry", event_ids=body.event_ids if body else None)
+    if isinstance(out.get("loop"), dict):
+        out["loop"] = api_loop(out["loop"])
+    return out
+
+
+@router.post(G + "/loops/{loop_id}/pending/discard", summary="Discard pending events (ids stay known for dedup)")
+async def discard_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
+                          body: EventIdsIn | None = None) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    return await harness_of(request).events(loop_id, "discard", event_ids=body.event_ids if body else None)
+
+
+def _log(line: loops.LogLine) -> dict[str, Any]:
+    return {"seq": line.seq, "at_ms": line.at_ms, "incarnation": line.incarnation, "source": line.source,
+            "text": line.text}
+
+
+@router.get(G + "/loops/{loop_id}/logs", summary="Stored log lines, oldest first")
+async def list_logs(
+    group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
+    after_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    harness = harness_of(request)
+    await harness.node.flush_logs()
+    async with harness.store.tx(readonly=True) as tx:
+        lines = await loops.list_logs(tx, loop_id, limit=limit, after_seq=after_seq)
+    return {"items": [_log(line) for line in lines], "next_after_seq": lines[-1].seq if lines else after_seq}
+
+
+@router.get(G + "/loops/{loop_id}/transitions", summary="The newest state transitions")
+async def list_transitions(group_id: str, loop_id: str, request: Request,
+                           principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    async with harness_of(request).store.tx(readonly=True) as tx:
+        found = await loops.list_transitions(tx, loop_id)
+    return {"items": [{"seq": t.seq, "at_ms": t.at_ms, "from_state": t.from_state, "from_reason": t.from_reason,
+                       "to_state": t.to_state, "to_reason": t.to_reason, "incarnation": t.incarnation,
+                       "actor": t.actor, "detail": t.detail} for t in found]}

@@ -1,0 +1,101 @@
+"""``wakeful serve`` (interfaces.md §2, §4.2, §8): uvicorn hosting the HTTP API and a started Harness in one
+process; SQLite in the data directory by default, PostgreSQL by ``--db-url``; a graceful stop on SIGTERM/SIGINT.
+
+``--demo`` keeps its data in ``./.wakeful-demo`` and sets up the demo tenant and Loops (``wakeful.api.demo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from wakeful.cli.output import CliExit
+
+__all__ = ["register", "serve_command"]
+
+DEMO_DIR = ".wakeful-demo"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the root command group."""
+    app.command("serve")(serve)
+
+
+def serve(
+    host: Annotated[str | None, typer.Option("--host", help="Listen address (server.host, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Listen port (server.port, 8470; 0 = any free).")] = None,
+    db_url: Annotated[str | None, typer.Option("--db-url", help="Store URL (sqlite:///… or postgresql://…).")] = None,
+    node_name: Annotated[str | None, typer.Option("--node-name", help="This node's name (server.node_name).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Configuration file (TOML).")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Demo tenant and Loops in ./.wakeful-demo.")] = False,
+    no_docs: Annotated[bool, typer.Option("--no-docs", help="Do not serve /openapi.json and /docs.")] = False,
+) -> None:
+    """Run a node: the HTTP API (FastAPI on uvicorn) and the harness in one process."""
+    raise CliExit(serve_command(host=host, port=port, db_url=db_url, node_name=node_name, config_path=config,
+                                demo=demo, no_docs=no_docs))
+
+
+def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
+                  config_path: Path | None, demo: bool, no_docs: bool) -> int:
+    from wakeful.harness.config import load_config
+
+    if demo and "WAKEFUL_HOME" not in os.environ:
+        os.environ["WAKEFUL_HOME"] = str(Path.cwd() / DEMO_DIR)
+    cfg = load_config(config_path)
+    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cfg = cfg.with_overrides(store_url=db_url or os.environ.get("WAKEFUL_DB_URL"), node_name=node_name,
+                             server_host=host, server_port=port, public_docs=False if no_docs else None)
+    if cfg.node_name is None:
+        cfg = cfg.with_overrides(node_name=socket.gethostname())
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    asyncio.run(_serve(cfg, demo=demo))
+    return 0
+
+
+async def _serve(cfg: Any, *, demo: bool) -> None:
+    from wakeful.api.server import make_server
+    from wakeful.harness.embed import Harness
+
+    harness = Harness(cfg)
+    await harness.start()
+    try:
+        server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
+                             public_base_url=cfg.public_base_url, public_docs=cfg.public_docs,
+                             timeout_graceful_shutdown=5)
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            server.should_exit = True
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        task = loop.create_task(server.serve())
+        while not server.started and not task.done():
+            await asyncio.sleep(0.02)
+        if task.done():
+            await task  # the bind failed: uvicorn logged why
+            raise SystemExit(1)
+        bound = server.servers[0].sockets[0].getsockname()
+        shown_host = cfg.server_host if cfg.server_host not in ("0.0.0.0", "::") else "127.0.0.1"
+        base_url = f"http://{shown_host}:{bound[1]}"
+        print(f"wakeful serve: listening on {base_url} (node {cfg.node_name}, store "
+              f"{harness.store.dialect}, data {cfg.data_dir})", flush=True)
+        if demo:
+            from wakeful.api.demo import demo_lines, set_up_demo
+
+            info = await set_up_demo(harness)
+            print("\n".join(demo_lines(info, base_url)), flush=True)
+        await task
+    finally:
+        with contextlib.suppress(Exception):
+            await harness.stop()
