@@ -1,21 +1,32 @@
 """The ``next`` decision (control-plane.md §7): deliver, ask a person, wait, replan or stop — a pure function.
 
 ``decide`` reads plain views of one snapshot per goal (``GoalView``) and walks the §7.2 precedence table; the
-kernel adapter (``wakeful.control.next_read``) builds the views from the store and issues the optional claim.
+store side (``read_views``, ``next_decision``) builds the views in one read and issues the optional claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
+
+from wakeful.control import schema as S
+from wakeful.control import snapshot as snap
+from wakeful.control.actor import Actor
+from wakeful.control.errors import ControlRefused
+from wakeful.control.rules import covers
+from wakeful.harness.store import agents as harness_agents
+from wakeful.harness.store.core import Store
+
 __all__ = [
-    "ClaimView", "CriterionView", "EffectView", "GoalView", "ItemView", "covers", "decide", "day_window",
+    "ClaimView", "CriterionView", "EffectView", "GoalView", "ItemView", "covers", "day_window", "decide",
+    "next_decision", "read_views", "utc_day", "view_of",
 ]
 
 DAY_MS = 86_400_000
-GRANULARITY = ("action", "lane", "goal", "project", "global")  # §2.6, narrow → broad
 AGENT_CLASSES = ("advancement", "blocker", "monitor")  # what an agent may claim and run (§3.2)
 ROUTE_CLASSES = ("advancement", "blocker", "monitor", "user_gate")  # user_action never blocks agents (§2.4)
 DONE_OK = ("completed", "resolved")  # depends_on is satisfied only by these (§2.4)
@@ -107,31 +118,53 @@ class GoalView:
     spent_today: float = 0.0
 
 
-# ---------------------------------------------------------------- §2.6 scope coverage
-
-
-def _scope(token: str) -> tuple[str, str, str] | None:
-    parts = token.split(":", 2)
-    if len(parts) != 3 or parts[1] not in GRANULARITY:
-        return None
-    return parts[0], parts[1], parts[2]
-
-
-def covers(gate_scope: str, required: str) -> bool:
-    """§2.6: same kind, same or broader granularity, key ``*``, equal, or a ``/``-prefix of the required key."""
-    gate, need = _scope(gate_scope), _scope(required)
-    if gate is None or need is None or gate[0] != need[0]:
-        return False
-    if GRANULARITY.index(gate[1]) < GRANULARITY.index(need[1]):
-        return False
-    key, want = gate[2], need[2]
-    return key == "*" or key == want or want.startswith(key.rstrip("/") + "/")
+# ---------------------------------------------------------------- budget day
 
 
 def day_window(now_ms: int) -> tuple[int, int]:
     """The budget day (UTC calendar day) holding ``now_ms``: (start, end) in ms."""
     start = now_ms - now_ms % DAY_MS
     return start, start + DAY_MS
+
+
+def utc_day(now_ms: int) -> str:
+    """The ``budget_spend.day`` key of ``now_ms`` (YYYY-MM-DD, UTC)."""
+    return time.strftime("%Y-%m-%d", time.gmtime(now_ms // 1000))
+
+
+# ---------------------------------------------------------------- rows → views
+
+
+def _item_view(it: snap.ItemView, loop_states: Mapping[str, str]) -> ItemView:
+    return ItemView(
+        id=it.id, cls=it.cls, status=it.status, title=it.title, revision=it.revision, priority=it.priority,
+        created_ms=it.created_ms, done_kind=it.done_kind, bound_agent=it.bound_agent,
+        excluded_agents=it.excluded_agents, depends_on=it.depends_on, required_scopes=it.required_scopes,
+        satisfied_scopes=it.satisfied_scopes, blocked_reason=it.blocked_reason, resume_when=it.resume_when,
+        scope=it.scope, targets=it.targets, question=it.question, options=it.options, asked_ms=it.asked_ms,
+        loop_id=it.loop_id, loop_state=None if it.loop_id is None else loop_states.get(it.loop_id, "deleted"),
+    )
+
+
+def view_of(s: snap.GoalSnapshot) -> GoalView:
+    """The ``next`` view of one goal's snapshot; monitor Loops at their live state (§9: a Loop that left
+    ``active`` makes its item runnable at once, whether or not ``watch_state`` has caught up)."""
+    bound: dict[str, list[str]] = {}
+    for item_id, binding in (s.contract.bindings if s.contract is not None else {}).items():
+        for cid in binding.get("criteria", []):
+            bound.setdefault(cid, []).append(item_id)
+    g = s.goal
+    return GoalView(
+        id=g.id, status=g.status, revision=g.revision, created_ms=g.created_ms,
+        agents={a.agent_id: a.status for a in s.agents}, items=[_item_view(it, s.loop_states) for it in s.items],
+        claims=[ClaimView(c.item_id, c.holder, c.epoch, c.key, c.expires_ms)
+                for c in s.claims.values() if c.status == "active"],
+        effects=[EffectView(e.id, e.request_key, e.state, e.actor, e.updated_ms, e.attempt, e.work_item_id)
+                 for e in s.effects],
+        criteria=[CriterionView(cid, st.status, tuple(bound.get(cid, ()))) for cid, st in s.criteria.items()],
+        acceptance_revision=g.acceptance_revision, acceptance_status=s.acceptance_status,
+        units_per_day=(g.budget or {}).get("units_per_day"), spent_today=float(s.budget_spent_today),
+    )
 
 
 # ---------------------------------------------------------------- one goal, seen by one agent
@@ -155,7 +188,7 @@ class _Goal:
         return (item.bound_agent not in (None, self.agent)) or self.agent in item.excluded_agents
 
     def missing_scopes(self, item: ItemView) -> list[str]:
-        return [s for s in item.required_scopes if s not in item.satisfied_scopes]
+        return [s for s in item.required_scopes if not any(covers(g, s) for g in item.satisfied_scopes)]
 
     def open_deps(self, item: ItemView) -> list[ItemView]:
         return [d for d in (self.items.get(i) for i in item.depends_on) if d is not None and d.status != "done"]
@@ -436,3 +469,62 @@ def _merge(answers: list[tuple[dict[str, Any], _Goal]]) -> dict[str, Any]:
         wakes = [w for ans, _ in answers if ans["decision"] == "wait" for w in ans.get("wake_when", [])]
         best["wake_when"] = list(dict.fromkeys(wakes))
     return best
+
+
+# ---------------------------------------------------------------- reading the store, and claim: true
+
+
+Submit = Callable[[Actor, dict[str, Any]], Awaitable[dict[str, Any]]]
+CLAIM_RACES = ("claimed_by_other", "write_scope_conflict", "revision_conflict", "illegal_transition")
+CLAIM_ATTEMPTS = 3
+
+
+async def read_views(store: Store, agent_id: str, goal_id: str | None) -> tuple[str, list[GoalView], int]:
+    """One read transaction: the agent's group, the goal asked about and every active goal it is registered
+    on, as views, and the store time."""
+    GA, G = S.goal_agent, S.goal
+    async with store.tx(readonly=True) as tx:
+        now = await tx.now_ms()
+        agent = await harness_agents.find_agent(tx, agent_id)
+        if agent is None:
+            raise ControlRefused("not_found", f"agent {agent_id} not found", resource="agent")
+        stmt = sa.select(G.c.id).join(GA, GA.c.goal_id == G.c.id).where(
+            GA.c.agent_id == agent_id, GA.c.status == "active", G.c.status == "active",
+            G.c.group_id == agent.group_id).order_by(G.c.created_ms, G.c.id)
+        goal_ids = [str(r[0]) for r in (await tx.execute(stmt)).all()]
+        if goal_id is not None and goal_id not in goal_ids:
+            goal_ids.insert(0, goal_id)
+        views = []
+        for gid in goal_ids:
+            found = await snap.read_snapshot(tx, gid)
+            if found is None or found.goal.group_id != agent.group_id:
+                if gid == goal_id:
+                    raise ControlRefused("not_found", f"goal {goal_id} not found", resource="goal")
+                continue
+            views.append(view_of(found))
+    return agent.group_id, views, now
+
+
+async def next_decision(store: Store, submit: Submit, agent_id: str, goal_id: str | None = None, *,
+                        claim: bool = False, key: str | None = None, ttl_s: int | None = None,
+                        intent_grace_s: int = 60) -> dict[str, Any]:
+    """§7.1: the decision for ``agent_id``; with ``claim`` a ``start`` also acquires the item (operation id
+    ``next:<agent>:<goal revision>:<item>``) and carries the receipt. A lost race is decided again."""
+    for attempt in range(CLAIM_ATTEMPTS):
+        group_id, views, now = await read_views(store, agent_id, goal_id)
+        answer = decide(agent_id, views, goal_id=goal_id, now_ms=now, intent_grace_ms=intent_grace_s * 1000)
+        if not claim or answer.get("action") != "start":
+            return answer
+        item_id = answer["item"]["id"]
+        command: dict[str, Any] = {"type": "claim.acquire", "item": item_id, "key": key or f"next:{agent_id}:{item_id}"}
+        if ttl_s is not None:
+            command["ttl_s"] = ttl_s
+        envelope = {"operation_id": f"next:{agent_id}:{answer['goal_revision']}:{item_id}",
+                    "goal_id": answer["goal_id"], "command": command}
+        try:
+            answer["claim"] = await submit(Actor("agent", agent_id, group_id), envelope)
+            return answer
+        except ControlRefused as exc:
+            if exc.code not in CLAIM_RACES or attempt == CLAIM_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,254 @@
+"""Loop integration (control-plane.md §9): wakes of Loops that back monitor items become kernel commits, and a
+Loop's state changes are recorded in its items' ``watch_state`` — without the harness importing control.
+
+``LoopBridge(harness, control).install()`` chains the node's message announcement and adds a transition hook;
+``sweep()`` (every 60 s, and on demand) re-checks every Loop-backed item and recent wakes as a safety net.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from wakeful.control import rows as R
+from wakeful.control import schema as S
+from wakeful.control.actor import Actor
+from wakeful.control.errors import ControlRefused
+from wakeful.harness.store import loops as store_loops
+from wakeful.harness.store import sessions
+from wakeful.harness.store.core import Store
+from wakeful.harness.store.sessions import Message
+
+__all__ = ["SWEEP_S", "LoopBridge", "evidence_of", "observe_command", "watch_state_of"]
+
+log = logging.getLogger("wakeful.control.loops")
+SWEEP_S = 60.0  # §9: a 60 s sweep compares each Loop-backed item with its Loop
+SWEEP_MESSAGES = 200  # wakes per Loop re-offered by a sweep, from shortly before the last observation
+SWEEP_SLACK_MS = 60_000
+SUMMARY_CHARS = 200
+VERDICTS = ("pass", "fail", "inconclusive", "observed")
+
+
+class Submitter(Protocol):
+    async def submit(self, actor: Actor, envelope: dict[str, Any]) -> dict[str, Any]: ...
+
+
+# ---------------------------------------------------------------- pure parts (§9 structured wakes)
+
+
+def evidence_of(content: str) -> dict[str, Any] | None:
+    """The ``evidence`` member of a structured wake, or None when the content is not one or it is invalid
+    (then the wake is a plain observation)."""
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return None
+    member = doc.get("evidence") if isinstance(doc, dict) else None
+    if not isinstance(member, dict) or member.get("verdict") not in VERDICTS:
+        return None
+    out: dict[str, Any] = {"verdict": member["verdict"]}
+    crits = member.get("criterion_ids")
+    if crits is not None:
+        if not isinstance(crits, list) or not all(isinstance(c, str) for c in crits) or len(crits) > 32:
+            return None
+        out["criterion_ids"] = crits
+    for name, limit in (("subject", 64), ("artifact_revision", 200), ("summary", 2000)):
+        value = member.get(name)
+        if value is not None:
+            if not isinstance(value, str) or len(value) > limit:
+                return None
+            out[name] = value
+    if out.get("criterion_ids") and ("subject" not in out or "artifact_revision" not in out):
+        return None  # §2.7: evidence naming criteria must say what it examined
+    return out
+
+
+def observe_command(item_id: str, message: Message) -> dict[str, Any]:
+    """The ``monitor.observe`` command for one wake message and one item."""
+    command: dict[str, Any] = {
+        "type": "monitor.observe", "item": item_id, "message_id": message.id,
+        "content_digest": hashlib.sha256(message.content.encode("utf-8")).hexdigest(),
+        "summary": message.content[:SUMMARY_CHARS],
+    }
+    evidence = evidence_of(message.content)
+    if evidence is not None:
+        command["evidence"] = evidence
+    return command
+
+
+def watch_state_of(loop: store_loops.Loop | None) -> dict[str, Any]:
+    """``watch_state`` for a Loop row (``deleted`` when the row is gone)."""
+    if loop is None:
+        return {"state": "deleted", "reason": None, "incarnation": 0}
+    reason = loop.pause_reason or loop.failure or (None if loop.exit_code is None else f"exit:{loop.exit_code}")
+    return {"state": loop.state, "reason": reason, "incarnation": loop.incarnation}
+
+
+# ---------------------------------------------------------------- the bridge
+
+
+class LoopBridge:
+    """Feeds one harness's Loop wakes and transitions to one control kernel (in-process, after commit)."""
+
+    def __init__(self, harness: Any, control: Submitter) -> None:
+        self.harness, self.control = harness, control
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._chained: Callable[[str], None] | None = None
+
+    @property
+    def store(self) -> Store:
+        store: Store = self.harness.store
+        return store
+
+    def install(self, *, sweep_every_s: float | None = SWEEP_S) -> None:
+        """Hook into the started harness's node; call again after every start (a start makes a new node)."""
+        node = self.harness.node
+        self._chained = node.on_message
+        node.on_message = self._announced
+        node.transition_hooks.append(self._transitioned)
+        if sweep_every_s is not None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever(sweep_every_s))
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Wait for the commits spawned so far (tests, drain)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._guarded(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _guarded(work: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await work
+        except Exception:  # the sweep repeats whatever a failed step missed
+            log.exception("control loop bridge step failed")
+
+    def _announced(self, message_id: str) -> None:
+        if self._chained is not None:
+            self._chained(message_id)
+        self._spawn(self.on_message(message_id))
+
+    def _transitioned(self, loop_id: str) -> None:
+        self._spawn(self.on_transition(loop_id))
+
+    async def _sweep_forever(self, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("control loop sweep failed")
+
+    # -- §9 wakes become facts
+    async def on_message(self, message_id: str) -> int:
+        """Commit ``monitor.observe`` for each item backed by the message's Loop; returns commits applied."""
+        async with self.store.tx(readonly=True) as tx:
+            message = await sessions.get_message(tx, message_id)
+            if message is None or message.kind != "loop" or message.loop_id is None:
+                return 0
+            items = await _backed_items(tx, message.loop_id)
+        applied = 0
+        for item in items:
+            if item["created_ms"] > message.created_ms:
+                continue  # the item did not exist when the Loop woke
+            envelope = {"operation_id": f"wake:{message.id}:{item['id']}", "goal_id": item["goal_id"],
+                        "command": observe_command(item["id"], message)}
+            applied += await self._submit(Actor("loop", message.loop_id, message.group_id), envelope)
+        applied += await self._resume(message.loop_id, message.group_id, "loop_wake")
+        return applied
+
+    # -- §9 lifecycle: the Loop's state in watch_state
+    async def on_transition(self, loop_id: str) -> int:
+        async with self.store.tx(readonly=True) as tx:
+            loop = await store_loops.find_loop(tx, loop_id)
+            items = await _backed_items(tx, loop_id)
+        watch = watch_state_of(loop)
+        applied = 0
+        for item in items:
+            recorded = item.get("watch_state") or {}
+            if (recorded.get("state"), recorded.get("incarnation")) == (watch["state"], watch["incarnation"]):
+                continue
+            op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}"
+            command = {"type": "monitor.watch", "item": item["id"], "loop_state": watch["state"],
+                       "reason": watch["reason"], "incarnation": watch["incarnation"]}
+            group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
+            applied += await self._submit(Actor("system", "loop-state", group),
+                                          {"operation_id": op, "goal_id": item["goal_id"], "command": command})
+        if loop is not None and loop.state == "active":
+            applied += await self._resume(loop_id, loop.group_id, "loop_active")
+        return applied
+
+    async def sweep(self) -> int:
+        """The safety net: every Loop-backed item against its Loop, and the Loops' recent wakes."""
+        async with self.store.tx(readonly=True) as tx:
+            W = S.work_item
+            loop_ids = [r[0] for r in (await tx.execute(sa.select(W.c.loop_id).distinct().where(
+                W.c.loop_id.is_not(None), W.c.status != "done"))).all()]
+        applied = 0
+        for loop_id in loop_ids:
+            applied += await self.on_transition(loop_id)
+            async with self.store.tx(readonly=True) as tx:
+                items = await _backed_items(tx, loop_id)
+                since = min((int(it.get("last_observed_ms") or it["created_ms"]) for it in items), default=0)
+                wakes = await sessions.list_messages(tx, loop_id=loop_id, kinds=("loop",), limit=SWEEP_MESSAGES,
+                                                     after_ms=since - SWEEP_SLACK_MS)
+            for message in wakes:
+                applied += await self.on_message(message.id)
+        return applied
+
+    # -- resume conditions that only a Loop can fire (§3.4 loop_wake / loop_active)
+    async def _resume(self, loop_id: str, group_id: str, kind: str) -> int:
+        condition = f"{kind}:{loop_id}"
+        async with self.store.tx(readonly=True) as tx:
+            W = S.work_item
+            rows = (await tx.execute(sa.select(W).where(
+                W.c.status == "deferred", W.c.fields.contains(condition)))).all()
+            waiting = [R.item_row(r) for r in rows]
+        applied = 0
+        for item in waiting:
+            if condition not in (item.get("resume_when") or []):
+                continue
+            envelope = {"operation_id": f"resume:{item['id']}:{item['revision']}", "goal_id": item["goal_id"],
+                        "command": {"type": "work.resume", "item": item["id"], "condition": condition}}
+            applied += await self._submit(Actor("system", "resume", group_id), envelope)
+        return applied
+
+    async def _submit(self, actor: Actor, envelope: dict[str, Any]) -> int:
+        try:
+            receipt = await self.control.submit(actor, envelope)
+        except ControlRefused as exc:  # e.g. the item finished meanwhile: nothing to record
+            log.info("loop bridge: %s refused %s: %s", envelope["operation_id"], exc.code, exc)
+            return 0
+        return 0 if receipt.get("replayed") else 1
+
+    async def _group_of(self, goal_id: str) -> str:
+        async with self.store.tx(readonly=True) as tx:
+            goal = await R.load_goal(tx, goal_id)
+        return "" if goal is None else str(goal["group_id"])
+
+
+async def _backed_items(tx: Any, loop_id: str) -> list[dict[str, Any]]:
+    W = S.work_item
+    rows = (await tx.execute(sa.select(W).where(
+        W.c.loop_id == loop_id, W.c["class"] == "monitor", W.c.status != "done").order_by(W.c.created_ms, W.c.id)
+    )).all()
+    return [R.item_row(r) for r in rows]
