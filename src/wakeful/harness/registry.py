@@ -57,6 +57,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def tools(self) -> list[Tool]:
+        """Every registered tool, in registration order (the MCP server publishes them)."""
+        return list(self._tools.values())
+
     def loop_tool_names(self) -> frozenset[str]:
         """The read tools, the only ones a Loop may name."""
         return frozenset(name for name, tool in self._tools.items() if tool.safety == "read")
