@@ -1,0 +1,127 @@
+"""The MCP tool table: one row per tool (name, description, JSON input schema, handler) and the context a
+handler receives. docs/decisions-mcp.md explains how other areas add rows (``control_tools.register``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wakeful.errors import WakefulError
+
+if TYPE_CHECKING:
+    from wakeful.harness.embed import Harness
+
+__all__ = ["ApiCaller", "McpContext", "McpTool", "ToolRefusal", "ToolTable", "check_arguments"]
+
+Handler = Callable[[dict[str, Any], "McpContext"], Awaitable[Any]]
+
+
+class ToolRefusal(WakefulError):
+    """A tool's refusal; the client sees a tool error whose content is ``{error, message, …details}``."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.details}
+
+
+class ApiCaller(Protocol):
+    """The thin client's way to the HTTP API of a running server (``wakeful mcp`` without ``--embedded``)."""
+
+    async def request(self, method: str, path: str, *, json: Any = None,
+                      params: Mapping[str, Any] | None = None) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class McpContext:
+    """Who calls and through what: in-process (``harness``) or through the HTTP API (``api``)."""
+
+    agent_id: str
+    group_id: str
+    principal: str  # agent:<id>, or operator (wakeful mcp --embedded)
+    session_id: str | None = None  # the default session of this connection
+    mcp_session: str = ""  # a stable id of this MCP connection (default claim keys)
+    harness: Harness | None = None
+    api: ApiCaller | None = None
+
+    @property
+    def group_path(self) -> str:
+        """``/v1/agent-groups/{group_id}`` (the ``G`` of interfaces.md §2.2)."""
+        return f"/v1/agent-groups/{self.group_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    name: str  # dotted (interfaces.md §3.2)
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolTable:
+    """The tools one MCP server publishes, in registration order."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, McpTool] = {}
+
+    def add(self, tool: McpTool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"MCP tool {tool.name!r} is already in the table")
+        if tool.input_schema.get("type") != "object":
+            raise ValueError(f"MCP tool {tool.name!r}: input_schema must be a JSON Schema of type object")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> McpTool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[McpTool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
+    "array": (list,), "null": (type(None),),
+}
+
+
+def check_arguments(schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
+    """The top-level checks of an input schema (required keys, property types, ``additionalProperties``);
+    a failure is ``invalid_request`` with ``field``. Handlers check values themselves."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ToolRefusal("invalid_request", "arguments must be an object", field="arguments")
+    props: Mapping[str, Any] = schema.get("properties", {})
+    for key in schema.get("required", ()):
+        if key not in args:
+            raise ToolRefusal("invalid_request", f"{key} is required", field=key)
+    if schema.get("additionalProperties") is False:
+        for key in args:
+            if key not in props:
+                raise ToolRefusal("invalid_request", f"unknown argument {key!r}", field=str(key)[:64])
+    for key, value in args.items():
+        spec = props.get(key)
+        if not isinstance(spec, Mapping) or "type" not in spec:
+            continue
+        kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+        if not any(_is(value, kind) for kind in kinds):
+            raise ToolRefusal("invalid_request", f"{key} must be of type {' or '.join(kinds)}", field=key)
+    return args
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _TYPES.get(kind, (object,)))
