@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from wakeful import __version__
-from wakeful.cli import build_cmd, db_cmd, loop_cmd, run, sdk_cmd, serve_cmd, vm_cmd
+from wakeful.cli import build_cmd, db_cmd, loop_cmd, mcp_cmd, run, sdk_cmd, serve_cmd, vm_cmd
 from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
@@ -44,6 +44,7 @@ app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
 serve_cmd.register(app)
+mcp_cmd.register(app)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 

@@ -1,0 +1,114 @@
+"""``wakeful mcp`` (interfaces.md §3.1, §4.2): the MCP server on stdio — a thin client of a running server
+(``--server``, ``WAKEFUL_API_KEY``) or ``--embedded`` (a harness in this process, the operator acting as
+``--agent``). Also ``mount_mcp``, which puts the streamable-HTTP transport at ``/mcp`` on a ``wakeful serve`` app.
+
+stdout carries the MCP protocol only; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from wakeful.cli.output import EXIT_UNAVAILABLE, CliExit, UsageError
+
+__all__ = ["mount_mcp", "register", "tool_names_setting"]
+
+DEFAULT_SERVER = "http://127.0.0.1:8470"  # server.host / server.port defaults (interfaces.md §7)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``mcp`` to the root command group."""
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    embedded: Annotated[bool, typer.Option("--embedded", help="Run a harness in this process (operator as --agent).")] = False,
+    agent: Annotated[str | None, typer.Option("--agent", help="The agent to act as (--embedded).")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Default session for loop.create.")] = None,
+    tool_names: Annotated[str | None, typer.Option("--tool-names", help="dotted (loop.sdk) or underscore (loop_sdk); config mcp.tool_names.")] = None,
+    server: Annotated[str | None, typer.Option("--server", help="Server URL of the thin client ($WAKEFUL_SERVER).")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="Agent key of the thin client ($WAKEFUL_API_KEY).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Configuration file (TOML).")] = None,
+) -> None:
+    """Serve MCP on stdio: Loop, script and embedder tools for any agent host."""
+    names = tool_names_setting(tool_names, config)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if embedded:
+        if agent is None:
+            raise UsageError("--embedded needs --agent AGENT_ID (the operator acts as that agent)")
+        raise CliExit(asyncio.run(_embedded(agent, session, names, config)))
+    url = server or os.environ.get("WAKEFUL_SERVER") or DEFAULT_SERVER
+    token = key or os.environ.get("WAKEFUL_API_KEY")
+    if not token:
+        raise UsageError("the thin client needs an agent key: --key or $WAKEFUL_API_KEY (or use --embedded)")
+    raise CliExit(asyncio.run(_thin(url, token, session, names)))
+
+
+async def _embedded(agent_id: str, session_id: str | None, names: str, config: Path | None) -> int:
+    from wakeful.harness.config import load_config
+    from wakeful.harness.embed import Harness
+    from wakeful.mcp.stdio import run_embedded
+
+    cfg = load_config(config)
+    cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    async with Harness(cfg) as harness:
+        await run_embedded(harness, agent_id=agent_id, session_id=session_id, tool_names=names)
+    return 0
+
+
+async def _thin(url: str, key: str, session_id: str | None, names: str) -> int:
+    from wakeful.mcp.stdio import run_thin_client
+    from wakeful.mcp.table import ToolRefusal
+
+    try:
+        await run_thin_client(url, key, session_id=session_id, tool_names=names)
+    except ToolRefusal as refusal:
+        print(f"wakeful mcp: {refusal.code}: {refusal.message}", file=sys.stderr)
+        return EXIT_UNAVAILABLE if refusal.code == "unavailable" else 1
+    return 0
+
+
+# interfaces.md §7: flag > $WAKEFUL_MCP__TOOL_NAMES > [mcp] tool_names in the config file > dotted
+def tool_names_setting(flag: str | None, config: Path | None = None) -> str:
+    value = flag or os.environ.get("WAKEFUL_MCP__TOOL_NAMES") or _from_file(config) or "dotted"
+    if value not in ("dotted", "underscore"):
+        raise UsageError(f"mcp.tool_names must be dotted or underscore, not {value!r}")
+    return value
+
+
+def _from_file(config: Path | None) -> str | None:
+    from wakeful.harness.config import default_data_dir
+
+    path = config or (Path(os.environ["WAKEFUL_CONFIG"]) if os.environ.get("WAKEFUL_CONFIG") else
+                      default_data_dir() / "wakeful.toml")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    section = doc.get("mcp")
+    if not isinstance(section, dict):
+        return None
+    unknown = set(section) - {"tool_names"}
+    if unknown:
+        raise UsageError(f"unknown config key mcp.{sorted(unknown)[0]}")
+    value = section.get("tool_names")
+    return value if isinstance(value, str) else None
+
+
+def mount_mcp(app: Any, harness: Any, *, tool_names: str = "dotted") -> Any:
+    """Mount MCP over streamable HTTP at ``/mcp`` on a ``wakeful serve`` app; returns the ASGI app (close it
+    before the harness stops)."""
+    from wakeful.mcp.http import McpHttpApp
+
+    mcp_app = McpHttpApp(harness, tool_names=tool_names)
+    app.mount("/mcp", mcp_app)
+    return mcp_app
