@@ -11,9 +11,10 @@ __all__ = ["Harness", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    """``wakeful.Harness`` is imported on first use, so ``import wakeful`` stays light (interfaces.md §5)."""
+    """``wakeful.Harness`` is imported on first use, so ``import wakeful`` stays light (interfaces.md §5); it is
+    the harness node with ``h.control`` (``wakeful.control.embed``)."""
     if name == "Harness":
-        from wakeful.harness.embed import Harness
+        from wakeful.control.embed import Harness
 
         return Harness
     raise AttributeError(f"module 'wakeful' has no attribute {name!r}")

@@ -28,6 +28,8 @@ def _broken(conn: Connection) -> None:
     raise RuntimeError("migration bug")
 
 
+# one schema_meta row per applied migration: an empty store runs every migration up to HEAD
+AT_HEAD = [(v, "0.1.0") for v in range(1, HEAD + 1)]
 V2 = (*MIGRATIONS, Migration(HEAD + 1, "add_note", _add_note))
 V2_BROKEN = (*MIGRATIONS, Migration(HEAD + 1, "broken", _broken))
 
@@ -50,7 +52,7 @@ async def _seed(url: str) -> str:
 async def test_empty_store_is_created_at_head_with_every_table(store_url: str) -> None:
     store = await Store.open(store_url)
     try:
-        assert await _meta(store) == [(HEAD, "0.1.0")]
+        assert await _meta(store) == AT_HEAD
         async with store.tx(readonly=True) as tx:
             names = await tx.conn.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
         assert set(schema.metadata.tables) <= names
@@ -62,7 +64,7 @@ async def test_equal_version_starts_without_changes(store_url: str, tmp_path: Pa
     group_id = await _seed(store_url)
     store = await Store.open(store_url)
     try:
-        assert await _meta(store) == [(HEAD, "0.1.0")]
+        assert await _meta(store) == AT_HEAD
         async with store.tx(readonly=True) as tx:
             assert (await groups.get_group(tx, group_id)).name == "kept"
     finally:
@@ -95,14 +97,14 @@ async def test_older_store_upgrades_and_keeps_data(store_url: str) -> None:
             assert await stored_version(store) == HEAD
         outcome = await migrate(store, allow_upgrade=True, migrations=V2)
         assert (outcome.from_version, outcome.to_version) == (HEAD, HEAD + 1)
-        assert [v for v, _ in await _meta(store)] == [HEAD, HEAD + 1]
+        assert [v for v, _ in await _meta(store)] == [*range(1, HEAD + 1), HEAD + 1]
         async with store.tx(readonly=True) as tx:
             note = (
                 await tx.execute(sa.text("SELECT note FROM agent_group WHERE id = :g"), {"g": group_id})
             ).scalar()
         assert note == "was kept"
         if store.dialect == "sqlite":
-            assert outcome.backup is not None and outcome.backup.name == "wakeful.db.bak-v1"
+            assert outcome.backup is not None and outcome.backup.name == f"wakeful.db.bak-v{HEAD}"
             with sqlite3.connect(outcome.backup) as old:  # the backup is the version-1 database
                 assert old.execute("SELECT max(version) FROM schema_meta").fetchone() == (HEAD,)
                 assert old.execute("SELECT name FROM agent_group").fetchall() == [("kept",)]
@@ -138,7 +140,7 @@ async def test_concurrent_starts_on_an_empty_store_create_it_once(store_url: str
     try:
         outcomes = await asyncio.gather(*(migrate(s, allow_upgrade=False) for s in stores))
         assert sorted(o.from_version is None for o in outcomes).count(True) >= 1
-        assert await _meta(stores[0]) == [(HEAD, "0.1.0")]
+        assert await _meta(stores[0]) == AT_HEAD
     finally:
         for s in stores:
             await s.close()

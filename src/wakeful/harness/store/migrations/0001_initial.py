@@ -1,14 +1,272 @@
-"""Migration 1: every table of harness.md §2 as ``schema.py`` defines them at version 1.
+"""Migration 1: every table of harness.md §2 as it stood at schema version 1 (frozen).
 
-When a later migration alters one of these tables, freeze that table's version-1 definition here first.
+These definitions are a copy of ``schema.py`` at version 1 and are never edited: a later change to a table is a
+new migration, so a store created today and one upgraded from version 1 end up identical.
 """
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from wakeful.harness.store import schema
+metadata = sa.MetaData()  # frozen: the version-1 tables, never edited
+
+Ms = sa.BigInteger
+# an auto-incrementing 64-bit key (SQLite needs INTEGER for its rowid alias)
+SeqKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Id = sa.String(40)
+
+
+def _fk(target: str, *, cascade: bool = False) -> sa.ForeignKey:
+    return sa.ForeignKey(target, ondelete="CASCADE" if cascade else "RESTRICT")
+
+
+# harness.md §3: schema_meta(version, wakeful_version, upgraded_ms); one row per applied migration
+schema_meta = sa.Table(
+    "schema_meta",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("wakeful_version", sa.String(40), nullable=False),
+    sa.Column("upgraded_ms", Ms, nullable=False),
+)
+
+# §2.1 group ("group" is a reserved word, hence agent_group)
+agent_group = sa.Table(
+    "agent_group",
+    metadata,
+    sa.Column("id", Id, primary_key=True),
+    sa.Column("name", sa.String(80), nullable=False),
+    sa.Column("limits", sa.Text, nullable=True),
+    sa.Column("created_ms", Ms, nullable=False),
+)
+
+# §2.1 api_key: only the SHA-256 of the secret is stored
+api_key = sa.Table(
+    "api_key",
+    metadata,
+    sa.Column("id", sa.String(16), primary_key=True),
+    sa.Column("secret_sha256", sa.String(64), nullable=False),
+    sa.Column("role", sa.String(8), nullable=False),
+    sa.Column("group_id", Id, _fk("agent_group.id", cascade=True), nullable=True),
+    sa.Column("agent_id", Id, _fk("agent.id", cascade=True), nullable=True),
+    sa.Column("label", sa.String(200), nullable=True),
+    sa.Column("created_ms", Ms, nullable=False),
+    sa.Column("last_used_ms", Ms, nullable=True),
+    sa.Column("revoked_ms", Ms, nullable=True),
+    sa.CheckConstraint("role IN ('admin', 'group', 'agent')", name="api_key_role"),
+)
+
+# §2.2 agent
+agent = sa.Table(
+    "agent",
+    metadata,
+    sa.Column("id", Id, primary_key=True),
+    sa.Column("group_id", Id, _fk("agent_group.id"), nullable=False, index=True),
+    sa.Column("name", sa.String(80), nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("created_ms", Ms, nullable=False),
+    sa.Column("archived_ms", Ms, nullable=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.CheckConstraint("status IN ('active', 'archived')", name="agent_status"),
+)
+
+# §2.3 session: an agent's inbox
+session = sa.Table(
+    "session",
+    metadata,
+    sa.Column("id", Id, primary_key=True),
+    sa.Column("agent_id", Id, _fk("agent.id"), nullable=False, index=True),
+    sa.Column("group_id", Id, _fk("agent_group.id"), nullable=False),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("created_ms", Ms, nullable=False),
+)
+
+# §2.3 message: the primary key makes a wake idempotent (insert-if-absent)
+message = sa.Table(
+    "message",
+    metadata,
+    sa.Column("id", sa.String(400), primary_key=True),
+    sa.Column("session_id", Id, _fk("session.id", cascade=True), nullable=False),
+    sa.Column("agent_id", Id, nullable=False),
+    sa.Column("group_id", Id, nullable=False),
+    sa.Column("kind", sa.String(10), nullable=False),
+    sa.Column("role", sa.String(10), nullable=False),
+    sa.Column("loop_id", Id, nullable=True),
+    sa.Column("loop_name", sa.String(80), nullable=True),
+    sa.Column("incarnation", sa.BigInteger, nullable=True),
+    sa.Column("dedup_key", sa.String(200), nullable=True),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_ms", Ms, nullable=False),
+    sa.Column("handled_ms", Ms, nullable=True),
+    sa.Column("handled_by", sa.String(200), nullable=True),
+    sa.CheckConstraint("kind IN ('loop', 'lifecycle', 'user', 'system')", name="message_kind"),
+    sa.Index("message_session_created", "session_id", "created_ms"),
+    sa.Index("message_agent_handled", "agent_id", "handled_ms"),
+    sa.Index("message_loop", "loop_id"),
+)
+
+# §2.4 artifact: content-addressed ELF bytes per group
+artifact = sa.Table(
+    "artifact",
+    metadata,
+    sa.Column("group_id", Id, _fk("agent_group.id"), primary_key=True),
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("elf", sa.LargeBinary, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("origin", sa.String(10), nullable=False),
+    sa.Column("toolchain", sa.Text, nullable=True),
+    sa.Column("created_by", sa.String(200), nullable=False),
+    sa.Column("created_ms", Ms, nullable=False),
+    sa.CheckConstraint("origin IN ('build', 'upload')", name="artifact_origin"),
+)
+
+# §2.4 artifact_path: an agent's name for an artifact
+artifact_path = sa.Table(
+    "artifact_path",
+    metadata,
+    sa.Column("agent_id", Id, _fk("agent.id", cascade=True), primary_key=True),
+    sa.Column("path", sa.String(512), primary_key=True),
+    sa.Column("group_id", Id, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("updated_ms", Ms, nullable=False),
+)
+
+# §2.5 loop
+loop = sa.Table(
+    "loop",
+    metadata,
+    sa.Column("id", Id, primary_key=True),
+    sa.Column("group_id", Id, _fk("agent_group.id"), nullable=False, index=True),
+    sa.Column("agent_id", Id, _fk("agent.id"), nullable=False, index=True),
+    sa.Column("session_id", Id, _fk("session.id"), nullable=False, index=True),
+    sa.Column("name", sa.String(80), nullable=False),
+    sa.Column("state", sa.String(10), nullable=False),
+    sa.Column("pause_reason", sa.String(10), nullable=True),
+    sa.Column("failure", sa.Text, nullable=True),
+    sa.Column("exit_code", sa.BigInteger, nullable=True),
+    sa.Column("incarnation", sa.BigInteger, nullable=False),
+    sa.Column("node_id", Id, nullable=True),
+    sa.Column("object_id", sa.String(64), nullable=True),
+    sa.Column("artifact_sha256", sa.String(64), nullable=False),
+    sa.Column("artifact_path", sa.String(512), nullable=True),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("capabilities", sa.Text, nullable=False),
+    sa.Column("creator", sa.String(200), nullable=False),
+    sa.Column("checkpoint", sa.Text, nullable=True),
+    sa.Column("checkpoint_bytes", sa.Integer, nullable=False),
+    sa.Column("checkpoint_ms", Ms, nullable=True),
+    sa.Column("webhook_secret_sha256", sa.String(64), nullable=True, unique=True),
+    sa.Column("webhook_hint", sa.String(8), nullable=True),
+    sa.Column("webhook_rotated_ms", Ms, nullable=True),
+    sa.Column("reload_window_start_ms", Ms, nullable=True),
+    sa.Column("reload_count", sa.Integer, nullable=False),
+    sa.Column("notify_window_start_ms", Ms, nullable=True),
+    sa.Column("notify_window_count", sa.Integer, nullable=False),
+    sa.Column("notify_limited_since_ms", Ms, nullable=True),
+    sa.Column("last_notified_ms", Ms, nullable=True),
+    sa.Column("notified_since_activation", sa.Boolean, nullable=False),
+    sa.Column("dropped_logs", sa.BigInteger, nullable=False),
+    sa.Column("activated_ms", Ms, nullable=True),
+    sa.Column("created_ms", Ms, nullable=False),
+    sa.Column("updated_ms", Ms, nullable=False),
+    sa.CheckConstraint("state IN ('active', 'paused', 'failed')", name="loop_state"),
+    sa.CheckConstraint(
+        "(state = 'paused') = (pause_reason IS NOT NULL)", name="loop_pause_reason_only_when_paused"
+    ),
+    sa.Index("loop_state_updated", "state", "updated_ms", "id"),
+)
+
+# §2.6 loop_event (intake is issue 6; delivery and ack use it)
+loop_event = sa.Table(
+    "loop_event",
+    metadata,
+    sa.Column("loop_id", Id, _fk("loop.id", cascade=True), primary_key=True),
+    sa.Column("event_id", sa.String(128), primary_key=True),
+    sa.Column("group_id", Id, nullable=False),
+    sa.Column("topic", sa.String(128), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("payload_sha256", sa.String(64), nullable=False),
+    sa.Column("envelope_bytes", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("source", sa.String(10), nullable=False),
+    sa.Column("received_ms", Ms, nullable=False),
+    sa.Column("first_delivered_ms", Ms, nullable=True),
+    sa.Column("deadline_ms", Ms, nullable=True),
+    sa.Column("acked_ms", Ms, nullable=True),
+    sa.Column("acked_incarnation", sa.BigInteger, nullable=True),
+    sa.Column("discarded_ms", Ms, nullable=True),
+    sa.CheckConstraint("status IN ('pending', 'acked', 'discarded')", name="loop_event_status"),
+    sa.Index("loop_event_pending", "loop_id", "status", "received_ms", "event_id"),
+    sa.Index("loop_event_group_status", "group_id", "status"),
+)
+
+# §2.7 loop_log: newest 200 per Loop are kept
+loop_log = sa.Table(
+    "loop_log",
+    metadata,
+    sa.Column("seq", SeqKey, primary_key=True, autoincrement=True),
+    sa.Column("loop_id", Id, _fk("loop.id", cascade=True), nullable=False),
+    sa.Column("at_ms", Ms, nullable=False),
+    sa.Column("incarnation", sa.BigInteger, nullable=False),
+    sa.Column("source", sa.String(10), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Index("loop_log_loop_seq", "loop_id", "seq"),
+)
+
+# §2.7 loop_transition: newest 100 per Loop are kept
+loop_transition = sa.Table(
+    "loop_transition",
+    metadata,
+    sa.Column("seq", SeqKey, primary_key=True, autoincrement=True),
+    sa.Column("loop_id", Id, _fk("loop.id", cascade=True), nullable=False),
+    sa.Column("at_ms", Ms, nullable=False),
+    sa.Column("from_state", sa.String(10), nullable=True),
+    sa.Column("from_reason", sa.String(10), nullable=True),
+    sa.Column("to_state", sa.String(10), nullable=False),
+    sa.Column("to_reason", sa.String(10), nullable=True),
+    sa.Column("incarnation", sa.BigInteger, nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Index("loop_transition_loop_seq", "loop_id", "seq"),
+)
+
+# §2.8 node
+node = sa.Table(
+    "node",
+    metadata,
+    sa.Column("id", Id, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("version", sa.String(40), nullable=False),
+    sa.Column("started_ms", Ms, nullable=False),
+    sa.Column("heartbeat_ms", Ms, nullable=False),
+    sa.Column("state", sa.String(10), nullable=False),
+    sa.Column("objects", sa.Integer, nullable=False),
+    sa.Column("capacity", sa.Integer, nullable=False),
+)
+
+# §2.8 agent_lease: one per agent; epoch fences holders
+agent_lease = sa.Table(
+    "agent_lease",
+    metadata,
+    sa.Column("agent_id", Id, _fk("agent.id", cascade=True), primary_key=True),
+    sa.Column("node_id", Id, nullable=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("acquired_ms", Ms, nullable=False),
+    sa.Column("renewed_ms", Ms, nullable=False),
+    sa.Column("expires_ms", Ms, nullable=False),
+)
+
+# §2.9 rate_bucket (cluster only)
+rate_bucket = sa.Table(
+    "rate_bucket",
+    metadata,
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("refreshed_ms", Ms, nullable=False),
+)
 
 
 def upgrade(conn: Connection) -> None:
-    schema.metadata.create_all(conn, checkfirst=False)
+    metadata.create_all(conn, checkfirst=False)

@@ -1,0 +1,132 @@
+"""Evidence applicability and criterion / acceptance status (control-plane.md §5), as pure functions.
+
+Evidence is never edited; whether it still counts is computed from the goal's current subjects, the current
+contract (digests, workloads, bindings) and, for independent criteria, who completes the bound item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CriterionStatus", "acceptance_status", "assess", "criterion_status", "inapplicable_reason"]
+
+
+@dataclass(frozen=True)
+class CriterionStatus:
+    """``status`` ∈ pass, fail, stale, missing; ``evidence_id`` the deciding row (pass/fail only)."""
+
+    criterion_id: str
+    status: str
+    evidence_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"criterion_id": self.criterion_id, "status": self.status, "evidence_id": self.evidence_id}
+
+
+def inapplicable_reason(
+    ev: Mapping[str, Any],
+    criterion: Mapping[str, Any] | None,
+    *,
+    criterion_id: str,
+    acceptance_revision: int,
+    criterion_digests: Mapping[str, str],
+    subjects: Mapping[str, str],
+    completer: str | None = None,
+) -> str | None:
+    """None when evidence ``ev`` counts for the criterion now, else the §5 reason code."""
+    if criterion is None:
+        return "criterion_removed"
+    subject = ev.get("subject")
+    if subject is None or subjects.get(subject) != ev.get("artifact_revision"):
+        return "stale_revision"
+    if criterion.get("subject") is not None and criterion["subject"] != subject:
+        return "stale_revision"
+    if ev["acceptance_revision"] != acceptance_revision and (
+        ev["criterion_digests"].get(criterion_id) != criterion_digests.get(criterion_id)
+    ):
+        return "stale_acceptance"
+    workload = criterion.get("workload")
+    if workload is not None:
+        recorded = ev.get("workload") or {}
+        if recorded.get("digest") != criterion.get("workload_digest"):
+            return "workload_mismatch"
+    if criterion.get("independent") and completer is not None and ev["recorded_by"] == completer:
+        return "not_independent"
+    return None
+
+
+def criterion_status(
+    criterion_id: str,
+    criterion: Mapping[str, Any] | None,
+    evidence: Sequence[Mapping[str, Any]],
+    *,
+    acceptance_revision: int,
+    criterion_digests: Mapping[str, str],
+    subjects: Mapping[str, str],
+    completer: str | None = None,
+    binding_stale: bool = False,
+) -> CriterionStatus:
+    """The verdict of the newest applicable pass/fail evidence; ``stale`` when some exists but none applies
+    (or a binding naming the criterion is stale); ``missing`` otherwise. ``evidence`` in commit order."""
+    deciding = [e for e in evidence if criterion_id in e["criterion_ids"] and e["verdict"] in ("pass", "fail")]
+    if binding_stale:
+        return CriterionStatus(criterion_id, "stale")
+    for ev in reversed(deciding):
+        reason = inapplicable_reason(
+            ev, criterion, criterion_id=criterion_id, acceptance_revision=acceptance_revision,
+            criterion_digests=criterion_digests, subjects=subjects, completer=completer,
+        )
+        if reason is None:
+            return CriterionStatus(criterion_id, str(ev["verdict"]), str(ev["id"]))
+    return CriterionStatus(criterion_id, "stale" if deciding else "missing")
+
+
+def acceptance_status(statuses: Iterable[str], *, has_contract: bool) -> str:
+    """§5: none, failed, stale, accepted, partial, unverified."""
+    if not has_contract:
+        return "none"
+    values = list(statuses)
+    if "fail" in values:
+        return "failed"
+    if "stale" in values:
+        return "stale"
+    if values and all(v == "pass" for v in values):
+        return "accepted"
+    if "pass" in values:
+        return "partial"
+    return "unverified"
+
+
+def assess(
+    contract: Mapping[str, Any] | None,
+    evidence: Sequence[Mapping[str, Any]],
+    items: Mapping[str, Mapping[str, Any]],
+    subjects: Mapping[str, str],
+) -> dict[str, CriterionStatus]:
+    """Every criterion of the current contract → its status at goal level.
+
+    A binding whose item's ``semantic_digest`` changed makes its criteria stale; an independent criterion does
+    not count evidence recorded by the agent that completed a bound item.
+    """
+    if contract is None:
+        return {}
+    criteria = {c["id"]: c for c in contract["criteria"]}
+    stale: set[str] = set()
+    completers: dict[str, str] = {}
+    for item_id, binding in contract["bindings"].items():
+        item = items.get(item_id)
+        if item is None or item["semantic_digest"] != binding["semantic_digest"]:
+            stale.update(binding["criteria"])
+        elif item.get("completed_by"):
+            for cid in binding["criteria"]:
+                completers[cid] = str(item["completed_by"])
+    return {
+        cid: criterion_status(
+            cid, c, evidence, acceptance_revision=contract["revision"],
+            criterion_digests=contract["criterion_digests"], subjects=subjects,
+            completer=completers.get(cid), binding_stale=cid in stale,
+        )
+        for cid, c in criteria.items()
+    }

@@ -1,0 +1,63 @@
+"""``wakeful.Harness`` with the control plane: the harness node plus ``h.control`` (interfaces.md §5).
+
+The control plane sits above the harness, so this subclass (not the harness) opens a ``Control`` on the node's
+store at start and runs its 60 s resume sweep (control-plane.md §3.4) alongside the harness sweeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from wakeful.control.core import Control
+from wakeful.harness.embed import Harness as NodeHarness
+
+__all__ = ["RESUME_SWEEP_S", "Harness"]
+
+log = logging.getLogger("wakeful.control")
+RESUME_SWEEP_S = 60.0  # §3.4: time: conditions are evaluated every 60 s
+
+
+class Harness(NodeHarness):
+    """A node like ``wakeful serve`` without the HTTP server, with ``h.control`` once started."""
+
+    _control: Control | None = None
+    _control_sweep: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await super().start()
+        try:
+            control = Control(self.store)
+            await control.open()
+        except BaseException:
+            await super().stop()
+            raise
+        self._control = control
+        if self.sweeps:
+            self._control_sweep = asyncio.get_running_loop().create_task(self._resume_sweep(control))
+
+    async def stop(self) -> None:
+        if self._control_sweep is not None:
+            self._control_sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._control_sweep
+            self._control_sweep = None
+        self._control = None
+        await super().stop()
+
+    @staticmethod
+    async def _resume_sweep(control: Control) -> None:
+        while True:
+            await asyncio.sleep(RESUME_SWEEP_S)
+            try:
+                await control.tick()
+            except Exception:
+                log.exception("control resume sweep failed")
+
+    @property
+    def control(self) -> Control:
+        """The control-plane kernel and reads on this node's store (``submit``, reads, ``snapshot``)."""
+        if self._control is None:
+            raise RuntimeError("the harness is not started")
+        return self._control
