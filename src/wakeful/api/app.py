@@ -31,6 +31,7 @@ ROUTERS: tuple[str, ...] = (
     "artifacts",
     "loops",
     "intake",
+    "scripts",
 )
 
 
