@@ -1,0 +1,103 @@
+"""Agent leases in the store: claim, renew, release, list (harness.md §2.8, §19.2).
+
+Every operation is one conditional statement on ``agent_lease`` judged by the store clock, so clock skew between
+nodes cannot shorten a lease; ``epoch`` rises on every claim and never decreases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from wakeful.harness.store import schema
+from wakeful.harness.store.core import Tx
+
+__all__ = ["Lease", "claim", "held_by", "lease_of", "list_leases", "release", "renew"]
+
+A = schema.agent_lease
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    agent_id: str
+    node_id: str
+    epoch: int
+    acquired_ms: int
+    renewed_ms: int
+    expires_ms: int
+
+
+def _lease(row: Any) -> Lease:
+    return Lease(row.agent_id, row.node_id, int(row.epoch), int(row.acquired_ms), int(row.renewed_ms),
+                 int(row.expires_ms))
+
+
+# §19.2 claim: one conditional upsert; taken only if absent or expired on the store clock; epoch += 1
+async def claim(tx: Tx, agent_id: str, node_id: str, ttl_ms: int) -> Lease | None:
+    """The new lease, or None when another holder's lease is still unexpired."""
+    now = await tx.now_ms()
+    dialect: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
+    stmt = dialect.insert(A).values(
+        agent_id=agent_id, node_id=node_id, epoch=1, acquired_ms=now, renewed_ms=now, expires_ms=now + ttl_ms,
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[A.c.agent_id],
+        set_={"node_id": node_id, "epoch": A.c.epoch + 1, "acquired_ms": now, "renewed_ms": now,
+              "expires_ms": now + ttl_ms},
+        where=A.c.expires_ms <= now,
+    ).returning(*A.c)
+    row = (await tx.execute(stmt)).first()
+    return None if row is None else _lease(row)
+
+
+# §19.2 renew: conditional on node_id = self AND epoch = mine; an agent missing from the answer is lost
+async def renew(tx: Tx, node_id: str, held: Mapping[str, int], ttl_ms: int) -> dict[str, int]:
+    """Renew the given ``{agent_id: epoch}``; returns ``{agent_id: expires_ms}`` of those still ours."""
+    if not held:
+        return {}
+    now = await tx.now_ms()
+    out: dict[str, int] = {}
+    pairs = sorted(held.items())
+    for start in range(0, len(pairs), 500):
+        chunk = pairs[start:start + 500]
+        stmt = A.update().where(
+            A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(chunk),
+        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id, A.c.expires_ms)
+        out.update({r.agent_id: int(r.expires_ms) for r in await tx.execute(stmt)})
+    return out
+
+
+# §19.2 release: expires_ms = now under the same condition (drain, idle agent)
+async def release(tx: Tx, node_id: str, held: Mapping[str, int]) -> set[str]:
+    if not held:
+        return set()
+    now = await tx.now_ms()
+    stmt = A.update().where(
+        A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(sorted(held.items())),
+    ).values(expires_ms=sa.func.least(A.c.expires_ms, now) if tx.dialect == "postgresql"
+             else sa.func.min(A.c.expires_ms, now)).returning(A.c.agent_id)
+    return {r.agent_id for r in await tx.execute(stmt)}
+
+
+async def lease_of(tx: Tx, agent_id: str, *, for_share: bool = False) -> Lease | None:
+    stmt = sa.select(A).where(A.c.agent_id == agent_id)
+    if for_share and tx.dialect == "postgresql":
+        stmt = stmt.with_for_update(read=True)
+    row = (await tx.execute(stmt)).first()
+    return None if row is None else _lease(row)
+
+
+async def held_by(tx: Tx, node_id: str) -> list[Lease]:
+    """Unexpired leases of one node."""
+    now = await tx.now_ms()
+    stmt = sa.select(A).where(A.c.node_id == node_id, A.c.expires_ms > now).order_by(A.c.agent_id)
+    return [_lease(r) for r in await tx.execute(stmt)]
+
+
+async def list_leases(tx: Tx) -> list[Lease]:
+    return [_lease(r) for r in await tx.execute(sa.select(A).order_by(A.c.node_id, A.c.agent_id))]

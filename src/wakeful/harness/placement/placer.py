@@ -1,0 +1,412 @@
+"""``Placement``: one node's part in a cluster on PostgreSQL — registration, leases, sweeps, signals, drain.
+
+harness.md §19: a Loop runs only on the node holding its agent's lease. The node claims free agents when an
+operation arrives for them or in the stranded sweep (fair share), adopts their active Loops, keeps the leases
+renewed from its own thread (``Renewer``), fences itself when it cannot prove a lease, and on drain ends every
+incarnation and releases every lease so other nodes adopt at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from wakeful.harness import lifecycle as lc
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.placement import leases, nodes, signals
+from wakeful.harness.placement.book import LeaseBook
+from wakeful.harness.placement.renewer import Renewer
+from wakeful.harness.store import loops, schema
+from wakeful.harness.store.core import Tx
+
+if TYPE_CHECKING:
+    from wakeful.harness.node import Node, Resident
+
+__all__ = ["DRAIN_BOUND_S", "SWEEP_PAGE", "Placement"]
+
+log = logging.getLogger("wakeful.placement")
+
+SWEEP_PAGE = 200  # §19.3: the stranded sweep pages 200 rows ordered by (updated_ms, id)
+FAIR_SHARE_SLACK = 1.25  # §19.3: claim while below 1.25 × (active agents ÷ live nodes)
+DRAIN_BOUND_S = 25.0  # §19.4
+L, E, A = schema.loop, schema.loop_event, schema.agent_lease
+
+
+class Placement:
+    """Attach with ``node.placement = Placement(node)``; then ``await start()``, ``tick()`` on the placement
+    period, ``fence()`` often (cheap, in memory) and ``await drain()`` at shutdown."""
+
+    def __init__(
+        self, node: Node, *, name: str | None = None, wall: Any = None,
+        monotonic_ns: Callable[[], int] | None = None,
+    ) -> None:
+        from wakeful import __version__
+
+        cfg = node.config.placement
+        self.node, self.store = node, node.store
+        self.node_id = node.node_id
+        self.name = name or node.config.node_name or socket.gethostname()
+        self.version = __version__
+        self.ttl_ms = cfg.lease_ttl_s * 1000
+        self.dead_after_ms = cfg.dead_after_s * 1000
+        self.cfg = cfg
+        # lease proofs run on the process's monotonic clock (tests of the lease logic inject one): fencing
+        # guards against real time passing, which a test clock that jumps would fake in both directions
+        self.mono = monotonic_ns or time.monotonic_ns
+        self.book = LeaseBook(self.mono, (cfg.lease_ttl_s - cfg.renew_s) * 1_000_000_000)
+        self.state = "new"  # new → alive → draining → gone
+        self.renewer = Renewer(
+            node.config.effective_store_url, book=self.book, node_id=self.node_id,
+            ttl_ms=self.ttl_ms, renew_s=cfg.renew_s, heartbeat_s=cfg.heartbeat_s,
+            monotonic_ns=self.mono, objects=lambda: len(self.node.residents),
+            on_lost=self._lost_threadsafe, wall=wall,
+        )
+        self.listener = signals.Listener(node.store, self._on_signal)
+        self._cursor: tuple[int, str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._tick_lock = asyncio.Lock()
+        self.wants_messages: Callable[[], bool] = lambda: False  # set by the Harness: wake handlers exist
+        self.claimed_hooks: list[Callable[[str], Any]] = []  # agent id → called after a claim (wake offers)
+        self.fenced_loops = 0  # objects unloaded by self-fencing (tests, status)
+
+    # ------------------------------------------------------------------ start, sweeps, drain
+
+    @property
+    def accepting(self) -> bool:
+        """§19.4: a draining node refuses intake (503)."""
+        return self.state == "alive"
+
+    async def start(self, *, sweeps: bool = True) -> None:
+        """§19.1: insert the node row (alive); start the renewer thread, the listener and the sweeps; claim and
+        adopt stranded agents once right away. Call after ``node.open()`` (the runtime must be running)."""
+        self._loop = asyncio.get_running_loop()
+        async with self.store.tx() as tx:
+            await nodes.register(tx, node_id=self.node_id, name=self.name, host=socket.gethostname(),
+                                 pid=os.getpid(), version=self.version, capacity=self.node.config.max_objects)
+        self.state = "alive"
+        self.node.transition_hooks.append(self._transitioned)
+        await asyncio.to_thread(self.renewer.start)
+        self.listener.start()
+        await self.tick()
+        if sweeps:
+            fence_every = max(0.05, min(1.0, self.cfg.renew_s / 4))
+            self._tasks = [
+                self._loop.create_task(_every(self.cfg.tick_s, self.tick)),
+                self._loop.create_task(_every(fence_every, self.fence)),
+            ]
+
+    async def drain(self) -> None:
+        """§19.4: draining → end every incarnation → release every lease → gone (bounded by 25 s)."""
+        if self.state in ("draining", "gone"):
+            return
+        self.state = "draining"
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(StoreUnavailable):
+            async with self.store.tx() as tx:
+                await nodes.set_state(tx, self.node_id, "draining")
+        try:
+            await asyncio.wait_for(self._hand_over(), DRAIN_BOUND_S)
+        except (TimeoutError, StoreUnavailable) as exc:
+            log.warning("drain incomplete (%s): lease expiry covers the rest", type(exc).__name__)
+        self.book.drop(list(self.book.snapshot()))
+        await asyncio.to_thread(self.renewer.stop)
+        await self.listener.stop()
+        with contextlib.suppress(StoreUnavailable):
+            async with self.store.tx() as tx:
+                await nodes.set_state(tx, self.node_id, "gone")
+        self.state = "gone"
+
+    async def _hand_over(self) -> None:
+        await self.node.settle()
+        for loop_id in list(self.node.residents):
+            await self.node.end_incarnation(loop_id)
+        await self.node.flush_logs()
+        held = self.book.snapshot()
+        if held:
+            async with self.store.tx() as tx:
+                await leases.release(tx, self.node_id, held)
+            with contextlib.suppress(StoreUnavailable):
+                await signals.notify(self.store, signals.LOOPS, f"* {self.node_id}")  # others sweep now, not next tick
+
+    async def stop_unclean(self) -> None:
+        """Stop threads and tasks without handing over (tests simulating a crash inside one process)."""
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        await asyncio.to_thread(self.renewer.stop)
+        await self.listener.stop()
+        self.state = "gone"
+
+    # ------------------------------------------------------------------ what this node may do
+
+    def holds(self, agent_id: str) -> bool:
+        """True while this node can prove the agent's lease on its monotonic clock."""
+        return self.state in ("alive", "draining") and self.book.holds(agent_id)
+
+    def may_act(self, res: Resident) -> bool:
+        """§5 second fence, checked before every host call: the object's agent lease is still provable."""
+        return self.holds(res.agent_id)
+
+    async def before_load(self, loop_id: str) -> bool:
+        """§19.2: before adopting, make sure this node holds the agent's lease; claim it when it is free (an
+        operation arrived here). When another node holds it, signal that node instead and do not load."""
+        if self.state != "alive":
+            return False
+        async with self.store.tx(readonly=True) as tx:
+            row = await loops.find_loop(tx, loop_id)
+        if row is None or row.state != lc.ACTIVE:
+            return True  # step 1 finds nothing to do
+        if self.holds(row.agent_id):
+            return True
+        if await self.claim(row.agent_id):
+            self.node.spawn(self.adopt_agent(row.agent_id))
+            return True
+        with contextlib.suppress(StoreUnavailable):
+            await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
+        return False
+
+    async def lease_ok(self, tx: Tx, loop_id: str) -> bool:
+        """§4.3 step 1, inside its transaction: this node holds the agent's lease at the epoch it believes.
+        Proven by renewing it in the same transaction (conditional on holder and epoch), which also locks the
+        lease row until the step commits, so a claim cannot slip in between."""
+        row = await loops.find_loop(tx, loop_id)
+        if row is None:
+            return True
+        epoch = self.book.epoch(row.agent_id) if self.state == "alive" else None
+        if epoch is None:
+            return False
+        kept = await leases.renew(tx, self.node_id, {row.agent_id: epoch}, self.ttl_ms)
+        return row.agent_id in kept
+
+    # ------------------------------------------------------------------ claims and adoption
+
+    async def claim(self, agent_id: str) -> bool:
+        """§19.2 claim (absent or expired on the store clock); the proof starts before the request is sent."""
+        sent_ns = self.mono()
+        async with self.store.tx() as tx:
+            lease = await leases.claim(tx, agent_id, self.node_id, self.ttl_ms)
+        if lease is None:
+            return False
+        self.book.add(agent_id, lease.epoch, sent_ns)
+        log.info("claimed agent %s at epoch %d", agent_id, lease.epoch)
+        for hook in list(self.claimed_hooks):
+            try:
+                hook(agent_id)
+            except Exception:
+                log.exception("claim hook failed for %s", agent_id)
+        return True
+
+    async def adopt_agent(self, agent_id: str) -> int:
+        """§19.2: adopt each of the agent's active Loops, oldest first, at a new incarnation, then replay."""
+        async with self.store.tx(readonly=True) as tx:
+            ids = [row.id for row in await loops.list_loops(tx, agent_id=agent_id, state=lc.ACTIVE)]
+        loaded = 0
+        node = self.node
+        for loop_id in ids:
+            if not self.holds(agent_id):
+                break
+            if (loop_id in node.residents or loop_id in node.waiting_capacity or loop_id in node.reload_due
+                    or node._lock(loop_id).locked()):
+                continue  # resident, waiting for a tick, or being loaded right now by someone else
+            if await node.try_load(loop_id, if_absent=True) is not None:
+                loaded += 1
+        return loaded
+
+    # ------------------------------------------------------------------ §19.3 placement tick
+
+    async def tick(self) -> None:
+        """Fence, release idle leases, sweep stranded agents (claim + adopt), poll for undelivered events."""
+        if self.state != "alive":
+            return
+        async with self._tick_lock:
+            for step in (self.renew, self.fence, self._release_idle, self._sweep_stranded, self.poll_events, self._sweep_gone_nodes):
+                try:
+                    await step()
+                except StoreUnavailable as exc:
+                    log.warning("placement %s deferred: %s", step.__name__, exc.message)
+
+    async def renew(self) -> None:
+        """§19.3: the placement tick renews too (the renewer thread does it on its own period as well)."""
+        held = self.book.snapshot()
+        if not held:
+            return
+        sent_ns = self.mono()
+        async with self.store.tx() as tx:
+            kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
+        if self.book.renewed(held, kept, sent_ns):
+            await self.fence()
+
+    async def _release_idle(self) -> None:
+        """§19.2 release: the agent has no active Loop (and no unhandled message for our wake handlers)."""
+        held = self.book.snapshot()
+        if not held:
+            return
+        busy: set[str] = set()
+        async with self.store.tx(readonly=True) as tx:
+            for chunk in _chunks(sorted(held), 500):
+                stmt = sa.select(L.c.agent_id).where(L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE).distinct()
+                busy.update(r.agent_id for r in await tx.execute(stmt))
+                if self.wants_messages():
+                    M = schema.message
+                    stmt = sa.select(M.c.agent_id).where(
+                        M.c.agent_id.in_(chunk), M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
+                    ).distinct()
+                    busy.update(r.agent_id for r in await tx.execute(stmt))
+        idle = {a: e for a, e in held.items() if a not in busy and not self._resident_agent(a)}
+        if not idle:
+            return
+        async with self.store.tx() as tx:
+            await leases.release(tx, self.node_id, idle)
+        self.book.drop(idle)
+
+    def _resident_agent(self, agent_id: str) -> bool:
+        return any(res.agent_id == agent_id for res in self.node.residents.values())
+
+    async def _sweep_stranded(self) -> None:
+        """§19.3: page through active Loops whose agent lease is missing or expired and claim those agents
+        while below capacity and below 1.25 × the fair share."""
+        async with self.store.tx(readonly=True) as tx:
+            now = await tx.now_ms()
+            live = max(1, await nodes.live_nodes(tx, self.dead_after_ms))
+            active_agents = int((await tx.execute(
+                sa.select(sa.func.count(sa.distinct(L.c.agent_id))).where(L.c.state == lc.ACTIVE))).scalar_one())
+            stmt = sa.select(L.c.id, L.c.agent_id, L.c.updated_ms).select_from(
+                L.outerjoin(A, A.c.agent_id == L.c.agent_id),
+            ).where(L.c.state == lc.ACTIVE, sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now))
+            if self._cursor is not None:
+                stmt = stmt.where(sa.tuple_(L.c.updated_ms, L.c.id) > sa.tuple_(*self._cursor))
+            rows = list(await tx.execute(stmt.order_by(L.c.updated_ms, L.c.id).limit(SWEEP_PAGE)))
+        self._cursor = None if len(rows) < SWEEP_PAGE else (int(rows[-1].updated_ms), str(rows[-1].id))
+        limit = FAIR_SHARE_SLACK * active_agents / live
+        seen: set[str] = set()
+        for row in rows:
+            if row.agent_id in seen or self.holds(row.agent_id):
+                continue
+            seen.add(row.agent_id)
+            if len(self.book) >= limit or len(self.node.residents) >= self.node.config.max_objects:
+                break
+            if await self.claim(row.agent_id):
+                await self.adopt_agent(row.agent_id)
+
+    async def poll_events(self) -> int:
+        """Backup for lost signals: replay resident Loops of this node with never-delivered pending events."""
+        if not self.node.residents:
+            return 0
+        async with self.store.tx(readonly=True) as tx:
+            stmt = sa.select(E.c.loop_id).select_from(E.join(L, L.c.id == E.c.loop_id)).where(
+                L.c.node_id == self.node_id, L.c.state == lc.ACTIVE, E.c.status == "pending",
+                E.c.first_delivered_ms.is_(None),
+            ).distinct()
+            ids = [r.loop_id for r in await tx.execute(stmt)]
+        n = 0
+        for loop_id in ids:
+            if loop_id in self.node.residents:
+                n += await self.node.replay(loop_id)
+        return n
+
+    async def _sweep_gone_nodes(self) -> None:
+        async with self.store.tx() as tx:
+            await nodes.sweep_gone(tx)
+
+    # ------------------------------------------------------------------ §19.2 self-fence
+
+    async def fence(self) -> int:
+        """Unload, at once and without the store, every object whose agent lease this node cannot prove."""
+        self.book.expire()
+        doomed = [res for res in list(self.node.residents.values()) if not self.holds(res.agent_id)]
+        for res in doomed:
+            if self.node.residents.get(res.loop_id) is not res:
+                continue
+            del self.node.residents[res.loop_id]
+            self.node.objects.pop(res.object_id, None)
+            self.node.reload_due.pop(res.loop_id, None)
+            self.node.waiting_capacity.discard(res.loop_id)
+            with contextlib.suppress(Exception):
+                await self.node.runtime.unload(res.object_id)
+            self.fenced_loops += 1
+        if doomed:
+            log.warning("self-fenced: unloaded %d objects whose lease could not be proven", len(doomed))
+        return len(doomed)
+
+    def _lost_threadsafe(self, agents: list[str]) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(lambda: self.node.spawn(self.fence()))
+
+    # ------------------------------------------------------------------ signals (§10.2, §19.3)
+
+    def admitted(self, loop_id: str) -> None:
+        """After an admission commits: deliver here when the Loop is resident, else NOTIFY the holder."""
+        if loop_id in self.node.residents:
+            self.node.spawn(self.node.replay(loop_id))
+        else:
+            self.node.spawn(self._notify(signals.EVENTS, loop_id))
+
+    def _transitioned(self, loop_id: str) -> None:
+        """A state change committed here for a Loop resident elsewhere: tell its holder (§19.3)."""
+        if self.state == "alive" and not self._busy_here(loop_id):
+            self.node.spawn(self._notify(signals.LOOPS, loop_id))
+
+    def _busy_here(self, loop_id: str) -> bool:
+        node = self.node
+        return (loop_id in node.residents or loop_id in node.reload_due or loop_id in node.reporting
+                or loop_id in node.waiting_capacity)
+
+    async def _notify(self, channel: str, loop_id: str) -> None:
+        with contextlib.suppress(StoreUnavailable):  # polling and the reconcile tick cover a lost signal
+            await signals.notify(self.store, channel, f"{loop_id} {self.node_id}")
+
+    def _on_signal(self, channel: str, message: str) -> None:
+        payload, _, sender = message.partition(" ")
+        if self.state != "alive" or sender == self.node_id:
+            return
+        if channel == signals.EVENTS:
+            if payload in self.node.residents:
+                self.node.spawn(self.node.replay(payload))
+        elif channel == signals.LOOPS:
+            if payload == "*":
+                self.node.spawn(self.tick())
+            elif not self._busy_here(payload) or payload in self.node.residents:
+                self.node.spawn(self._reconsider(payload))
+
+    async def _reconsider(self, loop_id: str) -> None:
+        """A Loop changed on another node: end a stale object here, or adopt it if its agent is ours."""
+        try:
+            async with self.store.tx(readonly=True) as tx:
+                row = await loops.find_loop(tx, loop_id)
+            res = self.node.residents.get(loop_id)
+            if res is not None and (row is None or row.state != lc.ACTIVE or row.incarnation != res.incarnation):
+                await self.node.end_incarnation(loop_id)
+            elif res is None and row is not None and row.state == lc.ACTIVE and self.holds(row.agent_id):
+                await self.node.try_load(loop_id, if_absent=True)
+        except StoreUnavailable:
+            pass
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+async def _every(seconds: float, work: Callable[[], Awaitable[Any]], *, first: float | None = None) -> None:
+    await asyncio.sleep(seconds if first is None else first)
+    while True:
+        try:
+            await work()
+        except Exception:
+            log.exception("placement sweep failed")
+        await asyncio.sleep(seconds)

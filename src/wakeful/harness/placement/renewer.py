@@ -1,0 +1,130 @@
+"""Lease renewal and node heartbeat from a dedicated thread with its own event loop and connection.
+
+harness.md §19.2: renewals must not be starved by long guest work. Guests run on the node's asyncio loop, so the
+renewer runs in its own thread with its own ``Store`` (engine and connection); CPython's thread switching gives
+it the GIL every few milliseconds however long a guest runs. Results go to the thread-safe ``LeaseBook``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.placement import leases, nodes
+from wakeful.harness.placement.book import LeaseBook
+from wakeful.harness.store.clock import WallClock
+from wakeful.harness.store.core import Store
+
+__all__ = ["Renewer"]
+
+log = logging.getLogger("wakeful.placement")
+
+
+class Renewer:
+    """Renews every lease in ``book`` each ``renew_s`` and heartbeats the node row each ``heartbeat_s``."""
+
+    def __init__(
+        self, url: str, *, book: LeaseBook, node_id: str, ttl_ms: int, renew_s: float, heartbeat_s: float,
+        monotonic_ns: Callable[[], int], objects: Callable[[], int], on_lost: Callable[[list[str]], None],
+        wall: WallClock | None = None,
+    ) -> None:
+        self.url, self.book, self.node_id, self.ttl_ms = url, book, node_id, ttl_ms
+        self.renew_s, self.heartbeat_s = renew_s, heartbeat_s
+        self._mono, self._objects, self._on_lost, self._wall = monotonic_ns, objects, on_lost, wall
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self.renewals = 0  # successful renewal rounds (tests, status)
+        self.failures = 0
+        self.paused = False  # tests: simulate blocked renewals
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"wakeful-renewer-{self.node_id}", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def kick(self) -> None:
+        """Renew now (after a claim, so a fresh lease gets its first proof soon)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop, self._wake = asyncio.Event(), asyncio.Event()
+        self._ready.set()
+        store = await Store.open(self.url, clock=self._wall, migrate=False)
+        next_renew = next_beat = 0.0
+        try:
+            while not self._stop.is_set():
+                now = self._loop.time()
+                if now >= next_beat:
+                    next_beat = now + (self.heartbeat_s if await self._heartbeat(store) else 0.5)
+                if now >= next_renew or self._wake.is_set():
+                    self._wake.clear()
+                    ok = await self._renew(store)
+                    next_renew = now + (self.renew_s if ok else min(1.0, self.renew_s / 2))
+                delay = max(0.01, min(next_beat, next_renew) - self._loop.time())
+                waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._wake.wait())]
+                await asyncio.wait(waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+                for w in waits:
+                    w.cancel()
+        finally:
+            await store.close()
+
+    async def _renew(self, store: Store) -> bool:
+        held = self.book.snapshot()
+        if not held:
+            return True
+        if self.paused:
+            return False
+        sent_ns = self._mono()
+        try:
+            async with asyncio.timeout(max(1.0, self.renew_s)):
+                async with store.tx() as tx:
+                    kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
+        except (StoreUnavailable, TimeoutError) as exc:
+            self.failures += 1
+            log.warning("lease renewal failed: %s", exc)
+            return False
+        except Exception:
+            self.failures += 1
+            log.exception("lease renewal failed")
+            return False
+        self.renewals += 1
+        lost = self.book.renewed(held, kept, sent_ns)
+        if lost:
+            log.warning("leases lost to another node: %s", ", ".join(sorted(lost)[:10]))
+            self._on_lost(lost)
+        return True
+
+    async def _heartbeat(self, store: Store) -> bool:
+        if self.paused:
+            return False
+        try:
+            async with asyncio.timeout(max(1.0, self.heartbeat_s)):
+                async with store.tx() as tx:
+                    await nodes.heartbeat(tx, self.node_id, objects=self._objects())
+        except Exception as exc:
+            log.warning("heartbeat failed: %s", exc)
+            return False
+        return True

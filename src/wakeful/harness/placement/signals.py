@@ -1,0 +1,91 @@
+"""Cross-node signals on PostgreSQL: ``NOTIFY wakeful_events`` after admission (harness.md §10.2) and
+``NOTIFY wakeful_loops`` after control changes (§19.3), received on one LISTEN connection per node.
+
+Signals only make delivery prompt; polling on the placement tick is the backup, so a lost notification (or a
+listener that is reconnecting) delays work by at most one tick and loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import sqlalchemy as sa
+
+from wakeful.harness.store.core import Store
+
+__all__ = ["EVENTS", "LOOPS", "Listener", "notify"]
+
+log = logging.getLogger("wakeful.placement")
+
+EVENTS = "wakeful_events"  # payload: "<loop id> <sender node id>" after an admission
+LOOPS = "wakeful_loops"  # payload: "<loop id or *> <sender node id>"; "*": leases were released, sweep now
+
+
+async def notify(store: Store, channel: str, payload: str) -> None:
+    """Send one notification (delivered at commit). Raises ``StoreUnavailable`` like any transaction."""
+    async with store.tx() as tx:
+        await tx.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+
+
+def _dsn(store: Store) -> str:
+    parts = urlsplit(store.url_text)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
+
+
+class Listener:
+    """A dedicated asyncpg connection LISTENing on both channels; reconnects with backoff while running."""
+
+    def __init__(self, store: Store, on_signal: Callable[[str, str], None]) -> None:
+        self.store = store
+        self.on_signal = on_signal
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _received(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        try:
+            self.on_signal(channel, payload)
+        except Exception:
+            log.exception("signal handler failed for %s %s", channel, payload)
+
+    async def _run(self) -> None:
+        import asyncpg  # type: ignore[import-untyped]
+
+        delay = 0.5
+        while True:
+            conn: Any = None
+            try:
+                conn = await asyncpg.connect(_dsn(self.store), timeout=10)
+                await conn.add_listener(EVENTS, self._received)
+                await conn.add_listener(LOOPS, self._received)
+                self.connected.set()
+                delay = 0.5
+                while not conn.is_closed():
+                    await asyncio.sleep(1.0)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await conn.execute("SELECT 1", timeout=5)  # notice a dead connection
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("LISTEN connection lost (%s); reconnecting", type(exc).__name__)
+            finally:
+                self.connected.clear()
+                if conn is not None and not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 2)
+            await asyncio.sleep(delay)
+            delay = min(10.0, delay * 2)
