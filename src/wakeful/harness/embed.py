@@ -79,8 +79,15 @@ class Harness:
             self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
                               on_message=self._on_message)
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
-            self._intake = Intake(self._node, limiter=self.limiter)
+            self._intake = Intake(self._node, limiter=self.limiter or _shared_limiter(self._store))
+            if self._store.dialect == "postgresql":  # harness.md §19: one node of a cluster
+                from wakeful.harness.placement import Placement
+
+                self._node.placement = Placement(self._node, wall=self.clock)
+                self._node.placement.wants_messages = lambda: bool(self._handlers)
             await self._node.open()
+            if self._node.placement is not None:  # register, renew, listen; claim and adopt stranded agents
+                await self._node.placement.start(sweeps=self.sweeps)
         except BaseException:
             await self._store.close()
             raise
@@ -107,6 +114,8 @@ class Harness:
         if self._scripts is not None:
             await self._scripts.close()
             self._scripts = None
+        if self._node is not None and self._node.placement is not None:
+            await self._node.placement.drain()  # §19.4: end incarnations, release leases, node gone
         if self._node is not None:
             await self._node.close()
         if self._builder is not None:
@@ -122,6 +131,8 @@ class Harness:
 
     async def tick(self) -> None:
         """One placement/reconcile tick now (tests drive time with an injected clock)."""
+        if self.node.placement is not None:
+            await self.node.placement.tick()
         await self.node.tick()
         await self.settle()
 
@@ -335,6 +346,15 @@ class Harness:
             pending = await sessions.list_messages(tx, kinds=("loop", "lifecycle"), unhandled=True, limit=10_000)
         for message in pending:
             self._on_message(message.id)
+
+
+def _shared_limiter(store: Store) -> Limiter | None:
+    """harness.md §14: on PostgreSQL the intake buckets live in ``rate_bucket`` rows shared by every node."""
+    if store.dialect != "postgresql":
+        return None
+    from wakeful.harness.placement import PgLimiter
+
+    return PgLimiter(store)
 
 
 class _LazyBuilder:
