@@ -183,6 +183,9 @@ class Intake:
 
     def signal(self, loop_id: str) -> None:
         """Deliver a Loop's pending events soon if it is resident here; one queued replay per Loop at a time."""
+        if loop_id not in self.node.residents and self.node.placement is not None:
+            self.node.placement.admitted(loop_id)  # cluster: NOTIFY wakeful_events, the lease holder delivers
+            return
         if loop_id not in self.node.residents or loop_id in self._signalled:
             return
         self._signalled.add(loop_id)
