@@ -192,7 +192,8 @@ def parse_target(url: object) -> Target:
     target = _ascii((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
     shown = f"[{host}]" if isinstance(literal, ipaddress.IPv6Address) else host
     default = (scheme, port) in (("http", 80), ("https", 443))
-    clean = SplitResult(scheme, shown if default else f"{shown}:{port}", parts.path or "/", parts.query, "")
+    netloc = shown if default else f"{shown}:{port}"
+    clean = SplitResult(scheme, netloc, _ascii(parts.path or "/"), _ascii(parts.query), "")
     return Target(clean.geturl(), scheme, host, port, target, literal)
 
 
