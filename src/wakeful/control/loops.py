@@ -191,7 +191,7 @@ class LoopBridge:
             command = {"type": "monitor.watch", "item": item["id"], "loop_state": watch["state"],
                        "reason": watch["reason"], "incarnation": watch["incarnation"]}
             group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
-            applied += await self._submit(Actor("system", "loop-state", group),
+            applied += await self._submit(Actor("system", "system", group),
                                           {"operation_id": op, "goal_id": item["goal_id"], "command": command})
         if loop is not None and loop.state == "active":
             applied += await self._resume(loop_id, loop.group_id, "loop_active")
@@ -229,7 +229,7 @@ class LoopBridge:
                 continue
             envelope = {"operation_id": f"resume:{item['id']}:{item['revision']}", "goal_id": item["goal_id"],
                         "command": {"type": "work.resume", "item": item["id"], "condition": condition}}
-            applied += await self._submit(Actor("system", "resume", group_id), envelope)
+            applied += await self._submit(Actor("system", "system", group_id), envelope)
         return applied
 
     async def _submit(self, actor: Actor, envelope: dict[str, Any]) -> int:

@@ -19,6 +19,7 @@ from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
 from wakeful.control.rules import covers
 from wakeful.harness.store import agents as harness_agents
+from wakeful.harness.store.clock import WallClock
 from wakeful.harness.store.core import Store
 
 __all__ = [
@@ -479,12 +480,13 @@ CLAIM_RACES = ("claimed_by_other", "write_scope_conflict", "revision_conflict", 
 CLAIM_ATTEMPTS = 3
 
 
-async def read_views(store: Store, agent_id: str, goal_id: str | None) -> tuple[str, list[GoalView], int]:
+async def read_views(store: Store, agent_id: str, goal_id: str | None, *,
+                     clock: WallClock | None = None) -> tuple[str, list[GoalView], int]:
     """One read transaction: the agent's group, the goal asked about and every active goal it is registered
-    on, as views, and the store time."""
+    on, as views, and the time (``clock`` overrides the store clock, as ``Control`` does)."""
     GA, G = S.goal_agent, S.goal
     async with store.tx(readonly=True) as tx:
-        now = await tx.now_ms()
+        now = clock.unix_ms() if clock is not None else await tx.now_ms()
         agent = await harness_agents.find_agent(tx, agent_id)
         if agent is None:
             raise ControlRefused("not_found", f"agent {agent_id} not found", resource="agent")
@@ -496,7 +498,7 @@ async def read_views(store: Store, agent_id: str, goal_id: str | None) -> tuple[
             goal_ids.insert(0, goal_id)
         views = []
         for gid in goal_ids:
-            found = await snap.read_snapshot(tx, gid)
+            found = await snap.read_snapshot(tx, gid, now_ms=now)
             if found is None or found.goal.group_id != agent.group_id:
                 if gid == goal_id:
                     raise ControlRefused("not_found", f"goal {goal_id} not found", resource="goal")
@@ -507,11 +509,11 @@ async def read_views(store: Store, agent_id: str, goal_id: str | None) -> tuple[
 
 async def next_decision(store: Store, submit: Submit, agent_id: str, goal_id: str | None = None, *,
                         claim: bool = False, key: str | None = None, ttl_s: int | None = None,
-                        intent_grace_s: int = 60) -> dict[str, Any]:
+                        intent_grace_s: int = 60, clock: WallClock | None = None) -> dict[str, Any]:
     """§7.1: the decision for ``agent_id``; with ``claim`` a ``start`` also acquires the item (operation id
     ``next:<agent>:<goal revision>:<item>``) and carries the receipt. A lost race is decided again."""
     for attempt in range(CLAIM_ATTEMPTS):
-        group_id, views, now = await read_views(store, agent_id, goal_id)
+        group_id, views, now = await read_views(store, agent_id, goal_id, clock=clock)
         answer = decide(agent_id, views, goal_id=goal_id, now_ms=now, intent_grace_ms=intent_grace_s * 1000)
         if not claim or answer.get("action") != "start":
             return answer

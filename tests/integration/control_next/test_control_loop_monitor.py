@@ -1,0 +1,134 @@
+"""control-plane.md §9 with a real compiled Loop (tests/support/guests/loop_driver.c) on SQLite and PostgreSQL:
+a monitor item backed by the Loop; its wakes commit one observation each (even when the handler runs twice),
+structured wakes record evidence, a wake resumes a deferred item, and the Loop's state moves the monitor between
+watching and runnable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from support.control_next_support import Ctl
+from support.loops_harness import call, driver_loop, loop_row, send, until
+
+from wakeful.control import projections
+from wakeful.control.embed import Harness
+from wakeful.control.loops import LoopBridge, evidence_of
+from wakeful.harness.config import Config
+
+
+async def notify(h: Harness, bridge: LoopBridge, loop_id: str, event_id: str, content: Any) -> None:
+    await call(h, loop_id, event_id, "agent.notify", {"content": content, "dedup_key": event_id})
+    await h.settle()
+    await bridge.settle()
+
+
+async def test_loop_backed_monitor(store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any) -> None:
+    h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
+    await h.start()
+    bridge = LoopBridge(h, h.control)
+    bridge.install(sweep_every_s=None)
+    try:
+        await scenario(h, bridge, compile_c)
+    finally:
+        await bridge.close()
+        await h.stop()
+
+
+async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
+    agent, session, loop_id = await driver_loop(h, compile_c)
+    ctl = Ctl(h.store, (await loop_row(h, loop_id)).group_id, agent, submitter=h.control)
+    person, me = ctl.person, ctl.agent_actor
+    goal = (await ctl.submit(person, {"operation_id": "g", "command": {
+        "type": "goal.create", "title": "deploy watch", "objective": "ship when green",
+        "subjects": {"repo": "git:1"}}}))["goal_id"]
+    g = ctl.on(goal)
+    await g.cmd(person, "agent.register", agent_id=agent)
+    await g.cmd(person, "acceptance.set", expected={"acceptance_revision": 0},
+                document={"criteria": [{"id": "deploy_ok", "text": "the deploy is green", "subject": "repo"}]})
+    monitor = await g.add(me, "monitor", "watch the deploy", loop_id=loop_id, target="https://ci.example/deploy",
+                          priority=0)
+    follow = await g.add(me, "advancement", "act on the deploy signal")
+    await g.cmd(me, "work.defer", item=follow, resume_when=[f"loop_wake:{loop_id}"], expected={"item_revision": 1})
+
+    # the Loop predates the bridge: the first sweep records its state once
+    assert await bridge.sweep() == 1
+    assert (await g.item(monitor))["watch_state"]["state"] == "active"
+    assert await bridge.sweep() == 0
+
+    # the watch is delegated: the agent sleeps until the Loop wakes it
+    waiting = await ctl.next(goal)
+    assert (waiting["decision"], waiting["wait_kind"]) == ("wait", "no_new_facts")
+    assert waiting["wake_when"] == [f"loop_wake:{loop_id}"]
+
+    # a plain wake: one observation, loop_wake evidence, the deferred item resumes
+    await notify(h, bridge, loop_id, "e1", "deploy finished")
+    item = await g.item(monitor)
+    assert item["observations"] == 1 and item["last_observed_ms"] is not None
+    evidence = await h.control.evidence(goal, item=monitor)
+    assert [(e["kind"], e["verdict"], e["source"]) for e in evidence] == [("loop_wake", "observed", "loop")]
+    assert (await g.item(follow))["status"] == "open"
+
+    # the wake handler running again (at-least-once delivery) commits nothing new
+    message = (await h.messages(session, kinds=("loop",)))[-1]
+    assert await bridge.on_message(message.id) == 0
+    assert (await g.item(monitor))["observations"] == 1
+    assert await bridge.sweep() == 0  # the safety net finds nothing missing either
+
+    # a structured wake records its evidence (source loop) and decides the criterion
+    await notify(h, bridge, loop_id, "e2", {"evidence": {
+        "verdict": "pass", "criterion_ids": ["deploy_ok"], "subject": "repo", "artifact_revision": "git:1",
+        "summary": "deploy green"}})
+    status = await projections.read(h.store, goal, "status")
+    assert status["acceptance"]["criteria"][0]["status"] == "pass"
+    assert status["acceptance"]["criteria"][0]["deciding_evidence"]["recorded_by"] == f"system:loop:{loop_id}"
+    # an invalid evidence member is a plain observation
+    await notify(h, bridge, loop_id, "e3", {"evidence": {"verdict": "great"}})
+    verdicts = [e["verdict"] for e in await h.control.evidence(goal, item=monitor)]
+    assert verdicts == ["observed", "pass", "observed"]
+    assert (await g.item(monitor))["observations"] == 3
+    assert status["monitors"][0]["loop_id"] == loop_id
+
+    # the Loop leaves active: the monitor becomes runnable; next hands it to the agent
+    await g.cmd(person, "work.cancel", item=follow, expected={"item_revision": await g.revision(follow)})
+    await h.pause_loop(loop_id)
+    await h.settle()
+    await bridge.settle()
+    assert (await g.item(monitor))["watch_state"]["state"] == "paused"
+    offered = await ctl.next(goal)
+    assert (offered["decision"], offered["action"], offered["item"]["id"]) == ("deliver", "start", monitor)
+    board = await projections.read(h.store, goal, "board")
+    assert monitor in [c["id"] for c in board["columns"]["open"]["runnable"]]
+
+    # resumed: back to watching (the sweep records the new incarnation once it is loaded)
+    await h.resume_loop(loop_id)
+    await h.tick()
+    await bridge.sweep()
+    assert (await g.item(monitor))["watch_state"]["state"] == "active"
+    watching = await ctl.next(goal)
+    assert (watching["decision"], watching["wake_when"]) == ("wait", [f"loop_wake:{loop_id}"])
+
+    # the Loop exits: watch_state says paused(exited) and the monitor is the agent's to decide again
+    await send(h, loop_id, "e9", "exit", {"code": 0})
+
+    async def exited() -> bool:
+        await h.settle()
+        await bridge.settle()
+        watch = (await g.item(monitor))["watch_state"]
+        return bool((watch["state"], watch["reason"]) == ("paused", "exited"))  # harness.md §4: paused(exited)
+
+    await until(exited)
+    assert (await ctl.next(goal))["item"]["id"] == monitor
+
+
+def test_structured_wake_parsing() -> None:
+    good = {"evidence": {"verdict": "fail", "criterion_ids": ["a"], "subject": "repo", "artifact_revision": "r"}}
+    assert evidence_of(json.dumps(good)) == good["evidence"]
+    assert evidence_of(json.dumps({"evidence": {"verdict": "pass"}})) == {"verdict": "pass"}
+    for bad in ("not json", "[1]", json.dumps({"evidence": "pass"}), json.dumps({"evidence": {"verdict": "ok"}}),
+                json.dumps({"evidence": {"verdict": "pass", "criterion_ids": ["a"]}}),  # no subject: §2.7
+                json.dumps({"evidence": {"verdict": "pass", "summary": 5}}),
+                json.dumps({"evidence": {"verdict": "pass", "criterion_ids": "a"}})):
+        assert evidence_of(bad) is None, bad
