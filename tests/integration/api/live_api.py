@@ -138,15 +138,35 @@ class ServeProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.log = data_dir / "serve.log"
+        self.client = httpx.Client(timeout=30)
+        self.env: dict[str, str] = {}
+        self._files: list[Any] = []
+
+    def close_pipes(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def close(self) -> None:
+        """Kill the process if it still runs; close the client and pipes."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.close_pipes()
+        self.client.close()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60) -> None:
-        env = {**os.environ, "WAKEFUL_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "WAKEFUL_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1", **self.env}
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log, "a")  # noqa: SIM115 - closed with the process
+        self.close_pipes()
+        out = open(self.log, "a")  # noqa: SIM115 - closed by close_pipes
+        self._files.append(out)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wakeful.cli.main", "serve", "--port", str(self.port), "--db-url", self.db_url,
              "--node-name", "test-node", *self.args],
@@ -173,3 +193,41 @@ class ServeProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(30)
+
+
+COUNTER_C = (SUPPORT_GUESTS / "ingress_counter.c").read_text()
+
+
+def make_loop(api: LiveApi | ServeProcess, t: dict[str, str], compile_c: Any, name: str = "counter",
+              source: str = COUNTER_C, client: httpx.Client | None = None) -> str:
+    """Upload a guest over HTTP and create a Loop from it; returns the Loop id."""
+    elf = compile_c(source, name=f"{name}.c")
+    g = f"{api.url}/v1/agent-groups/{t['group']}"
+    client = client or api.client
+    up = client.post(f"{g}/artifacts", params={"path": f"/loops/{name}.elf"}, content=elf,
+                         headers=auth(t["akey"], **{"Content-Type": "application/octet-stream"}))
+    assert up.status_code == 201, up.text
+    made = client.post(f"{g}/loops", headers=auth(t["akey"]), json={
+        "agent_id": t["agent"], "session_id": t["session"], "artifact": up.json()["artifact"], "name": name})
+    assert made.status_code == 201, made.text
+    return str(made.json()["id"])
+
+
+def count_events(api: LiveApi, loop_id: str) -> int:
+    async def n(h: Any) -> int:
+        async with h.store.tx(readonly=True) as tx:
+            import sqlalchemy as sa
+
+            from wakeful.harness.store import schema
+            E = schema.loop_event
+            return int((await tx.execute(sa.select(sa.func.count()).where(E.c.loop_id == loop_id))).scalar_one())
+    return api.call(n)
+
+
+def seen(api: LiveApi, loop_id: str) -> list[str]:
+    async def checkpoint(h: Any) -> list[str]:
+        from wakeful.harness.store import loops
+        async with h.store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop_id)
+        return list((row.checkpoint or {}).get("seen", []))
+    return api.call(checkpoint)

@@ -10,54 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_api import SUPPORT_GUESTS, LiveApi, auth, tenant, wait_for
+from live_api import LiveApi, auth, count_events, make_loop, seen, tenant, wait_for
 
 from wakeful.harness.config import Limits
 from wakeful.harness.store import events
 
 pytestmark = pytest.mark.integration
-COUNTER_C = (SUPPORT_GUESTS / "ingress_counter.c").read_text()
-
-
-def make_loop(api: LiveApi, t: dict[str, str], compile_c: Any, name: str = "counter") -> str:
-    elf = compile_c(COUNTER_C, name="ingress_counter.c")
-    g = f"{api.url}/v1/agent-groups/{t['group']}"
-    up = api.client.post(f"{g}/artifacts", params={"path": f"/loops/{name}.elf"}, content=elf,
-                         headers=auth(t["akey"], **{"Content-Type": "application/octet-stream"}))
-    assert up.status_code == 201, up.text
-    made = api.client.post(f"{g}/loops", headers=auth(t["akey"]), json={
-        "agent_id": t["agent"], "session_id": t["session"], "artifact": up.json()["artifact"], "name": name})
-    assert made.status_code == 201, made.text
-    return str(made.json()["id"])
-
-
 @pytest.fixture
 def live(store_url: str, tmp_path: Path) -> Iterator[LiveApi]:
     with LiveApi(store_url, tmp_path / "data") as api:
         yield api
-
-
-def count_events(api: LiveApi, loop_id: str) -> int:
-    async def n(h: Any) -> int:
-        async with h.store.tx(readonly=True) as tx:
-            import sqlalchemy as sa
-
-            from wakeful.harness.store import schema
-            E = schema.loop_event
-            return int((await tx.execute(sa.select(sa.func.count()).where(E.c.loop_id == loop_id))).scalar_one())
-    return api.call(n)
-
-
-def seen(api: LiveApi, loop_id: str) -> list[str]:
-    view = api.call(lambda h: h.loops.get(loop_id))
-    del view
-
-    async def checkpoint(h: Any) -> list[str]:
-        from wakeful.harness.store import loops
-        async with h.store.tx(readonly=True) as tx:
-            row = await loops.get_loop(tx, loop_id)
-        return list((row.checkpoint or {}).get("seen", []))
-    return api.call(checkpoint)
 
 
 def test_group_route_status_codes(live: LiveApi, compile_c: Any) -> None:
