@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from wakeful import __version__
-from wakeful.cli import build_cmd, db_cmd, loop_cmd, mcp_cmd, run, sdk_cmd, serve_cmd, vm_cmd
+from wakeful.cli import build_cmd, db_cmd, events_cmd, loop_cmd, mcp_cmd, run, sdk_cmd, serve_cmd, vm_cmd
 from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
@@ -43,6 +43,7 @@ db_app = typer.Typer(help="The store's schema: version and upgrade (harness.md Â
 app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
+events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|â€¦|tail, session watch
 serve_cmd.register(app)
 mcp_cmd.register(app)
 

@@ -27,6 +27,7 @@ __all__ = [
     "choose_event_id",
     "normalise",
     "parse_body",
+    "parse_value",
 ]
 
 MAX_ENVELOPE_BYTES = 16_384  # the runtime's envelope limit
@@ -103,17 +104,26 @@ def parse_body(raw: bytes, *, route: Literal["group", "webhook"]) -> dict[str, A
     ``invalid_event`` and the field that holds them.
     """
     error = InvalidJson if route == "group" else JsonObjectRequired
-    # invalid UTF-8 inside a string becomes a lone surrogate (refused with its field); elsewhere a syntax error
-    text = bytes(raw).decode("utf-8", errors="surrogateescape")
     try:
-        value = _DECODER.decode(text)
-    except RecursionError:
-        raise error("the body is nested too deeply to be parsed") from None
-    except ValueError as exc:
-        raise error(f"the body is not JSON: {str(exc)[:200]}") from None
+        value = parse_value(raw)
+    except InvalidJson as exc:
+        raise error(exc.message) from None
     if type(value) is not dict:
         raise error("the body must be a JSON object")
     return value
+
+
+def parse_value(raw: bytes) -> Any:
+    """Any JSON text with the strict rules' violations kept as ``Flawed`` markers; ``InvalidJson`` when it is
+    not JSON (or nested too deeply for the parser)."""
+    # invalid UTF-8 inside a string becomes a lone surrogate (refused with its field); elsewhere a syntax error
+    text = bytes(raw).decode("utf-8", errors="surrogateescape")
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise InvalidJson("the body is nested too deeply to be parsed") from None
+    except ValueError as exc:
+        raise InvalidJson(f"the body is not JSON: {str(exc)[:200]}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,300 @@
+"""`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch`, in local mode as the operator.
+
+interfaces.md §4.2: events written here (send, retry, discard) are picked up by the running node at its next tick;
+`loop tail` and `session watch` follow the store and print JSON Lines with `--json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import sqlalchemy as sa
+import typer
+
+from wakeful.cli.db_cmd import store_url
+from wakeful.cli.output import Out, Unavailable, UsageError
+from wakeful.errors import WakefulError
+from wakeful.harness.config import Config, load_config
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.store import Store, loops, schema
+
+__all__ = [
+    "loop_discard", "loop_events", "loop_retry", "loop_send", "loop_tail", "loop_webhook", "register",
+    "session_watch",
+]
+
+T = TypeVar("T")
+OPERATOR = "operator"
+POLL_S = 0.5
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+ForOpt = Annotated[float | None, typer.Option("--for", help="Stop following after this many seconds.")]
+
+
+def register(loop_app: typer.Typer, session_app: typer.Typer) -> None:
+    """Add these commands to `wakeful loop` and `wakeful session` (interfaces.md §4.2)."""
+    for name, fn in (("webhook", loop_webhook), ("events", loop_events), ("retry", loop_retry),
+                     ("discard", loop_discard), ("send", loop_send), ("tail", loop_tail)):
+        loop_app.command(name)(fn)
+    session_app.command("watch")(session_watch)
+
+
+def _out(ctx: typer.Context, json_: bool) -> Out:
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
+
+
+def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
+    """Open the configured store as the operator, run ``body``, close; typed errors exit 1, unavailable 3."""
+    async def go() -> T:
+        config = load_config()
+        store = await Store.open(store_url())
+        try:
+            return await body(store, config)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(go())
+    except StoreUnavailable as exc:
+        out.fail(Unavailable(exc.message))
+    except WakefulError as exc:
+        out.fail(exc)
+
+
+def _node(store: Store, config: Config) -> Any:
+    from wakeful.harness.node import Node
+
+    return Node(store, config)  # never opened: local mode writes rows, the running node acts on them
+
+
+def _show(out: Out, value: Any, lines: list[str]) -> None:
+    if out.json:
+        out.document(value)
+        return
+    for line in lines:
+        out.text(line)
+
+
+# ---- webhook ----
+
+
+def loop_webhook(
+    ctx: typer.Context, loop_id: str,
+    action: Annotated[str, typer.Argument(help="enable, rotate or revoke.")], json_: JsonOpt = False,
+) -> None:
+    """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
+    from wakeful.harness.webhooks import webhook
+
+    out = _out(ctx, json_)
+    result = _run(out, lambda store, config: webhook(store, loop_id, action, public_base_url=config.public_base_url,
+                                                     actor=OPERATOR))
+    lines = [f"enabled: {str(result['enabled']).lower()}"]
+    if result.get("url"):
+        lines.append(f"url: {result['url']}  (shown once; rotate for a new one)")
+    if result.get("hint"):
+        lines.append(f"hint: …{result['hint']}")
+    _show(out, result, lines)
+
+
+# ---- pending events ----
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    when = e.get("deadline_ms")
+    tail = f"  deadline {when}" if when else ""
+    payload = f"  {json.dumps(e['payload'], ensure_ascii=False)}" if "payload" in e else ""
+    return f"{e['event_id']}  {e['status']}  {e['topic']}  {e['envelope_bytes']} B  received {e['received_ms']}{tail}{payload}"
+
+
+def loop_events(
+    ctx: typer.Context, loop_id: str,
+    payloads: Annotated[bool, typer.Option("--payloads", help="Include payloads.")] = False,
+    status: Annotated[str | None, typer.Option("--status", help="pending, acked or discarded.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many (1..200).")] = 200,
+    json_: JsonOpt = False,
+) -> None:
+    """Pending and recently settled events of a Loop, in delivery order."""
+    from wakeful.harness.pending import PendingEvents
+
+    out = _out(ctx, json_)
+    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).list_events(
+        loop_id, include_payloads=payloads, status=status, limit=limit))
+    lines = [_event_line(e) for e in result["events"]] or ["no events"]
+    _show(out, result, [*lines, f"pending: {result['pending_count']}"])
+
+
+def loop_retry(
+    ctx: typer.Context, loop_id: str,
+    events: Annotated[list[str] | None, typer.Argument(help="Event ids (default: every pending event).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Clear deadlines of pending events; an active Loop is reloaded by its node at a new incarnation."""
+    from wakeful.harness.pending import PendingEvents
+
+    out = _out(ctx, json_)
+    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).retry(
+        loop_id, events or None, actor=OPERATOR))
+    _show(out, result, [f"retried: {', '.join(result['retried']) or 'none'}",
+                        f"loop: {result['loop']['state']}  incarnation {result['loop']['incarnation']}"])
+
+
+def loop_discard(
+    ctx: typer.Context, loop_id: str,
+    events: Annotated[list[str] | None, typer.Argument(help="Event ids (default: every pending event).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Discard pending events (their ids stay known for dedup)."""
+    from wakeful.harness.pending import PendingEvents
+
+    out = _out(ctx, json_)
+    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).discard(
+        loop_id, events or None, actor=OPERATOR))
+    _show(out, result, [f"discarded: {', '.join(result['discarded']) or 'none'}"])
+
+
+def loop_send(
+    ctx: typer.Context, loop_id: str,
+    topic: Annotated[str, typer.Option("--topic", help="Event topic (1-128 bytes).")],
+    payload: Annotated[Path | None, typer.Option("--payload", help="JSON file with the payload ('-': stdin).")] = None,
+    event_id: Annotated[str | None, typer.Option("--event-id", help="Event id (default: the payload hash).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Admit an event as the operator (same rules as the intake routes)."""
+    from wakeful.harness.eventbody import parse_value
+    from wakeful.harness.intake import Intake
+
+    out = _out(ctx, json_)
+    raw = _read(payload) if payload is not None else b""
+
+    async def send(store: Store, config: Config) -> dict[str, Any]:
+        value = parse_value(raw) if raw.strip() else None  # strict-rule flaws are refused by the admission
+        return await Intake(_node(store, config)).send(loop_id, topic, value, event_id, source=OPERATOR)
+
+    result = _run(out, send)
+    dup = " (duplicate)" if result["duplicate"] else ""
+    mismatch = "; payload differs from the stored one" if result.get("payload_mismatch") else ""
+    _show(out, result, [f"accepted {result['event_id']}{dup}{mismatch}"])
+
+
+def _read(path: Path) -> bytes:
+    try:
+        if str(path) == "-":
+            import sys
+
+            return sys.stdin.buffer.read(1 << 20)
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+# ---- following ----
+
+
+async def _follow(seconds: float | None, poll: Callable[[], Awaitable[None]]) -> None:
+    end = None if seconds is None else time.monotonic() + seconds
+    while True:
+        await poll()
+        if end is not None and time.monotonic() >= end:
+            return
+        await asyncio.sleep(POLL_S if end is None else min(POLL_S, max(0.0, end - time.monotonic())))
+
+
+def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: JsonOpt = False) -> None:
+    """Follow a Loop's log lines and transitions live (Ctrl-C stops); JSON Lines with --json."""
+    out = _out(ctx, json_)
+    LOG, TR = schema.loop_log, schema.loop_transition
+
+    async def body(store: Store, config: Config) -> None:
+        async with store.tx(readonly=True) as tx:
+            await loops.get_loop(tx, loop_id)
+            start_log = (await tx.execute(sa.select(sa.func.max(LOG.c.seq)).where(LOG.c.loop_id == loop_id))).scalar()
+            start_tr = (await tx.execute(sa.select(sa.func.max(TR.c.seq)).where(TR.c.loop_id == loop_id))).scalar()
+        cursor = {"log": max(0, int(start_log or 0) - 20), "transition": int(start_tr or 0)}  # the last 20 lines
+
+        async def poll() -> None:
+            async with store.tx(readonly=True) as tx:
+                logs = list(await tx.execute(sa.select(LOG).where(
+                    LOG.c.loop_id == loop_id, LOG.c.seq > cursor["log"]).order_by(LOG.c.seq).limit(1000)))
+                trs = list(await tx.execute(sa.select(TR).where(
+                    TR.c.loop_id == loop_id, TR.c.seq > cursor["transition"]).order_by(TR.c.seq).limit(1000)))
+            records = [{"type": "log", "seq": r.seq, "at_ms": r.at_ms, "incarnation": r.incarnation,
+                        "source": r.source, "text": r.text} for r in logs]
+            records += [{"type": "transition", "seq": r.seq, "at_ms": r.at_ms, "from": r.from_state,
+                         "from_reason": r.from_reason, "to": r.to_state, "to_reason": r.to_reason,
+                         "incarnation": r.incarnation, "actor": r.actor, "detail": r.detail} for r in trs]
+            if logs:
+                cursor["log"] = logs[-1].seq
+            if trs:
+                cursor["transition"] = trs[-1].seq
+            for record in sorted(records, key=lambda r: (r["at_ms"], r["type"], r["seq"])):
+                _emit(out, record)
+
+        await _follow(for_, poll)
+
+    _stream(out, body)
+
+
+def session_watch(
+    ctx: typer.Context, session_id: str, for_: ForOpt = None,
+    from_start: Annotated[bool, typer.Option("--from-start", help="Print the session's earlier messages first.")]
+    = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Follow the wakes arriving in a session (Ctrl-C stops); JSON Lines with --json."""
+    from wakeful.harness.store import sessions
+
+    out = _out(ctx, json_)
+    M = schema.message
+
+    async def body(store: Store, config: Config) -> None:
+        async with store.tx(readonly=True) as tx:
+            await sessions.get_session(tx, session_id)
+            last = (await tx.execute(sa.select(M.c.created_ms, M.c.id).where(M.c.session_id == session_id)
+                                     .order_by(M.c.created_ms.desc(), M.c.id.desc()).limit(1))).first()
+        cursor: tuple[int, str] = (-1, "") if from_start or last is None else (int(last.created_ms), str(last.id))
+
+        async def poll() -> None:
+            nonlocal cursor
+            after = sa.or_(M.c.created_ms > cursor[0], sa.and_(M.c.created_ms == cursor[0], M.c.id > cursor[1]))
+            async with store.tx(readonly=True) as tx:
+                rows = list(await tx.execute(sa.select(M).where(M.c.session_id == session_id, after)
+                                             .order_by(M.c.created_ms, M.c.id).limit(1000)))
+            for r in rows:
+                _emit(out, {"type": "message", "id": r.id, "kind": r.kind, "loop_id": r.loop_id,
+                            "loop_name": r.loop_name, "incarnation": r.incarnation, "content": r.content,
+                            "created_ms": r.created_ms, "handled_ms": r.handled_ms})
+            if rows:
+                cursor = (int(rows[-1].created_ms), str(rows[-1].id))
+
+        await _follow(for_, poll)
+
+    _stream(out, body)
+
+
+def _emit(out: Out, record: dict[str, Any]) -> None:
+    if out.json:
+        out.line(record)
+    elif record["type"] == "log":
+        out.plain(f"{record['at_ms']} #{record['incarnation']} {record['source']}: {record['text']}\n")
+    elif record["type"] == "transition":
+        frm = (record["from"] or "-") + (f"({record['from_reason']})" if record["from_reason"] else "")
+        to = record["to"] + (f"({record['to_reason']})" if record["to_reason"] else "")
+        out.plain(f"{record['at_ms']} #{record['incarnation']} {frm} -> {to} by {record['actor']}"
+                  f"{': ' + record['detail'] if record['detail'] else ''}\n")
+    else:
+        out.plain(f"{record['created_ms']} {record['kind']} {record['loop_name'] or ''} {record['id']}: "
+                  f"{record['content']}\n")
+
+
+def _stream(out: Out, body: Callable[[Store, Config], Awaitable[None]]) -> None:
+    try:
+        _run(out, body)
+    except KeyboardInterrupt:
+        return
