@@ -12,11 +12,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from wakeful.control import reads, resumes
+from wakeful.control import projections, reads, resumes
 from wakeful.control import schema as S
 from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
 from wakeful.control.kernel import commit_command
+from wakeful.control.next import next_decision
 from wakeful.control.snapshot import GoalSnapshot, read_snapshot
 from wakeful.harness.errors import UpgradeRequired
 from wakeful.harness.store.clock import WallClock
@@ -143,3 +144,23 @@ class Control:
         if snap is None:
             raise ControlRefused("not_found", f"goal {goal_id} not found", resource="goal")
         return snap
+
+    # ------------------------------------------------------------------ next and projections (§7, §8)
+
+    async def next(self, agent_id: str, goal_id: str | None = None, *, claim: bool = False,
+                   key: str | None = None, ttl_s: int | None = None) -> dict[str, Any]:
+        """The §7 decision for ``agent_id`` (control/next.py); ``claim`` also acquires a ``start`` item."""
+        return await next_decision(self.store, self.submit, agent_id, goal_id, claim=claim, key=key, ttl_s=ttl_s,
+                                   intent_grace_s=self.intent_grace_s, clock=self.clock)
+
+    async def status(self, goal_id: str) -> dict[str, Any]:
+        """The §8 status summary (control/projections.py), from the cache when it is current."""
+        return await projections.read(self.store, goal_id, "status")
+
+    async def board(self, goal_id: str) -> dict[str, Any]:
+        """The §8 board (control/projections.py), from the cache when it is current."""
+        return await projections.read(self.store, goal_id, "board")
+
+    async def rebuild(self, goal_id: str | None = None) -> dict[str, Any]:
+        """Drop the projection cache (of one goal or all) and recompute it (``wakeful goal rebuild``)."""
+        return await projections.rebuild(self.store, goal_id)
