@@ -57,6 +57,7 @@ class Harness:
         self._intake: Intake | None = None
         self.limiter = limiter  # harness.md §14: None → in-process buckets; a cluster passes a shared Limiter
         self._scripts: Any = None  # harness/scripts.py ScriptRunner, made at start
+        self._decide_provider: Any = None  # interfaces.md §5 set_decide_provider (installed at start)
         self._builder: Any = None
         self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
@@ -80,6 +81,7 @@ class Harness:
                               on_message=self._on_message)
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
             self._intake = Intake(self._node, limiter=self.limiter or _shared_limiter(self._store))
+            self._node.dispatch.decider.install(self._decide_provider)
             if self._store.dialect == "postgresql":  # harness.md §19: one node of a cluster
                 from wakeful.harness.placement import Placement
 
@@ -118,6 +120,7 @@ class Harness:
             await self._node.placement.drain()  # §19.4: end incarnations, release leases, node gone
         if self._node is not None:
             await self._node.close()
+            await self._node.dispatch.decider.aclose()
         if self._builder is not None:
             self._builder.close()
         if self._store is not None:
@@ -249,6 +252,20 @@ class Harness:
 
     async def unarchive_agent(self, agent_id: str) -> dict[str, Any]:
         return await self.loops.unarchive_agent(agent_id)
+
+    # ------------------------------------------------------------------ decide (harness.md §16)
+
+    def set_decide_provider(self, provider: Callable[[dict[str, Any], float], Awaitable[Any]] | None) -> None:
+        """Use ``provider(request, deadline_s)`` instead of the configured HTTP provider (None: back to it);
+        its raw answers are validated, converted and limited exactly like an HTTP provider's."""
+        self._decide_provider = provider
+        if self._node is not None:
+            self._node.dispatch.decider.install(provider)
+
+    async def decide(self, group_id: str, request: Any) -> dict[str, Any]:
+        """One decision for the group: ``{model, answers}`` or ``{error: {code, …}}`` (never raises for a
+        bad request or a provider failure; the group's buckets apply, without waiting)."""
+        return await self.node.dispatch.decider.decide(group_id, request)
 
     # ------------------------------------------------------------------ scripts (harness.md §18)
 
