@@ -11,6 +11,7 @@ import contextlib
 import logging
 
 from wakeful.control.core import Control
+from wakeful.control.loops import SWEEP_S, LoopBridge
 from wakeful.harness.embed import Harness as NodeHarness
 
 __all__ = ["RESUME_SWEEP_S", "Harness"]
@@ -24,6 +25,7 @@ class Harness(NodeHarness):
 
     _control: Control | None = None
     _control_sweep: asyncio.Task[None] | None = None
+    _bridge: LoopBridge | None = None
 
     async def start(self) -> None:
         await super().start()
@@ -34,6 +36,8 @@ class Harness(NodeHarness):
             await super().stop()
             raise
         self._control = control
+        self._bridge = LoopBridge(self, control)  # §9: Loop wakes and transitions become commits
+        self._bridge.install(sweep_every_s=SWEEP_S if self.sweeps else None)
         if self.sweeps:
             self._control_sweep = asyncio.get_running_loop().create_task(self._resume_sweep(control))
 
@@ -43,6 +47,9 @@ class Harness(NodeHarness):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control_sweep
             self._control_sweep = None
+        if self._bridge is not None:
+            await self._bridge.close()
+            self._bridge = None
         self._control = None
         await super().stop()
 

@@ -118,6 +118,13 @@ class LoopBridge:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever(sweep_every_s))
 
     async def close(self) -> None:
+        """Unhook from the node, stop the sweep, and wait for the commits already spawned."""
+        node = getattr(self.harness, "_node", None)
+        if node is not None:
+            if node.on_message == self._announced:
+                node.on_message = self._chained
+            if self._transitioned in node.transition_hooks:
+                node.transition_hooks.remove(self._transitioned)
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

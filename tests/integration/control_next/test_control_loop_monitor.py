@@ -28,12 +28,11 @@ async def notify(h: Harness, bridge: LoopBridge, loop_id: str, event_id: str, co
 async def test_loop_backed_monitor(store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any) -> None:
     h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
     await h.start()
-    bridge = LoopBridge(h, h.control)
-    bridge.install(sweep_every_s=None)
+    bridge = h._bridge  # installed by wakeful.control.embed.Harness at start (no 60 s sweep: sweeps=False)
+    assert isinstance(bridge, LoopBridge)
     try:
         await scenario(h, bridge, compile_c)
     finally:
-        await bridge.close()
         await h.stop()
 
 
