@@ -1,0 +1,136 @@
+"""The effect ledger (control-plane.md §6, §10 "effects") and resume conditions (§3.4) on SQLite and
+PostgreSQL, with the store clock driving intent grace and ``time:`` conditions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.control_kernel import Kit, make_kit
+
+from wakeful.control import Actor, ControlRefused
+
+
+async def _refuse(coro: Any) -> ControlRefused:
+    with pytest.raises(ControlRefused) as caught:
+        await coro
+    return caught.value
+
+
+def _intend(key: str = "pr-1", payload: str = "sha256:aa", item: str | None = None) -> dict[str, Any]:
+    body = {"type": "effect.intend", "request_key": key, "kind": "github.pr.create", "target": "repo/x",
+            "payload_digest": payload}
+    if item is not None:
+        body["item"] = item
+    return body
+
+
+async def _effect(kit: Kit, key: str = "pr-1") -> dict[str, Any]:
+    return next(e for e in await kit.control.effects(kit.goal_id) if e["request_key"] == key)
+
+
+async def test_effect_states(store, store_clock) -> None:
+    kit = await make_kit(store, intent_grace_s=60)
+    a, b = kit.agents[0], kit.agents[1]
+    item = await kit.add(title="open a PR")
+    first = await kit.run(a, _intend(item=item))
+    assert first["effect"]["state"] == "intended" and first["effect"]["attempt"] == 1
+    # the same intent again: the existing effect, no new attempt; another payload: conflict
+    again = await kit.run(a, _intend(item=item))
+    assert again["effect"] == first["effect"] and again["changed"] == []
+    assert (await _refuse(kit.run(a, _intend(payload="sha256:bb", item=item)))).code == "request_key_conflict"
+    # an unsettled effect holds its item and the goal
+    err = await _refuse(kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1}))
+    assert err.code == "effect_unsettled"
+    # crash after intend: no readback inside the grace, then allowed
+    read = {"type": "effect.readback", "request_key": "pr-1", "attempt": 1, "observed": "absent"}
+    assert (await _refuse(kit.run(a, read))).code == "illegal_transition"
+    store_clock.advance(s=61)
+    assert (await _refuse(kit.run(b, read))).code == "forbidden"  # only the intender or a person
+    r = await kit.run(a, read)
+    assert (r["effect"]["state"], r["effect"]["attempt"]) == ("intended", 2)  # proven absent: attempt 2
+    # settle with an unknown outcome: intend now needs a readback; unreadable holds; present succeeds
+    await kit.run(a, {"type": "effect.settle", "request_key": "pr-1", "attempt": 2, "state": "unknown",
+                      "detail": "connection reset"})
+    assert (await _refuse(kit.run(a, _intend(item=item)))).code == "readback_required"
+    stale = {"type": "effect.readback", "request_key": "pr-1", "attempt": 1, "observed": "present"}
+    assert (await _refuse(kit.run(a, stale))).code == "revision_conflict"
+    held = await kit.run(a, {**read, "attempt": 2, "observed": "unreadable"})
+    assert held["effect"]["state"] == "unknown" and (await _effect(kit))["readback"]["observed"] == "unreadable"
+    done = await kit.run(a, {**read, "attempt": 2, "observed": "present", "external_ref": "pr#7"})
+    assert done["effect"]["state"] == "succeeded"
+    eff = await _effect(kit)
+    assert eff["outcome"]["external_ref"] == "pr#7" and eff["attempt"] == 2
+    assert (await _refuse(kit.run(a, _intend(item=item)))).code == "illegal_transition"  # succeeded is terminal
+    await kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1})
+
+
+async def test_failed_effect_may_be_retried_and_settle_rules(store) -> None:
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    await kit.run(a, _intend("k2"))
+    await kit.run(a, {"type": "effect.settle", "request_key": "k2", "attempt": 1, "state": "failed"})
+    retry = await kit.run(a, _intend("k2"))
+    assert (retry["effect"]["state"], retry["effect"]["attempt"]) == ("intended", 2)
+    settle = {"type": "effect.settle", "request_key": "k2", "attempt": 2, "state": "succeeded"}
+    await kit.run(kit.person, settle)
+    assert (await _refuse(kit.run(a, settle))).code == "illegal_transition"
+    assert (await _refuse(kit.run(a, {**settle, "request_key": "nope"}))).code == "not_found"
+    await kit.run(a, _intend("k3"))
+    assert (await _refuse(kit.run(kit.person, {"type": "goal.close"}))).code == "effect_unsettled"
+
+
+async def test_resume_conditions_fire_once(store, store_clock) -> None:
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    first = await kit.add(title="first")
+    waits = await kit.add(title="after first")
+    timed = await kit.add(title="tomorrow")
+    on_effect = await kit.add(title="after the PR")
+    await kit.run(a, {"type": "work.defer", "item": waits, "resume_when": [f"work_done:{first}"]},
+                  expected={"item_revision": 1})
+    due = store_clock.unix_ms() + 3_600_000
+    await kit.run(a, {"type": "work.defer", "item": timed, "resume_when": [f"time:{due}"]},
+                  expected={"item_revision": 1})
+    await kit.run(a, {"type": "work.defer", "item": on_effect, "resume_when": ["effect_settled:pr-9"]},
+                  expected={"item_revision": 1})
+    await kit.run(a, {"type": "work.complete", "item": first}, expected={"item_revision": 1})
+    view = await kit.control.item(kit.goal_id, waits)
+    assert view["status"] == "open"
+    receipt = await kit.control.receipt(kit.goal_id, f"resume:{waits}:2")
+    assert receipt["command_type"] == "work.resume"
+    commits = await kit.control.commits(kit.goal_id, limit=200)
+    assert sum(1 for c in commits if c["command_type"] == "work.resume") == 1
+    assert (await kit.control.item(kit.goal_id, timed))["status"] == "deferred"
+    assert await kit.control.tick() == 0
+    store_clock.advance(s=3600)
+    assert await kit.control.tick() == 1
+    assert await kit.control.tick() == 0
+    assert (await kit.control.item(kit.goal_id, timed))["status"] == "open"
+    await kit.run(a, _intend("pr-9"))
+    assert (await kit.control.item(kit.goal_id, on_effect))["status"] == "deferred"
+    await kit.run(a, {"type": "effect.settle", "request_key": "pr-9", "attempt": 1, "state": "failed"})
+    assert (await kit.control.item(kit.goal_id, on_effect))["status"] == "open"
+    # work.resume is the kernel's: agents and persons may not issue it
+    await kit.run(a, {"type": "work.defer", "item": on_effect, "resume_when": ["time:4102444800000"]},
+                  expected={"item_revision": 3})
+    err = await _refuse(kit.run(kit.person, {"type": "work.resume", "item": on_effect},
+                                expected={"item_revision": 4}))
+    assert err.code == "forbidden"
+    system = Actor("system", "system", kit.group_id)
+    await kit.run(system, {"type": "work.resume", "item": on_effect})
+    assert (await kit.control.item(kit.goal_id, on_effect))["status"] == "open"
+
+
+async def test_budget_spend_per_day(store, store_clock) -> None:
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    assert (await _refuse(kit.run(a, {"type": "budget.spend", "units": 1}))).code == "illegal_transition"
+    await kit.run(kit.person, {"type": "goal.update", "budget": {"units_per_day": 10}})
+    await kit.run(a, {"type": "budget.spend", "units": 6})
+    err = await _refuse(kit.run(a, {"type": "budget.spend", "units": 5}))
+    assert (err.code, err.details["spent"]) == ("budget_exceeded", 6)
+    await kit.run(a, {"type": "budget.spend", "units": 4})
+    assert (await kit.control.snapshot(kit.goal_id)).budget_spent_today == 10
+    store_clock.advance(s=86_400)
+    await kit.run(a, {"type": "budget.spend", "units": 10})
