@@ -68,10 +68,14 @@ async def _serve(cfg: Any, *, demo: bool) -> None:
 
     harness = Harness(cfg)
     await harness.start()
+    mcp_app: Any = None
     try:
         server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
                              public_base_url=cfg.public_base_url, public_docs=cfg.public_docs,
                              timeout_graceful_shutdown=5)
+        from wakeful.cli.mcp_cmd import mount_mcp, tool_names_setting
+
+        mcp_app = mount_mcp(server.config.app, harness, tool_names=tool_names_setting(None))  # /mcp
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
@@ -97,5 +101,8 @@ async def _serve(cfg: Any, *, demo: bool) -> None:
             print("\n".join(demo_lines(info, base_url)), flush=True)
         await task
     finally:
+        if mcp_app is not None:
+            with contextlib.suppress(Exception):
+                await mcp_app.close()
         with contextlib.suppress(Exception):
             await harness.stop()

@@ -157,7 +157,7 @@ async def _detail(ctx: McpContext, loop_id: str, include: list[str]) -> dict[str
                             "text": ln.text} for ln in lines[-50:]]
     if "pending" in include:
         page = await ctx.harness.events(loop_id, "list", status="pending", agent_id=ctx.agent_id)
-        out["pending"] = page.get("items", [])
+        out["pending"] = page.get("events", [])
     return out
 
 
@@ -202,7 +202,8 @@ async def loop_events(args: dict[str, Any], ctx: McpContext) -> Any:
         base = f"{ctx.group_path}/loops/{loop_id}"
         if action == "list":
             params = {"payloads": "true"} if args.get("include_payloads") else None
-            return await api.request("GET", base + "/events", params=params)
+            page = await api.request("GET", base + "/events", params=params)
+            return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor")}
         return await api.request("POST", f"{base}/pending/{action}", json={"event_ids": ids})
     return await ctx.harness.events(loop_id, action, event_ids=ids,
                                     include_payloads=bool(args.get("include_payloads")), agent_id=ctx.agent_id)
