@@ -32,6 +32,7 @@ ROUTERS: tuple[str, ...] = (
     "loops",
     "intake",
     "scripts",
+    "decide",
     "control",
 )
 
