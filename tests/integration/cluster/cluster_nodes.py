@@ -1,0 +1,228 @@
+"""Real cluster nodes for the placement tests: ``wakeful serve`` subprocesses on one PostgreSQL schema with short
+placement periods, a setup step that creates tenants and Loops, HTTP event senders and store probes.
+
+Periods: lease TTL 3 s, renew 1 s (so a node self-fences after 2 s without a renewal), heartbeat 1 s, dead after
+3 s, placement tick 1 s, reconcile 2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from wakeful.harness.config import Config, Limits, Placement
+from wakeful.harness.embed import Harness
+from wakeful.harness.store import schema
+from wakeful.harness.store.core import Store
+
+GUEST = (Path(__file__).parent / "guests" / "cluster_echo.c").read_text()
+PLACEMENT = Placement(lease_ttl_s=3, renew_s=1, heartbeat_s=1, dead_after_s=3, tick_s=1, reconcile_s=2)
+LIMITS = Limits(loops_per_group=1000, notify_per_window=10_000, ingress_per_loop_per_min=6000,
+                ingress_global_per_min=600_000)
+ENV = {
+    **{f"WAKEFUL_PLACEMENT__{k.upper()}": str(getattr(PLACEMENT, k)) for k in PLACEMENT.__dataclass_fields__},
+    "WAKEFUL_LIMITS__LOOPS_PER_GROUP": str(LIMITS.loops_per_group),
+    "WAKEFUL_LIMITS__NOTIFY_PER_WINDOW": str(LIMITS.notify_per_window),
+    "WAKEFUL_LIMITS__INGRESS_PER_LOOP_PER_MIN": str(LIMITS.ingress_per_loop_per_min),
+    "WAKEFUL_LIMITS__INGRESS_GLOBAL_PER_MIN": str(LIMITS.ingress_global_per_min),
+}
+L, E, M, N, A = schema.loop, schema.loop_event, schema.message, schema.node, schema.agent_lease
+
+
+@dataclass
+class ServeNode:
+    """One ``wakeful serve --node-name NAME`` process."""
+
+    name: str
+    db_url: str
+    home: Path
+    proc: asyncio.subprocess.Process | None = None
+    url: str = ""
+    node_id: str = ""
+
+    async def start(self, timeout: float = 60) -> ServeNode:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **ENV, "WAKEFUL_HOME": str(self.home)}
+        env.pop("WAKEFUL_CONFIG", None)
+        self.log = (self.home / "serve.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wakeful.cli.main", "serve", "--port", "0", "--db-url", self.db_url,
+            "--node-name", self.name, stdout=asyncio.subprocess.PIPE, stderr=self.log, env=env,
+        )
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(timeout):
+            while True:
+                line = (await self.proc.stdout.readline()).decode()
+                if not line:
+                    raise AssertionError(f"{self.name} exited: {self.log_text()[-3000:]}")
+                found = re.search(r"listening on (http://\S+)", line)
+                if found:
+                    self.url = found.group(1)
+                    break
+        return self
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return (self.home / "serve.log").read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+    async def wait(self, timeout: float = 40) -> int:
+        assert self.proc is not None
+        async with asyncio.timeout(timeout):
+            return await self.proc.wait()
+
+    async def close(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGCONT)
+                self.proc.kill()
+            await self.proc.wait()
+        self.log.close()
+
+
+@dataclass
+class Tenant:
+    group_id: str
+    key: str
+    loops: list[str] = field(default_factory=list)
+    agent_of: dict[str, str] = field(default_factory=dict)
+
+
+async def set_up(db_url: str, home: Path, compile_c: Any, *, agents: int, loops_per_agent: int) -> Tenant:
+    """Create one group, ``agents`` agents (a session each) and their Loops through a temporary node, then drain
+    it: the Loops stay active and their leases are released for the serve nodes to claim."""
+    h = Harness(Config(data_dir=home, store_url=db_url, limits=LIMITS, placement=PLACEMENT), sweeps=False)
+    await h.start()
+    try:
+        group = await h.create_group("g-cluster")
+        _, key = await h.create_key("group", group_id=group.id)
+        tenant = Tenant(group.id, key)
+        elf = compile_c(GUEST, name="cluster_echo.c")
+        for i in range(agents):
+            agent = await h.create_agent(group.id, f"agent{i}")
+            session = await h.create_session(agent.id, "inbox")
+            art = (await h.upload(agent.id, elf, path="/loops/echo.elf"))["artifact"]
+            for _ in range(loops_per_agent):
+                loop = await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art)
+                tenant.loops.append(loop["id"])
+                tenant.agent_of[loop["id"]] = agent.id
+    finally:
+        await h.stop()
+    return tenant
+
+
+class Probe:
+    """Reads the shared store the way an operator would (its own engine, the database clock)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    async def open(cls, db_url: str) -> Probe:
+        return cls(await Store.open(db_url, migrate=False))
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def node_ids(self) -> dict[str, str]:
+        async with self.store.tx(readonly=True) as tx:
+            return {r.name: r.id for r in await tx.execute(sa.select(N.c.name, N.c.id).where(N.c.state != "gone"))}
+
+    async def placement(self) -> dict[str, tuple[str | None, str | None, int]]:
+        """loop id → (node_id, object_id, incarnation)."""
+        async with self.store.tx(readonly=True) as tx:
+            rows = await tx.execute(sa.select(L.c.id, L.c.node_id, L.c.object_id, L.c.incarnation))
+            return {r.id: (r.node_id, r.object_id, int(r.incarnation)) for r in rows}
+
+    async def events(self) -> dict[tuple[str, str], tuple[str, int | None]]:
+        async with self.store.tx(readonly=True) as tx:
+            rows = await tx.execute(sa.select(E.c.loop_id, E.c.event_id, E.c.status, E.c.acked_incarnation))
+            return {(r.loop_id, r.event_id): (r.status, r.acked_incarnation) for r in rows}
+
+    async def wakes(self) -> list[tuple[str, str, int]]:
+        """(loop id, dedup key, incarnation) of every ``loop`` message."""
+        async with self.store.tx(readonly=True) as tx:
+            rows = await tx.execute(sa.select(M.c.loop_id, M.c.dedup_key, M.c.incarnation).where(M.c.kind == "loop"))
+            return [(r.loop_id, r.dedup_key, int(r.incarnation)) for r in rows]
+
+    async def leases(self) -> dict[str, tuple[str, int, int]]:
+        async with self.store.tx(readonly=True) as tx:
+            now = await tx.now_ms()
+            rows = await tx.execute(sa.select(A.c.agent_id, A.c.node_id, A.c.epoch, A.c.expires_ms))
+            return {r.agent_id: (r.node_id, int(r.epoch), int(r.expires_ms) - now) for r in rows}
+
+    async def oldest_pending_age_ms(self) -> int:
+        async with self.store.tx(readonly=True) as tx:
+            now = await tx.now_ms()
+            oldest = (await tx.execute(sa.select(sa.func.min(E.c.received_ms)).where(E.c.status == "pending"))).scalar()
+            return 0 if oldest is None else now - int(oldest)
+
+
+@dataclass
+class Sender:
+    """Posts events round-robin over nodes; remembers every ``202 duplicate: false`` and every other answer."""
+
+    tenant: Tenant
+    nodes: list[ServeNode]
+    admitted: dict[tuple[str, str], str] = field(default_factory=dict)  # (loop, event) → node name
+    by_node: dict[str, list[float]] = field(default_factory=dict)  # node name → admission times (loop clock)
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    unreachable: dict[str, int] = field(default_factory=dict)
+    skip: set[str] = field(default_factory=set)
+    seq: int = 0
+
+    async def run(self, stop: asyncio.Event, *, per_s: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        async with httpx.AsyncClient(timeout=10) as client:
+            i = 0
+            while not stop.is_set():
+                live = [n for n in self.nodes if n.name not in self.skip]
+                node = live[i % len(live)]
+                loop_id = self.tenant.loops[(i * 7) % len(self.tenant.loops)]
+                i += 1
+                await self.send_one(client, node, loop_id, loop)
+                await asyncio.sleep(1 / per_s)
+
+    async def send_one(self, client: httpx.AsyncClient, node: ServeNode, loop_id: str, loop: Any,
+                       payload: dict[str, Any] | None = None) -> int:
+        self.seq += 1
+        event_id = f"ev{self.seq}"
+        try:
+            resp = await client.post(
+                f"{node.url}/v1/agent-groups/{self.tenant.group_id}/loops/{loop_id}/events",
+                json={"event_id": event_id, "topic": "tick", "payload": payload or {"n": self.seq}},
+                headers={"Authorization": f"Bearer {self.tenant.key}"},
+            )
+        except httpx.TransportError:
+            self.unreachable[node.name] = self.unreachable.get(node.name, 0) + 1
+            return 0
+        if resp.status_code == 202 and resp.json().get("duplicate") is False:
+            self.admitted[(loop_id, event_id)] = node.name
+            self.by_node.setdefault(node.name, []).append(loop.time())
+        else:
+            self.refused.append((node.name, resp.status_code, resp.text[:200]))
+        return resp.status_code
+
+
+async def until(predicate: Any, timeout: float, step: float = 0.1) -> float:
+    """Poll an async predicate; returns the seconds it took (AssertionError after ``timeout``)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not await predicate():
+        if loop.time() - start > timeout:
+            raise AssertionError(f"condition not reached within {timeout} s")
+        await asyncio.sleep(step)
+    return loop.time() - start
