@@ -267,6 +267,11 @@ class Harness:
         bad request or a provider failure; the group's buckets apply, without waiting)."""
         return await self.node.dispatch.decider.decide(group_id, request)
 
+    async def http_request(self, request: Any) -> dict[str, Any]:
+        """``web.http_request`` (harness.md §17) outside a Loop (scripts' ``tool.call``): the same egress
+        policy and limits, answered as data; the per-Loop bucket does not apply."""
+        return await self.node.dispatch.web.request(request)
+
     # ------------------------------------------------------------------ scripts (harness.md §18)
 
     async def _open_scripts(self) -> None:
