@@ -32,6 +32,7 @@ MAX_IN_FLIGHT = 4  # §9.3 / §20
 MAX_RESULT_BYTES = 16_384 - 256  # §9.4
 LOG_PER_SECOND = 10  # §9.6
 MIN_DEADLINE_MS, MAX_DEADLINE_MS = 100, 60_000  # §9.3
+DECIDE_MARGIN_S = 0.05  # decide's budget ends this much before the host call's deadline (§16.5)
 
 
 class Dispatch:
@@ -141,7 +142,7 @@ class Dispatch:
                 return await self._notify(loop_id, incarnation, args)
             case "decide":
                 row = await self._fenced_row(loop_id, incarnation)
-                remaining = _deadline_s(call, self.node)
+                remaining = _deadline_s(call, self.node) - DECIDE_MARGIN_S  # answer as data before the cut
                 return self._domain(loop_id, incarnation, await self.decider.decide(
                     row.group_id, args, remaining_s=remaining, loop_caller=True))
             case "web.http_request":
