@@ -64,7 +64,7 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
 
 async def _serve(cfg: Any, *, demo: bool) -> None:
     from wakeful.api.server import make_server
-    from wakeful.harness.embed import Harness
+    from wakeful.control.embed import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
     harness = Harness(cfg)
     await harness.start()
@@ -99,6 +99,13 @@ async def _serve(cfg: Any, *, demo: bool) -> None:
 
             info = await set_up_demo(harness)
             print("\n".join(demo_lines(info, base_url)), flush=True)
+            from wakeful.api.demo import WEBHOOK_LOOP
+            from wakeful.control.demo import seed_demo_goal
+
+            seeded = await seed_demo_goal(harness, info.group_id, info.agent_id, info.loops[WEBHOOK_LOOP])
+            print(f"demo goal: {seeded['goal_id']} (monitor {seeded['monitor']} backed by Loop "
+                  f"{info.loops[WEBHOOK_LOOP]}): {base_url}/v1/agent-groups/{info.group_id}/goals/{seeded['goal_id']}",
+                  flush=True)
         await task
     finally:
         if mcp_app is not None:
