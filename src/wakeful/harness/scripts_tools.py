@@ -54,9 +54,9 @@ class ScriptTools:
             return await self._embedder_tool(registered, agent_id, group_id, args, deadline_unix_ms)
         match tool:
             case "decide":
-                return await self._decide(group_id, args)
+                return await self._decide(group_id, args, deadline_unix_ms)
             case "web.http_request":
-                return await self._builtin("http_request", tool, args)
+                return await self._web(args)
             case "loop.list":
                 return await self._loop_list(agent_id, args)
             case "loop.get":
@@ -89,18 +89,21 @@ class ScriptTools:
             raise HostCallRefused("tool_failed", f"{tool.name}: {type(exc).__name__}: {exc}"[:512]) from None
         return value
 
-    # harness.md §16: decide is available to scripts; without a provider it answers not_configured (as data)
-    async def _decide(self, group_id: str, args: Any) -> Any:
-        decide = getattr(self.harness, "decide", None)
-        if decide is None:
+    # harness.md §16: decide is available to scripts (the node's decider: group buckets, provider, 2 s budget);
+    # its domain failures are data ({error: {code}}), so the call itself is ok
+    async def _decide(self, group_id: str, args: Any, deadline_unix_ms: int) -> Any:
+        decider = getattr(self.harness.node.dispatch, "decider", None)
+        if decider is None:
             return {"error": {"code": "not_configured"}}
-        return await decide(group_id, args)
+        remaining_s = max(0.1, (deadline_unix_ms - self.harness.node.clock.unix_ms()) / 1000)
+        return await decider.decide(group_id, args, remaining_s=remaining_s)
 
-    async def _builtin(self, method: str, tool: str, args: Any) -> Any:
-        fn = getattr(self.harness, method, None)
-        if fn is None:
-            raise HostCallRefused("unavailable", f"{tool} is not available on this node")
-        return await fn(args)
+    # harness.md §17: the node's web client (SSRF rules, in-flight bound); scripts have no per-Loop bucket
+    async def _web(self, args: Any) -> Any:
+        web = getattr(self.harness.node.dispatch, "web", None)
+        if web is None:
+            raise HostCallRefused("unavailable", "web.http_request is not available on this node")
+        return await web.request(args)
 
     async def _loop_list(self, agent_id: str, args: Any) -> Any:
         state = args.get("state") if isinstance(args, dict) else None

@@ -100,10 +100,13 @@ def script(body: str, extra: str = "") -> str:
 
 
 @asynccontextmanager
-async def node(tmp_path: Path, *, clock: Any = None, **limits: Any) -> AsyncIterator[tuple[Harness, str]]:
+async def node(tmp_path: Path, *, clock: Any = None, decide: Any = None,
+               **limits: Any) -> AsyncIterator[tuple[Harness, str]]:
     """A started harness (SQLite, no sweeps) with a write tool, a read tool and a blocking tool; yields
     (harness, agent_id)."""
-    h = Harness(Config(data_dir=tmp_path / "data", scripts=ScriptLimits(**limits)), clock=clock, sweeps=False)
+    extra = {"decide": decide} if decide is not None else {}
+    h = Harness(Config(data_dir=tmp_path / "data", scripts=ScriptLimits(**limits), **extra), clock=clock,
+                sweeps=False)
     h.register_tool("math.square", lambda a, ctx: {"sq": a["n"] ** 2, "principal": ctx.principal},
                     description="square n", safety="write")
     h.register_tool("blob.big", lambda a, ctx: {"text": "x" * 20_000}, description="a big value")
@@ -317,6 +320,32 @@ async def test_tool_call_rules(harness_runner: Any, tmp_path: Path) -> None:
     assert out["state"] == "succeeded", out
     assert out["result"] == ["not_allowed", "not_allowed", "unknown_tool", "tool_failed", "ok"]
     assert [c["ok"] for c in out["tool_calls"]] == [False, False, False, False, True]
+
+
+async def test_decide_and_web_from_a_script(harness_runner: Any, tmp_path: Path) -> None:
+    from support.mcp_flow import fake_provider
+
+    src = script(r"""
+        sf_handle both = sf_json_array();
+        sf_handle d = tool("decide", "{\"state\":\"the database is down\",\"questions\":{\"q\":"
+                                     "{\"type\":\"noul\",\"instructions\":\"Is it urgent?\"}}}");
+        if (d < 0) return 2;
+        sf_handle dv = sf_json_get(d, "value");
+        sf_json_push(both, dv);
+        sf_handle w = tool("web.http_request", "{\"url\":\"http://127.0.0.1:9/\"}");
+        if (w < 0) return 3;
+        sf_handle wv = sf_json_get(w, "value");
+        sf_json_push(both, wv);
+        result(both);
+        return 0;""")
+    with fake_provider() as provider:
+        async with node(tmp_path, decide=provider.settings) as (h, agent):
+            out = await h.run_script(agent, src)
+    assert out["state"] == "succeeded", out
+    decided, fetched = out["result"]
+    assert decided == {"model": "fake-1", "answers": {"q": {"type": "noul", "probability_bp": 9200}}}
+    assert fetched["error"]["code"] == "blocked_destination"  # the SSRF rules hold for scripts too
+    assert out["tool_calls"] == [{"tool": "decide", "ok": True}, {"tool": "web.http_request", "ok": True}]
 
 
 async def test_env_reaches_the_guest_config(harness_runner: Any, tmp_path: Path) -> None:
