@@ -5,13 +5,14 @@ Public surface: ``Runtime`` and its option/status types (runtime-protocol.md §1
 
 from wakeful.runtime.clock import Clock, ManualClock, SystemClock
 from wakeful.runtime.core import Delivery, ObjectStatus, Runtime, RuntimeOptions
-from wakeful.runtime.hostcall import HostCall, HostHandler
+from wakeful.runtime.hostcall import HostCall, HostHandler, HostReply
 
 __all__ = [
     "Clock",
     "Delivery",
     "HostCall",
     "HostHandler",
+    "HostReply",
     "ManualClock",
     "ObjectStatus",
     "Runtime",

@@ -1,7 +1,8 @@
 """The host-call router: the pending table and the calls into the embedder's ``host_handler``.
 
 runtime-protocol.md §9 and §14: a plain return is delivered in the same batch with no task; an awaitable
-runs as a task that is cancelled on timeout or object stop; ``HostCallError`` → SF_HOST_ERROR.
+runs as a task that is cancelled on timeout or object stop; a ``HostReply`` is settled later by the embedder's
+own code with no event-loop round trip; ``HostCallError`` → SF_HOST_ERROR.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wakeful.errors import HostCallError
 from wakeful.runtime.clock import Clock
@@ -20,7 +20,7 @@ from wakeful.runtime.clock import Clock
 if TYPE_CHECKING:
     from wakeful.runtime.scheduler import Run, Scheduler
 
-__all__ = ["MAX_PENDING", "MAX_RESULT_BYTES", "HostCall", "HostCalls", "HostHandler"]
+__all__ = ["MAX_PENDING", "MAX_RESULT_BYTES", "HostCall", "HostCalls", "HostHandler", "HostReply"]
 
 log = logging.getLogger("wakeful.runtime")
 
@@ -31,9 +31,10 @@ SF_HOST_ERROR = -5
 SF_CLOSED = -6
 
 
-@dataclass(frozen=True, slots=True)
-class HostCall:
-    """What ``host_handler`` receives (§14): the fields of the ``host.call`` params of §9.2 plus its id."""
+class HostCall(NamedTuple):
+    """What ``host_handler`` receives (§14): the fields of the ``host.call`` params of §9.2 plus its id.
+
+    Immutable; a ``NamedTuple`` (one is made per host call: a frozen dataclass cost three times as much)."""
 
     id: str
     object_id: str
@@ -47,15 +48,81 @@ class HostCall:
 
 HostHandler = Callable[[HostCall], Any]
 
+_CANCELLED = Exception("host call cancelled")  # the outcome of a cancelled ``HostReply`` (never raised)
+
+
+class HostReply:
+    """The answer to a host call that the handler gives later, without an asyncio future (§14).
+
+    A ``host_handler`` may return one (or a subclass) and settle it once, from the event loop's thread, with
+    ``set_result`` or ``set_exception`` (``HostCallError`` → SF_HOST_ERROR), or ``cancel`` it (SF_HOST_ERROR).
+    The outcome reaches the guest at once, with no event-loop callback in between (the stdio server's host
+    calls). When the runtime abandons the call (its timeout, the object's stop or end) it calls ``cancel``,
+    and ``on_cancel`` runs: subclasses override it to withdraw the call. Later settles are ignored.
+    """
+
+    __slots__ = ("_key", "_listener", "_outcome", "_state")
+
+    def __init__(self) -> None:
+        self._state = 0  # 0 pending, 1 settled, 2 cancelled
+        self._listener: Callable[[Any, Any, BaseException | None], None] | None = None
+        self._key: Any = None
+        self._outcome: tuple[Any, BaseException | None] | None = None
+
+    def done(self) -> bool:
+        """True once settled or cancelled."""
+        return self._state != 0
+
+    def cancelled(self) -> bool:
+        return self._state == 2
+
+    def set_result(self, value: Any) -> None:
+        """Answer the call with a JSON value (ignored once done)."""
+        if self._state == 0:
+            self._state = 1
+            self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        """Answer the call with an error: the guest gets SF_HOST_ERROR (ignored once done)."""
+        if self._state == 0:
+            self._state = 1
+            self._settle(None, error)
+
+    def cancel(self) -> None:
+        """Abandon the call from either side: ``on_cancel`` runs, the guest (if still waiting) gets SF_HOST_ERROR."""
+        if self._state == 0:
+            self._state = 2
+            self.on_cancel()
+            self._settle(None, _CANCELLED)
+
+    def on_cancel(self) -> None:
+        """Called once when the call is cancelled (by the runtime or by the handler)."""
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        listener = self._listener
+        if listener is None:
+            self._outcome = (value, error)  # settled before the runtime took it: read by ``_bind``
+            return
+        self._listener = None
+        listener(self._key, value, error)
+
+    def _bind(self, listener: Callable[[Any, Any, BaseException | None], None], key: Any) -> bool:
+        """Route the outcome to ``listener(key, value, error)``; ``False`` if it is already settled."""
+        if self._state != 0:
+            return False
+        self._listener, self._key = listener, key
+        return True
+
+
 _PLAIN = frozenset((dict, list, str, int, float, bool, type(None)))  # JSON-ish results, never awaitable
 
 
 class _Pending:
-    """One host call waiting for its awaitable (the only kind that enters the table)."""
+    """One host call waiting for its awaitable or ``HostReply`` (the only kinds that enter the table)."""
 
     __slots__ = ("call", "run", "task")
 
-    def __init__(self, call: HostCall, run: Run, task: asyncio.Future[Any]) -> None:
+    def __init__(self, call: HostCall, run: Run, task: asyncio.Future[Any] | HostReply) -> None:
         self.call = call
         self.run = run
         self.task = task
@@ -81,14 +148,11 @@ class HostCalls:
     # §9.2 ids are "sf:<session_id>:<n>", n counting from 1 per session
     def _new_call(self, run: Run, request: Any) -> HostCall:
         self._counter += 1
-        return HostCall(
-            id=f"sf:{self._session_id}:{self._counter}",
-            object_id=run.owner.object_id,
-            label=run.owner.label,
-            capability=request.capability,
-            arguments=request.arguments,
-            timeout_ms=request.timeout_ms,
-            deadline_unix_ms=self._clock.unix_ms() + request.timeout_ms,
+        owner = run.owner
+        timeout_ms = request.timeout_ms
+        return HostCall(  # positional: the hot path (one per host call)
+            f"sf:{self._session_id}:{self._counter}", owner.object_id, owner.label, request.capability,
+            request.arguments, timeout_ms, self._clock.unix_ms() + timeout_ms, MAX_RESULT_BYTES,
         )
 
     def submit(self, run: Run, request: Any) -> int | None:
@@ -105,6 +169,8 @@ class HostCalls:
             return SF_HOST_ERROR
         if type(result) in _PLAIN:  # the common synchronous replies: no awaitable probe
             return self._deliver(run, result)
+        if isinstance(result, HostReply):
+            return self._start_reply(run, call, result)
         if inspect.isawaitable(result):
             return self._start_task(run, call, result)
         return self._deliver(run, result)
@@ -124,6 +190,32 @@ class HostCalls:
         run.host_call = entry
         task.add_done_callback(partial(self._task_done, call.id))
         return None
+
+    def _start_reply(self, run: Run, call: HostCall, reply: HostReply) -> int | None:
+        if not reply._bind(self._replied, call.id):  # settled inside the handler: answered now
+            value, error = reply._outcome or (None, _CANCELLED)
+            return self._reply_r0(run, call, value, error)
+        entry = _Pending(call, run, reply)
+        self._pending[call.id] = entry
+        run.host_call = entry
+        return None
+
+    def _replied(self, call_id: str, value: Any, error: BaseException | None) -> None:
+        entry = self._pending.pop(call_id, None)
+        if entry is None:  # abandoned by the runtime (timeout, stop): its own cancel is not counted
+            if error is not _CANCELLED:
+                self.ignored += 1
+            return
+        entry.run.host_call = None
+        self._scheduler.wake(entry.run, self._reply_r0(entry.run, entry.call, value, error))
+
+    def _reply_r0(self, run: Run, call: HostCall, value: Any, error: BaseException | None) -> int:
+        """§9.4 for a ``HostReply``: value → handle (or SF_LIMIT); error or cancel → SF_HOST_ERROR."""
+        if error is None:
+            return self._deliver(run, value)
+        if error is not _CANCELLED and not isinstance(error, HostCallError):
+            log.error("host handler failed for %s", call.id, exc_info=error)
+        return SF_HOST_ERROR
 
     def _task_done(self, call_id: str, task: asyncio.Future[Any]) -> None:
         entry = self._pending.pop(call_id, None)

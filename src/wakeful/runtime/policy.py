@@ -45,7 +45,10 @@ class CapabilityPolicy:
         alternatives = self._by_name.get(name)
         if alternatives is None:
             return False
-        return any(_matches(arguments, params) for arguments in alternatives)
+        for arguments in alternatives:  # noqa: SIM110 - a loop, not any(<generator>): one per host call
+            if arguments is None or _matches(arguments, params):
+                return True
+        return False
 
 
 def _matches(arguments: dict[str, JsonValue] | None, params: JsonValue) -> bool:

@@ -6,17 +6,15 @@ everything else (unknown, late, duplicate, non-string ids) is discarded and coun
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from functools import partial
 from json.encoder import encode_basestring
 from typing import Any
 
 from wakeful.errors import HostCallError
 from wakeful.runtime import jsonval
 from wakeful.runtime.framing import MAX_FRAME_BYTES, encode_frame, encode_value, notification
-from wakeful.runtime.hostcall import HostCall
+from wakeful.runtime.hostcall import HostCall, HostReply
 from wakeful.runtime.outbox import DataFrame, Outbox
 
 __all__ = ["OutgoingCalls"]
@@ -24,19 +22,24 @@ __all__ = ["OutgoingCalls"]
 log = logging.getLogger("wakeful.runtime.stdio")
 
 
-class _Call:
-    __slots__ = ("call", "frame", "future", "settled")
+class _Call(HostReply):
+    """One outgoing call: the reply slot the core waits on, its frame, and the session that sent it."""
 
-    def __init__(self, call: HostCall, frame: DataFrame, future: asyncio.Future[Any],
-                 settled: Callable[[asyncio.Future[Any]], None]) -> None:
+    __slots__ = ("call", "frame", "owner")
+
+    def __init__(self, owner: OutgoingCalls, call: HostCall, frame: DataFrame) -> None:
+        super().__init__()
+        self.owner = owner
         self.call = call
         self.frame = frame
-        self.future = future
-        self.settled = settled  # the future's cancellation watch, removed once a reply settles it
+
+    def on_cancel(self) -> None:  # §9.3 timeout or stop: the core abandoned the call
+        self.owner._abandon(self.call.id)
 
 
 class OutgoingCalls:
-    """The runtime's ``host_handler`` when it speaks over stdio (one future per call, no task)."""
+    """The runtime's ``host_handler`` when it speaks over stdio (one ``HostReply`` per call: no future, no
+    task, and a reply reaches the guest with no event-loop callback in between)."""
 
     def __init__(self, outbox: Outbox, *, detail: Callable[[], bool]) -> None:
         self._outbox = outbox
@@ -51,27 +54,25 @@ class OutgoingCalls:
         return len(self._calls)
 
     # §9.2 outgoing request; the frame waits in the object's data queue within the call's deadline
-    def __call__(self, call: HostCall) -> asyncio.Future[Any]:
+    def __call__(self, call: HostCall) -> HostReply:
         label = call.label if call.label is not None and self._detail() else None  # §13 load_options
         data = _fast_frame(call, label)
         if data == b"":
             data = _frame(call, label)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if data is None:  # cannot happen within the argument limits; the guest sees SF_HOST_ERROR
             self._outbox.dropped += 1
-            future.set_exception(HostCallError("RESPONSE_TOO_LARGE", "host.call frame over the frame limit"))
-            return future
-        entry = _Call(call, DataFrame(call.object_id, data), future, partial(self._settled, call.id))
+            refused = HostReply()
+            refused.set_exception(HostCallError("RESPONSE_TOO_LARGE", "host.call frame over the frame limit"))
+            return refused
+        entry = _Call(self, call, DataFrame(call.object_id, data))
         self._calls[call.id] = entry
-        self._by_object.setdefault(call.object_id, set()).add(call.id)
-        future.add_done_callback(entry.settled)
+        ids = self._by_object.get(call.object_id)
+        if ids is None:
+            ids = self._by_object[call.object_id] = set()
+        ids.add(call.id)
         self.sent += 1
         self._outbox.submit_waiting(entry.frame)
-        return future
-
-    def _settled(self, call_id: str, future: asyncio.Future[Any]) -> None:
-        if future.cancelled():  # §9.3 timeout or stop: the core dropped its entry and cancelled us
-            self._abandon(call_id)
+        return entry
 
     # §9.3: remove the entry, purge an unsent frame, offer host.cancel if the frame had been accepted
     def _abandon(self, call_id: str) -> None:
@@ -83,8 +84,7 @@ class OutgoingCalls:
             frame = encode_frame(notification("host.cancel", {"id": call_id}))
             if frame is not None:
                 self._outbox.offer_control(frame)
-        if not entry.future.done():
-            entry.future.cancel()
+        entry.cancel()  # a no-op when the core cancelled it (that is how we got here); else SF_HOST_ERROR
 
     def _forget(self, call_id: str) -> _Call | None:
         entry = self._calls.pop(call_id, None)
@@ -108,19 +108,18 @@ class OutgoingCalls:
     # §9.4 replies: routed only by id; result → value, error (or both) → SF_HOST_ERROR
     def reply(self, message: dict[str, Any]) -> None:
         call_id = message.get("id")
-        entry = self._calls.get(call_id) if isinstance(call_id, str) else None
-        if entry is None or entry.future.done():
+        entry = self._calls.get(call_id) if type(call_id) is str else None
+        if entry is None or entry.done():
             self.ignored += 1
             if entry is not None and isinstance(call_id, str):
                 self._abandon(call_id)
             return
         self._forget(entry.call.id)
         self._outbox.remove(entry.frame)  # a reply to a frame not yet written: nothing left to send
-        entry.future.remove_done_callback(entry.settled)  # settled now: it can no longer be cancelled
-        if "error" in message:
-            entry.future.set_exception(HostCallError("HOST_ERROR", _error_text(message["error"])))
+        if "error" in message:  # settled at once: the guest is runnable before the next frame is read
+            entry.set_exception(HostCallError("HOST_ERROR", _error_text(message["error"])))
         else:
-            entry.future.set_result(message["result"])
+            entry.set_result(message["result"])
 
 
 # §9.2 the host.call frame; §3 None when over the outgoing bound

@@ -10,7 +10,7 @@ import pytest
 import rtcore_guests as g
 
 from wakeful.errors import HostCallError
-from wakeful.runtime import HostCall, ManualClock
+from wakeful.runtime import HostCall, HostReply, ManualClock
 
 SF_TIMEOUT, SF_DENIED, SF_HOST_ERROR, SF_LIMIT = -3, -4, -5, -2
 CAP = [{"name": "cap"}]
@@ -220,3 +220,91 @@ def test_fault_in_host_call_checks_names_the_guest_function_and_pc(compile_c: An
     assert status.fault["helper"] == "sf_host_call_raw"
     assert status.fault["function"] == "main" and status.fault["pc"] is not None
     assert "call sf_host_call_raw" in (status.fault["insn"] or "")
+
+
+# ---- HostReply: settled later by the embedder's own code, no event loop at all (runtime-protocol.md §14)
+
+
+class _Reply(HostReply):
+    __slots__ = ("cancels",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancels = 0
+
+    def on_cancel(self) -> None:
+        self.cancels += 1
+
+
+def _reply_runtime(caller: bytes, **config: Any) -> tuple[Any, str, list[_Reply], ManualClock]:
+    clock = ManualClock()
+    replies: list[_Reply] = []
+
+    def handler(call: HostCall) -> Any:
+        replies.append(_Reply())
+        return replies[-1]
+
+    rt = g.make_runtime(clock, handler)
+    oid = g.load_started(rt, caller, capabilities=CAP, config=config or None)
+    rt.run_batch()
+    return rt, oid, replies, clock
+
+
+def test_host_reply_result_reaches_the_guest_without_an_event_loop(caller: bytes) -> None:
+    rt, oid, (reply,), _ = _reply_runtime(caller)
+    assert rt.get_nowait(oid).wait == "host_rpc" and rt.stats_nowait()["host"]["pending_host_calls"] == 1
+    reply.set_result({"v": 6})
+    assert rt.stats_nowait()["host"]["pending_host_calls"] == 0  # settled at once, before any batch
+    reply.set_result({"v": 100})  # a second answer is ignored
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": 7}
+    assert reply.done() and not reply.cancelled() and reply.cancels == 0
+
+
+@pytest.mark.parametrize("how", ["host-error", "bug", "cancel", "not-json"])
+def test_host_reply_errors_are_sf_host_error(caller: bytes, how: str) -> None:
+    rt, oid, (reply,), _ = _reply_runtime(caller)
+    if how == "host-error":
+        reply.set_exception(HostCallError("HOST_ERROR", "no"))
+    elif how == "bug":
+        reply.set_exception(RuntimeError("handler bug"))
+    elif how == "cancel":  # the handler gives up: its own on_cancel runs once
+        reply.cancel()
+    else:
+        reply.set_result({"v": float("nan")})
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_HOST_ERROR}
+    assert reply.cancels == (1 if how == "cancel" else 0)
+    assert rt.stats_nowait()["host"]["ignored_host_responses"] == 0
+
+
+def test_host_reply_settled_inside_the_handler_is_answered_in_the_batch(caller: bytes) -> None:
+    def handler(call: HostCall) -> Any:
+        reply = HostReply()
+        reply.set_result({"v": 41})
+        return reply
+
+    rt = g.make_runtime(ManualClock(), handler)
+    oid = g.load_started(rt, caller, capabilities=CAP)
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": 42}
+
+
+def test_host_reply_timeout_cancels_it_once_and_a_late_answer_is_not_counted(caller: bytes) -> None:
+    rt, oid, (reply,), clock = _reply_runtime(caller, timeout_ms=50)
+    clock.advance(ms=50)
+    rt.run_batch()
+    assert rt.get_nowait(oid).outcome == {"exit_code": SF_TIMEOUT}
+    assert reply.cancelled() and reply.cancels == 1
+    reply.set_result({"v": 1})  # too late: the reply is done, nothing reaches the runtime
+    assert rt.stats_nowait()["host"] == {"pending_host_calls": 0, "ignored_host_responses": 0}
+
+
+def test_host_reply_stop_while_pending_cancels_it(caller: bytes) -> None:
+    rt, oid, (reply,), clock = _reply_runtime(caller, timeout_ms=60000)
+    status = rt.stop_nowait(oid)
+    assert status.state in ("stopping", "stopped")
+    rt.run_batch()
+    assert rt.get_nowait(oid).state == "stopped"
+    assert reply.cancelled() and reply.cancels == 1
+    assert rt.stats_nowait()["host"]["pending_host_calls"] == 0
