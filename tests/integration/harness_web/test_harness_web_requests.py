@@ -120,6 +120,7 @@ async def test_redirects_are_off_by_default_and_each_hop_is_checked(
         assert error(await web.request({"url": f"{server.base}/redirect?to={to}&status=307",
                                         "follow_redirects": True})) == "blocked_destination"
     assert server.hits["/ok"] == 0 and server.hits["/redirect"] == 6
+    assert web.connects == 6  # one per first hop: no packet to a refused redirect target
     assert error(await web.request({"url": f"{server.base}/redirect?to=ftp://x/", "follow_redirects": True})) \
         == "invalid_request"
 
@@ -177,6 +178,19 @@ async def test_time_limit_and_transport_failures(harness_runner: Any, server: Ta
         closed = s.getsockname()[1]
     assert error(await web.request({"url": f"http://127.0.0.2:{closed}/"})) == "connect_failed"
     assert error(await web.request({"url": f"https://127.0.0.2:{server.port}/"})) == "tls_error"
+
+
+async def test_the_time_limit_covers_dns(harness_runner: Any) -> None:
+    async def stuck(host: str, port: int) -> list[str]:
+        await asyncio.sleep(30)
+        return ["127.0.0.2"]
+
+    web = WebClient(ALLOW, monotonic_ns=ManualClock().monotonic_ns, resolver=stuck)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert error(await web.request({"url": "http://slow-dns.example/", "timeout_ms": 200})) == "timeout"
+    assert loop.time() - start < 5  # generous: the 200 ms bound, not the resolver's 30 s
+    assert web.connects == 0
 
 
 async def test_loop_bucket_and_in_flight_bound(harness_runner: Any, server: TargetServer) -> None:
