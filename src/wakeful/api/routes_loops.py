@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from wakeful.api.auth import MemberPrincipal, Principal
 from wakeful.api.context import harness_of
 from wakeful.api.pages import Cursor, Limit, page
-from wakeful.api.routes_agents import agent_in_group
-from wakeful.harness.errors import NotFound
+from wakeful.api.routes_agents import agent_in_group, session_in_group
+from wakeful.harness.errors import NotFound, SessionNotFound
 from wakeful.harness.store import loops
 from wakeful.harness.store.ids import lookup_text
 
@@ -73,6 +73,9 @@ async def create_loop(group_id: str, body: LoopIn, request: Request, principal: 
     harness = harness_of(request)
     async with harness.store.tx(readonly=True) as tx:
         await agent_in_group(tx, group_id, body.agent_id, principal)
+        session = await session_in_group(tx, group_id, body.session_id, principal)
+    if session.agent_id != body.agent_id:  # interfaces.md §2.2: 404 session_not_found, not a 400
+        raise SessionNotFound(f"session {body.session_id} is not a session of agent {body.agent_id}")
     view = await harness.loops.create(agent_id=body.agent_id, session_id=body.session_id, artifact=body.artifact,
                                       config=body.config, capabilities=body.capabilities, name=body.name,
                                       creator=principal.actor)
