@@ -21,6 +21,7 @@ from wakeful.api.errors import register_status
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.control import Actor, Control, ControlRefused
 from wakeful.control.errors import CODES, http_status
+from wakeful.harness.errors import StoreUnavailable
 
 __all__ = ["router"]
 
@@ -52,7 +53,10 @@ class NextIn(BaseModel):
 
 
 def control_of(request: Request) -> Control:
-    control: Control = harness_of(request).control  # type: ignore[attr-defined]
+    """The node's control plane (``wakeful.control.embed.Harness``); 503 on a node started without one."""
+    control = getattr(harness_of(request), "_control", None)
+    if not isinstance(control, Control):
+        raise StoreUnavailable("the control plane is not running on this node")
     return control
 
 
