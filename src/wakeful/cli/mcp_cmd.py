@@ -54,8 +54,8 @@ def mcp(
 
 
 async def _embedded(agent_id: str, session_id: str | None, names: str, config: Path | None) -> int:
+    from wakeful.control.embed import Harness  # the node with h.control (goal and work tools)
     from wakeful.harness.config import load_config
-    from wakeful.harness.embed import Harness
     from wakeful.mcp.stdio import run_embedded
 
     cfg = load_config(config)

@@ -62,7 +62,7 @@ class ScriptTools:
             case "loop.get":
                 return await self._loop_get(agent_id, args)
             case "goal.status" | "goal.board" | "work.list" | "work.next":
-                return await self._control(tool, agent_id, args)
+                return await self._control(tool, agent_id, group_id, args)
         raise HostCallRefused("unknown_tool", f"no tool {tool!r} on this node")
 
     # interfaces.md §5: fn(args, ctx), sync or async; input_model failures are invalid_arguments
@@ -119,11 +119,27 @@ class ScriptTools:
         except HarnessError as exc:
             raise HostCallRefused(exc.code, exc.message) from None
 
-    # the control plane sits above the harness: reached through the embedder's ``h.control`` when present
-    async def _control(self, tool: str, agent_id: str, args: Any) -> Any:
-        control = getattr(self.harness, "control", None)
-        method = getattr(control, tool.replace(".", "_"), None) if control is not None else None
-        if method is None:
-            raise HostCallRefused("unavailable", f"{tool} is not available on this node")
-        result = method(agent_id, args)
-        return await result if inspect.isawaitable(result) else result
+    # the control plane sits above the harness: reached through ``h.control`` (wakeful.control.embed.Harness);
+    # a goal of another group is not_found, as on the HTTP API
+    async def _control(self, tool: str, agent_id: str, group_id: str, args: Any) -> Any:
+        control = getattr(self.harness, "control", None) if hasattr(type(self.harness), "control") else None
+        if control is None:
+            raise HostCallRefused("unavailable", f"{tool} is not available on this node (no control plane)")
+        args = args if isinstance(args, dict) else {}
+        goal_id = args.get("goal_id")
+        if tool == "work.next" and goal_id is None:
+            return await self._harness_op(control.next(agent_id))
+        if not isinstance(goal_id, str) or not 1 <= len(goal_id) <= 40:
+            raise HostCallRefused("invalid_arguments", f"{tool} takes {{goal_id}}")
+        goal = await self._harness_op(control.goal(goal_id))
+        if goal.get("group_id") != group_id:
+            raise HostCallRefused("not_found", f"goal {goal_id} not found")
+        match tool:
+            case "goal.status":
+                return await self._harness_op(control.status(goal_id))
+            case "goal.board":
+                return await self._harness_op(control.board(goal_id))
+            case "work.list":
+                items = control.items(goal_id, status=args.get("status"), cls=args.get("class"))
+                return {"items": await self._harness_op(items)}
+        return await self._harness_op(control.next(agent_id, goal_id))

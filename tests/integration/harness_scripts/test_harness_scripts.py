@@ -348,6 +348,45 @@ async def test_decide_and_web_from_a_script(harness_runner: Any, tmp_path: Path)
     assert out["tool_calls"] == [{"tool": "decide", "ok": True}, {"tool": "web.http_request", "ok": True}]
 
 
+async def test_control_reads_from_a_script(harness_runner: Any, tmp_path: Path) -> None:
+    from wakeful.control import Actor
+    from wakeful.control.embed import Harness as ControlHarness
+
+    src = script(r"""
+        sf_handle codes = sf_json_array();
+        if (outcome(codes, "goal.status") || outcome(codes, "work.next") || outcome(codes, "goal.create"))
+            return 2;
+        result(codes);
+        return 0;""", extra=OUTCOME)
+    async with ControlHarness(Config(data_dir=tmp_path / "data"), sweeps=False) as h:
+        group = await h.create_group("g")
+        agent = (await h.create_agent(group.id, "a")).id
+        other = await h.create_group("other")
+        receipt = await h.control.submit(Actor("person", "key_p", other.id), {
+            "operation_id": "op-1", "command": {"type": "goal.create", "title": "t", "objective": "o"}})
+        foreign_goal = receipt["goal_id"]
+        out = await h.run_script(agent, src.replace("{}", "{\\\"goal_id\\\":\\\"" + foreign_goal + "\\\"}"))
+        assert out["state"] == "succeeded", out
+        assert out["result"] == ["not_found", "not_found", "not_allowed"]  # another group's goal is not visible
+        mine = await h.control.submit(Actor("person", "key_p", group.id), {
+            "operation_id": "op-2", "command": {"type": "goal.create", "title": "t", "objective": "o"}})
+        status_src = script(r"""
+            sf_handle res = tool("goal.status", "{\"goal_id\":\"GOAL\"}");
+            if (res < 0) return 2;
+            sf_handle ok = sf_json_get(res, "ok");
+            result(ok);
+            return 0;""".replace("GOAL", mine["goal_id"]))
+        out = await h.run_script(agent, status_src)
+        assert out["state"] == "succeeded" and out["result"] is True, out
+    async with node(tmp_path / "plain") as (plain, agent):
+        out = await plain.run_script(agent, script(r"""
+            sf_handle codes = sf_json_array();
+            if (outcome(codes, "goal.board")) return 2;
+            result(codes);
+            return 0;""", extra=OUTCOME))
+        assert out["result"] == ["unavailable"]  # a node without the control plane
+
+
 async def test_env_reaches_the_guest_config(harness_runner: Any, tmp_path: Path) -> None:
     src = script(r"""
         sf_handle cfg = sf_config();
