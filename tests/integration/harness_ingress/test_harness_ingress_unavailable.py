@@ -32,7 +32,7 @@ async def _recovered(h: Any, loop_id: str) -> None:
     assert (await h.send_event(loop_id, "t", {"n": 4}, "e4"))["duplicate"] is False
 
     async def delivered() -> bool:
-        return await seen(h, loop_id) == ["e1", "e4"]
+        return await seen(h, loop_id) == ["e1", "e4"] and (await event_rows(h, loop_id))[-1].status == "acked"
 
     await until(delivered)
     rows = await event_rows(h, loop_id)
