@@ -188,3 +188,34 @@ async def test_delivery_order_is_admission_order_also_across_a_restart(
         assert [r.event_id for r in rows] == ids
     finally:
         await h2.stop()
+
+
+async def test_restart_after_notify_before_ack_gives_one_wake_and_one_ack(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    from wakeful.harness import selfcalls
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, _, session, loop_id = await counter_loop(h, compile_c)
+        await h.node.end_incarnation(loop_id)  # the object stops between its notify and its ack (a crash)
+        await h.send_event(loop_id, "wake", {}, "w1")
+        # what incarnation 1 had done before the crash: the notify with the key derived from the event
+        out = await selfcalls.notify(h.store, h.node.watch, h.config.limits, 0, loop_id, 1,
+                                     {"content": "ev:w1", "dedup_key": "ev:w1"})
+        assert out.result is not None and out.result["status"] == "queued"
+    finally:
+        await h.stop()
+    h2 = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        async def acked() -> bool:
+            return (await statuses(h2, loop_id)).get("w1") == "acked"
+
+        await until(acked)
+        assert await seen(h2, loop_id) == ["w1"]  # delivered once, to the new incarnation
+        row = (await event_rows(h2, loop_id))[0]
+        assert row.acked_incarnation == 2
+        wakes = await h2.messages(session, kinds=["loop"])
+        assert [m.id for m in wakes] == [f"loop:{loop_id}:ev:w1"]
+    finally:
+        await h2.stop()
