@@ -63,8 +63,10 @@ def make_server(harness: Harness, host: str, port: int, *, node_name: str = "", 
 async def serve(harness: Harness, host: str = "127.0.0.1", port: int = 8470, **options: Any) -> None:
     """Serve the HTTP API from this process until cancelled (the harness must be started)."""
     server = make_server(harness, host, port, **options)
+    task = asyncio.ensure_future(server.serve())
     try:
-        await server.serve()
-    except asyncio.CancelledError:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:  # a cancelled caller: stop gracefully, then let the cancellation through
         server.should_exit = True
+        await task
         raise
