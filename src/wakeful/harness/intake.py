@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
@@ -62,6 +62,8 @@ class Intake:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
         self._signalled: set[str] = set()
+        # called with the Loop id after each commit of a new event (a cluster NOTIFYs the lease holder, §10.2)
+        self.admitted_hooks: list[Callable[[str], Any]] = []
 
     # ------------------------------------------------------------------ §14 rate limits
 
@@ -134,6 +136,11 @@ class Intake:
             answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
         if not answer["duplicate"]:
             self.signal(loop_id)
+            for hook in list(self.admitted_hooks):
+                try:
+                    hook(loop_id)
+                except Exception:
+                    log.exception("admission hook failed for %s", loop_id)
         return answer
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,

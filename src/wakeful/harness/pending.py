@@ -64,6 +64,8 @@ class PendingEvents:
     ) -> dict[str, Any]:
         """``list`` → ``{loop_id, events, next_cursor, pending_count}``; ``retry`` → ``{retried, loop}``;
         ``discard`` → ``{discarded}``. ``agent_id`` limits the call to that agent's Loops (None: operator/admin)."""
+        if agent_id is not None and actor == "operator":
+            actor = f"agent:{agent_id}"
         if action == "list":
             return await self.list_events(loop_id, include_payloads=include_payloads, status=status, agent_id=agent_id,
                                    limit=limit, cursor=cursor)

@@ -21,6 +21,8 @@ async def test_admitted_event_is_delivered_acked_once_and_stays_a_duplicate(
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
         group, _, _, loop_id = await counter_loop(h, compile_c)
+        admitted: list[str] = []
+        h.intake.admitted_hooks.append(admitted.append)
         first = await h.intake.admit(loop_id=loop_id, topic="t", payload={"n": 1}, event_id="e1", source="api",
                                      group_id=group)
         assert first == {"status": "accepted", "event_id": "e1", "duplicate": False}
@@ -40,6 +42,7 @@ async def test_admitted_event_is_delivered_acked_once_and_stays_a_duplicate(
         assert other == {"status": "accepted", "event_id": "e1", "duplicate": True, "payload_mismatch": True}
         stored = (await h.events(loop_id, include_payloads=True))["events"]
         assert [e["payload"] for e in stored] == [{"n": 1}]  # the original payload is kept
+        assert admitted == [loop_id]  # the post-commit hook saw the new event only
         await h.tick()
         assert await seen(h, loop_id) == ["e1"]  # never delivered again
     finally:
