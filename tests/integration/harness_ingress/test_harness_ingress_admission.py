@@ -222,3 +222,35 @@ async def test_restart_after_notify_before_ack_gives_one_wake_and_one_ack(
         assert [m.id for m in wakes] == [f"loop:{loop_id}:ev:w1"]
     finally:
         await h2.stop()
+
+
+async def test_concurrent_admissions_never_overshoot_the_mailbox_and_keep_admission_order(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    import asyncio
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.end_incarnation(loop_id)  # nothing resident: the store alone decides
+
+        async def one(i: int) -> str:
+            try:
+                await h.send_event(loop_id, "hold", {"i": i}, f"e{i:02d}")
+            except MailboxFull:
+                return "full"
+            return "ok"
+
+        outcomes = await asyncio.gather(*(one(i) for i in range(50)))
+        assert outcomes.count("ok") == 32 and outcomes.count("full") == 18
+        rows = await event_rows(h, loop_id)
+        assert len(rows) == 32 and len({r.received_ms for r in rows}) == 32  # strictly ordered, same clock ms
+        await h.tick()  # adopt again: the new object gets them in admission order
+
+        async def all_seen() -> bool:
+            return len(await seen(h, loop_id)) == 32
+
+        await until(all_seen)
+        assert await seen(h, loop_id) == [r.event_id for r in rows]
+    finally:
+        await h.stop()
