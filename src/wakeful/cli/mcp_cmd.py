@@ -107,8 +107,11 @@ def _from_file(config: Path | None) -> str | None:
 def mount_mcp(app: Any, harness: Any, *, tool_names: str = "dotted") -> Any:
     """Mount MCP over streamable HTTP at ``/mcp`` on a ``wakeful serve`` app; returns the ASGI app (close it
     before the harness stops)."""
+    from starlette.routing import Route
+
     from wakeful.mcp.http import McpHttpApp
 
     mcp_app = McpHttpApp(harness, tool_names=tool_names)
+    app.router.routes.append(Route("/mcp", endpoint=mcp_app))  # /mcp itself, without a redirect to /mcp/
     app.mount("/mcp", mcp_app)
     return mcp_app

@@ -38,14 +38,15 @@ def serve(
     config: Annotated[Path | None, typer.Option("--config", help="Configuration file (TOML).")] = None,
     demo: Annotated[bool, typer.Option("--demo", help="Demo tenant and Loops in ./.wakeful-demo.")] = False,
     no_docs: Annotated[bool, typer.Option("--no-docs", help="Do not serve /openapi.json and /docs.")] = False,
+    no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve MCP at /mcp.")] = False,
 ) -> None:
     """Run a node: the HTTP API (FastAPI on uvicorn) and the harness in one process."""
     raise CliExit(serve_command(host=host, port=port, db_url=db_url, node_name=node_name, config_path=config,
-                                demo=demo, no_docs=no_docs))
+                                demo=demo, no_docs=no_docs, mcp=not no_mcp))
 
 
 def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
-                  config_path: Path | None, demo: bool, no_docs: bool) -> int:
+                  config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True) -> int:
     from wakeful.harness.config import load_config
 
     if demo and "WAKEFUL_HOME" not in os.environ:
@@ -58,11 +59,11 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
         cfg = cfg.with_overrides(node_name=socket.gethostname())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    asyncio.run(_serve(cfg, demo=demo))
+    asyncio.run(_serve(cfg, demo=demo, mcp=mcp))
     return 0
 
 
-async def _serve(cfg: Any, *, demo: bool) -> None:
+async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
     from wakeful.api.server import make_server
     from wakeful.control.embed import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
@@ -75,7 +76,8 @@ async def _serve(cfg: Any, *, demo: bool) -> None:
                              timeout_graceful_shutdown=5)
         from wakeful.cli.mcp_cmd import mount_mcp, tool_names_setting
 
-        mcp_app = mount_mcp(server.config.app, harness, tool_names=tool_names_setting(None))  # /mcp
+        if mcp:  # interfaces.md §3.1: MCP over streamable HTTP at /mcp
+            mcp_app = mount_mcp(server.config.app, harness, tool_names=tool_names_setting(None))
         loop = asyncio.get_running_loop()
 
         def stop() -> None:

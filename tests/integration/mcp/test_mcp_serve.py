@@ -77,7 +77,7 @@ async def test_wakeful_serve_answers_mcp(harness_runner: Any, tmp_path: Path) ->
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
         match = re.search(r"listening on (http://\S+)", line)
         assert match, line
-        async with mcp_http(match.group(1) + "/mcp/", t.agent_key, t.session_id) as client:
+        async with mcp_http(match.group(1) + "/mcp", t.agent_key, t.session_id) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
             assert names[: len(LOOP_AND_SCRIPT_TOOLS)] == [n.replace(".", "_") for n in LOOP_AND_SCRIPT_TOOLS]
             listed = structured(await client.call_tool("loop_list", {}))
