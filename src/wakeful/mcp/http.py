@@ -102,7 +102,7 @@ class McpHttpApp:
             raise ToolRefusal("not_found", f"agent {agent_id[:40]} not found")
         return McpContext(agent_id=agent.id, group_id=agent.group_id, principal=f"agent:{agent.id}",
                           session_id=headers.get("x-wakeful-session") or None,
-                          mcp_session=headers.get("mcp-session-id", ""), harness=self.harness)
+                          mcp_session=headers.get("mcp-session-id") or f"{key.id}:{agent.id}", harness=self.harness)
 
     async def _resolve(self, ctx: Any) -> McpContext:
         request = getattr(ctx, "request", None)

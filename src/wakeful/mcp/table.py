@@ -118,7 +118,20 @@ def check_arguments(schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
         kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
         if not any(_is(value, kind) for kind in kinds):
             raise ToolRefusal("invalid_request", f"{key} must be of type {' or '.join(kinds)}", field=key)
+        _check_value(key, spec, value)
     return args
+
+
+# the value keywords the published schemas use: enum, string lengths, integer bounds
+def _check_value(key: str, spec: Mapping[str, Any], value: Any) -> None:
+    if "enum" in spec and value not in spec["enum"]:
+        raise ToolRefusal("invalid_request", f"{key} must be one of {', '.join(map(str, spec['enum']))}", field=key)
+    if isinstance(value, str):
+        if len(value) < spec.get("minLength", 0) or len(value) > spec.get("maxLength", len(value)):
+            raise ToolRefusal("invalid_request", f"{key} has the wrong length", field=key)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value < spec.get("minimum", value) or value > spec.get("maximum", value):
+            raise ToolRefusal("invalid_request", f"{key} is out of range", field=key)
 
 
 def _is(value: Any, kind: str) -> bool:

@@ -65,6 +65,15 @@ def test_argument_checks() -> None:
         assert refused.value.code == "invalid_request" and refused.value.details["field"] == field
     with pytest.raises(ToolRefusal):
         check_arguments(schema, ["not", "an", "object"])
+    bounded = {"type": "object", "properties": {
+        "action": {"type": "string", "enum": ["list", "retry"]}, "id": {"type": "string", "maxLength": 3},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 200}}}
+    assert check_arguments(bounded, {"action": "retry", "id": "abc", "limit": 200})
+    for args, field in (({"action": "drop"}, "action"), ({"id": "abcd"}, "id"), ({"limit": 0}, "limit"),
+                        ({"limit": 201}, "limit")):
+        with pytest.raises(ToolRefusal) as refused:
+            check_arguments(bounded, args)
+        assert refused.value.details["field"] == field
     assert check_arguments({"type": "object"}, None) == {}
 
 
