@@ -387,6 +387,25 @@ async def test_control_reads_from_a_script(harness_runner: Any, tmp_path: Path) 
         assert out["result"] == ["unavailable"]  # a node without the control plane
 
 
+async def test_at_most_256_tool_calls_per_script(harness_runner: Any, tmp_path: Path) -> None:
+    src = script(r"""
+        sf_i64 busy = 0;
+        for (int i = 0; i < 260; i++) {
+            sf_handle res = tool("math.square", "{\"n\":1}");
+            if (res < 0) return 2;
+            if (wf_json_get_bool(res, "ok") != 1) busy++;
+            sf_drop(res);
+        }
+        sf_handle v = sf_json_number(busy);
+        result(v);
+        return 0;""")
+    async with node(tmp_path) as (h, agent):
+        out = await h.run_script(agent, src)
+    assert out["state"] == "succeeded", out
+    assert out["result"] == 4  # calls 257..260 answered busy without running
+    assert len(out["tool_calls"]) == 256
+
+
 async def test_env_reaches_the_guest_config(harness_runner: Any, tmp_path: Path) -> None:
     src = script(r"""
         sf_handle cfg = sf_config();
