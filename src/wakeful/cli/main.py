@@ -13,7 +13,19 @@ from typing import Annotated
 import typer
 
 from wakeful import __version__
-from wakeful.cli import build_cmd, db_cmd, events_cmd, loop_cmd, mcp_cmd, run, sdk_cmd, serve_cmd, vm_cmd
+from wakeful.cli import (
+    build_cmd,
+    db_cmd,
+    events_cmd,
+    goal_cmd,
+    loop_cmd,
+    mcp_cmd,
+    run,
+    sdk_cmd,
+    serve_cmd,
+    vm_cmd,
+    work_cmd,
+)
 from wakeful.cli.bench_cmd import bench_app
 from wakeful.cli.output import (
     EXIT_FAILED,
@@ -46,6 +58,8 @@ for _name, _sub in loop_cmd.apps().items():
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
 serve_cmd.register(app)
 mcp_cmd.register(app)
+for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
+    app.add_typer(_sub, name=_name)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 

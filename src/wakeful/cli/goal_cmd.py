@@ -1,0 +1,339 @@
+"""`wakeful goal …` in local mode (interfaces.md §4.2): goals, acceptance, subjects, projections and the commit
+log on the configured store, as the operator (person authority) or, with ``--agent``, as that agent.
+
+``run_control`` (shared with ``work_cmd``) opens the store and a ``Control`` for one command; kernel refusals
+print as typed errors and exit 1, an unreachable store exits 3, a bad argument or file exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from wakeful.cli.db_cmd import store_url
+from wakeful.cli.output import Out, Unavailable, UsageError, escape
+from wakeful.control import Actor, Control
+from wakeful.errors import WakefulError
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.store import Store
+
+__all__ = ["GoalCli", "apps", "goal_app", "run_control"]
+
+T = TypeVar("T")
+
+goal_app = typer.Typer(help="Goals, acceptance contracts, subjects and projections (control-plane.md).",
+                       no_args_is_help=True)
+acceptance_app = typer.Typer(help="The goal's acceptance contract (person command).", no_args_is_help=True)
+subject_app = typer.Typer(help="Subject revisions evidence is bound to.", no_args_is_help=True)
+goal_app.add_typer(acceptance_app, name="acceptance")
+goal_app.add_typer(subject_app, name="subject")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", help="Act as this agent (default: the operator).")]
+OpOpt = Annotated[str | None, typer.Option("--operation-id", help="Idempotency id (reuse it to retry safely).")]
+GoalArg = Annotated[str, typer.Argument(help="Goal id (goal_…).")]
+
+
+def apps() -> dict[str, typer.Typer]:
+    """The command groups this module adds to `wakeful`."""
+    return {"goal": goal_app}
+
+
+def out_of(ctx: typer.Context, json_: bool) -> Out:
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
+
+
+# ---------------------------------------------------------------- one command against the store
+
+
+class GoalCli:
+    """A ``Control`` on the local store plus the actor helpers a command needs."""
+
+    def __init__(self, control: Control, agent: str | None) -> None:
+        self.control, self.agent = control, agent
+
+    async def actor(self, goal_id: str | None = None, group_id: str | None = None) -> Actor:
+        if group_id is None:
+            if goal_id is None:
+                raise UsageError("--group is required")
+            group_id = str((await self.control.goal(goal_id))["group_id"])
+        if self.agent is not None:
+            return Actor("agent", self.agent, group_id)
+        return Actor("operator", "operator", group_id)
+
+    async def submit(self, goal_id: str, command: dict[str, Any], *, operation_id: str | None = None,
+                     expected: dict[str, Any] | None = None) -> dict[str, Any]:
+        envelope: dict[str, Any] = {"operation_id": operation_id or new_operation_id(), "goal_id": goal_id,
+                                    "command": command}
+        if expected:
+            envelope["expected"] = expected
+        return await self.control.submit(await self.actor(goal_id), envelope)
+
+
+def new_operation_id() -> str:
+    """Generated when ``--operation-id`` is omitted (then the call is not replayable)."""
+    return f"cli:{secrets.token_hex(12)}"
+
+
+def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
+    """Open the store, run ``body``, close; typed errors exit 1 (refused), 2 (usage) or 3 (unavailable)."""
+    try:
+        return asyncio.run(_with_control(agent, body))
+    except StoreUnavailable as exc:
+        out.fail(Unavailable(exc.message))
+    except WakefulError as exc:
+        out.fail(exc)
+
+
+async def _with_control(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
+    store = await Store.open(store_url())
+    try:
+        control = Control(store)
+        await control.open()
+        return await body(GoalCli(control, agent))
+    finally:
+        await store.close()
+
+
+def show(out: Out, value: Any, lines: Callable[[Any], list[str]] | None = None) -> None:
+    """One JSON document with ``--json``; else readable lines."""
+    if out.json:
+        out.document(value)
+        return
+    for line in (lines or generic_lines)(value):
+        out.text(escape(line))
+
+
+def generic_lines(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [json.dumps(v, ensure_ascii=False, default=str) for v in value] or ["(none)"]
+    if isinstance(value, dict):
+        return [f"{k}: {json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items()]
+    return [str(value)]
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{what} file {path}: {exc}") from None
+
+
+def pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in values or []:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{what} must be NAME=VALUE, not {text!r}")
+        out[name] = value
+    return out
+
+
+def receipt_lines(receipt: dict[str, Any]) -> list[str]:
+    head = f"{receipt['command_type']} applied at seq {receipt['seq']} ({receipt['operation_id']})"
+    if receipt.get("replayed"):
+        head += " [replayed]"
+    return [head] + [f"  {c['entity']} {c['id']} revision {c['revision']} {c['status'] or ''}".rstrip()
+                     for c in receipt.get("changed", [])]
+
+
+# ---------------------------------------------------------------- wakeful goal …
+
+
+@goal_app.command("create")
+def goal_create(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Option("--group", help="Group id (grp_…).")],
+    title: Annotated[str, typer.Option("--title", help="Title (≤ 200 characters).")],
+    objective: Annotated[str, typer.Option("--objective", help="Objective (≤ 4000 characters).")] = "",
+    claim_mode: Annotated[str | None, typer.Option("--claim-mode", help="soft (default) or hard.")] = None,
+    subject: Annotated[list[str] | None, typer.Option("--subject", help="NAME=REVISION (repeatable).")] = None,
+    units_per_day: Annotated[int | None, typer.Option("--units-per-day", help="Daily budget units.")] = None,
+    agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Create a goal (an agent creator is registered on it)."""
+    out = out_of(ctx, json_)
+    command: dict[str, Any] = {"type": "goal.create", "title": title, "objective": objective}
+    if claim_mode is not None:
+        command["claim_mode"] = claim_mode
+    if subject:
+        command["subjects"] = pairs(subject, "--subject")
+    if units_per_day is not None:
+        command["budget"] = {"units_per_day": units_per_day}
+
+    async def body(c: GoalCli) -> dict[str, Any]:
+        receipt = await c.control.submit(await c.actor(group_id=group),
+                                         {"operation_id": operation_id or new_operation_id(), "command": command})
+        return {"goal": await c.control.goal(receipt["goal_id"]), "receipt": receipt}
+
+    show(out, run_control(out, agent, body), lambda v: [f"goal {v['goal']['id']}: {v['goal']['title']}",
+                                                       *receipt_lines(v["receipt"])])
+
+
+@goal_app.command("list")
+def goal_list(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Option("--group", help="Group id.")],
+    status: Annotated[str | None, typer.Option("--status", help="active, paused or closed.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only goals this agent is registered on.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List the group's goals."""
+    out = out_of(ctx, json_)
+    goals = run_control(out, None, lambda c: c.control.goals(group, status=status, agent_id=agent))
+    show(out, goals, lambda gs: [f"{g['id']}  {g['status']}  rev {g['revision']}  {g['title']}" for g in gs]
+         or ["(no goals)"])
+
+
+@goal_app.command("show")
+def goal_show(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
+    """The goal and its status summary."""
+    out = out_of(ctx, json_)
+
+    async def body(c: GoalCli) -> dict[str, Any]:
+        return {"goal": await c.control.goal(goal), "status": await c.control.status(goal)}
+
+    show(out, run_control(out, None, body), lambda v: [*generic_lines(v["goal"]), *status_lines(v["status"])])
+
+
+def status_lines(s: dict[str, Any]) -> list[str]:
+    acc = s["acceptance"]
+    lines = [f"goal {s['goal']['id']} ({s['goal']['status']}, revision {s['goal']['revision']}): {s['goal']['title']}",
+             f"acceptance r{acc['revision']}: {acc['status']}"]
+    lines += [f"  {c['id']}: {c['status']}" for c in acc["criteria"]]
+    for cls, counts in s["counts"].items():
+        shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        if shown:
+            lines.append(f"{cls}: {shown}")
+    lines += [f"needs a person: {p['id']} {p['question'] or p['title']}" for p in s["needs_person"]]
+    lines += [f"claim: {c['item_id']} held by {c['holder']} until {c['expires_ms']}" for c in s["claims"]]
+    lines += [f"monitor {m['id']}: Loop {m['loop_id']} {m['loop_state']} ({m['observations']} observations)"
+              for m in s["monitors"]]
+    lines += [f"unsettled effect {e['request_key']}: {e['state']}" for e in s["unsettled_effects"]]
+    return lines
+
+
+@goal_app.command("status")
+def goal_status(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
+    """The status projection (control-plane.md §8)."""
+    out = out_of(ctx, json_)
+    show(out, run_control(out, None, lambda c: c.control.status(goal)), status_lines)
+
+
+def board_lines(b: dict[str, Any]) -> list[str]:
+    lines = []
+    columns = {**{f"open/{k}": v for k, v in b["columns"]["open"].items()},
+               **{k: v for k, v in b["columns"].items() if k != "open"}}
+    for name, cards in columns.items():
+        lines.append(f"{name} ({len(cards)})")
+        lines += [f"  {c['id']} P{c['priority']} {c['class']} {c['title']}"
+                  + (f" [{c['holder']}]" if c["holder"] else "") for c in cards]
+    return lines
+
+
+@goal_app.command("board")
+def goal_board(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
+    """The board projection (control-plane.md §8)."""
+    out = out_of(ctx, json_)
+    show(out, run_control(out, None, lambda c: c.control.board(goal)), board_lines)
+
+
+def _goal_command(kind: str, doc: str) -> None:
+    @goal_app.command(kind, help=doc)
+    def command(ctx: typer.Context, goal: GoalArg,
+                reason: Annotated[str | None, typer.Option("--reason", help="Why.")] = None,
+                agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+        out = out_of(ctx, json_)
+        body: dict[str, Any] = {"type": f"goal.{kind}"}
+        if reason:
+            body["reason"] = reason
+        show(out, run_control(out, agent, lambda c: c.submit(goal, body, operation_id=operation_id)),
+             receipt_lines)
+
+
+_goal_command("pause", "Pause the goal (person).")
+_goal_command("resume", "Resume a paused goal (person).")
+_goal_command("close", "Close the goal (refused while work or effects are open).")
+
+
+@goal_app.command("commits")
+def goal_commits(
+    ctx: typer.Context, goal: GoalArg,
+    after_seq: Annotated[int, typer.Option("--after-seq", min=0, help="Only commits after this seq.")] = 0,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=200, help="At most this many.")] = 50,
+    json_: JsonOpt = False,
+) -> None:
+    """The goal's commit log."""
+    out = out_of(ctx, json_)
+    commits = run_control(out, None, lambda c: c.control.commits(goal, after_seq=after_seq, limit=limit))
+    show(out, commits, lambda cs: [f"{c['seq']}  {c['command_type']}  {c['operation_id']}" for c in cs]
+         or ["(no commits)"])
+
+
+@goal_app.command("rebuild")
+def goal_rebuild(ctx: typer.Context,
+                 goal: Annotated[str | None, typer.Argument(help="Only this goal (default: all).")] = None,
+                 json_: JsonOpt = False) -> None:
+    """Drop the projection cache and recompute it (nothing is lost: projections are pure)."""
+    out = out_of(ctx, json_)
+    done = run_control(out, None, lambda c: c.control.rebuild(goal))
+    show(out, done, lambda d: [f"rebuilt {d['projections']} projections of {d['goals']} goals"])
+
+
+@acceptance_app.command("set")
+def acceptance_set(
+    ctx: typer.Context, goal: GoalArg,
+    file: Annotated[Path, typer.Argument(help="JSON: {document, bindings?} or a bare document.")],
+    expected_revision: Annotated[int | None, typer.Option(
+        "--expected-revision", help="The acceptance revision you revised (default: the current one).")] = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Set a new acceptance revision (a person command: the operator)."""
+    out = out_of(ctx, json_)
+    data = read_json_file(file, "acceptance")
+    if not isinstance(data, dict):
+        raise UsageError("the acceptance file must hold a JSON object")
+    command: dict[str, Any] = {"type": "acceptance.set", "document": data.get("document", data)}
+    if "bindings" in data and "document" in data:
+        command["bindings"] = data["bindings"]
+
+    async def body(c: GoalCli) -> dict[str, Any]:
+        rev = expected_revision
+        if rev is None:
+            rev = int((await c.control.goal(goal))["acceptance_revision"])
+        return await c.submit(goal, command, operation_id=operation_id, expected={"acceptance_revision": rev})
+
+    show(out, run_control(out, None, body), receipt_lines)
+
+
+@acceptance_app.command("show")
+def acceptance_show(
+    ctx: typer.Context, goal: GoalArg,
+    revision: Annotated[int | None, typer.Option("--revision", min=0, help="Default: the current one.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """The contract with criterion statuses."""
+    out = out_of(ctx, json_)
+    show(out, run_control(out, None, lambda c: c.control.acceptance(goal, revision=revision)))
+
+
+@subject_app.command("set")
+def subject_set(
+    ctx: typer.Context, goal: GoalArg,
+    name: Annotated[str, typer.Argument(help="Subject name.")],
+    revision: Annotated[str, typer.Argument(help="Its current revision (e.g. git:3f2a…).")],
+    agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Record a subject's current revision (evidence of older revisions stops counting)."""
+    out = out_of(ctx, json_)
+    command = {"type": "subject.set", "name": name, "revision": revision}
+    show(out, run_control(out, agent, lambda c: c.submit(goal, command, operation_id=operation_id)),
+         receipt_lines)

@@ -1,0 +1,437 @@
+"""`wakeful work | gate | evidence | effect | next …` in local mode (interfaces.md §4.2): work items, a person's
+gate decisions, evidence, effects and the ``next`` decision, on the configured store.
+
+Commands act as the operator (person authority) or, with ``--agent``, as that agent. Item commands fence on the
+item's revision: ``--expected-revision`` (default: the revision read just before, for interactive use). Claims
+are presented from ``--epoch``/``--key`` or, when omitted, from the item's current claim.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from wakeful.cli.goal_cmd import (
+    AgentOpt,
+    GoalArg,
+    GoalCli,
+    JsonOpt,
+    OpOpt,
+    generic_lines,
+    out_of,
+    receipt_lines,
+    run_control,
+    show,
+)
+from wakeful.cli.output import UsageError
+
+__all__ = ["apps", "effect_app", "evidence_app", "gate_app", "next_app", "work_app"]
+
+work_app = typer.Typer(help="Work items: add, list, claim, complete, … (control-plane.md §2.4).", no_args_is_help=True)
+gate_app = typer.Typer(help="A person's decision on a gate.", no_args_is_help=True)
+evidence_app = typer.Typer(help="Evidence bound to revisions and criteria.", no_args_is_help=True)
+effect_app = typer.Typer(help="External effects: intend, settle, read back.", no_args_is_help=True)
+next_app = typer.Typer(help="What should this agent do now? (control-plane.md §7)", invoke_without_command=True)
+
+ItemArg = Annotated[str, typer.Argument(help="Work item id (w_…).")]
+RevOpt = Annotated[int | None, typer.Option("--expected-revision", help="Fence on this item revision.")]
+EpochOpt = Annotated[int | None, typer.Option("--epoch", help="Claim epoch to present.")]
+KeyOpt = Annotated[str | None, typer.Option("--key", help="Claim key to present.")]
+ResumeOpt = Annotated[list[str] | None, typer.Option("--resume-when", help="Resume condition (repeatable).")]
+
+
+def apps() -> dict[str, typer.Typer]:
+    """The command groups this module adds to `wakeful`."""
+    return {"work": work_app, "gate": gate_app, "evidence": evidence_app, "effect": effect_app, "next": next_app}
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def fields_of(values: list[str] | None) -> dict[str, Any]:
+    """``--field name=JSON`` pairs (a value that is not JSON is taken as a string)."""
+    out: dict[str, Any] = {}
+    for text in values or []:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--field must be NAME=VALUE, not {text!r}")
+        out[name] = parse_value(value)
+    return out
+
+
+async def fenced(c: GoalCli, goal: str, item: str, revision: int | None, *, epoch: int | None = None,
+                 key: str | None = None, claim: bool = True) -> dict[str, Any]:
+    """``expected`` for an item command: its revision, and the claim when one is given or held."""
+    found = await c.control.item(goal, item)
+    expected: dict[str, Any] = {"item_revision": int(found["revision"]) if revision is None else revision}
+    current = found.get("claim") or {}
+    if epoch is not None or key is not None:
+        expected["claim"] = {"epoch": epoch if epoch is not None else current.get("epoch"),
+                             "key": key if key is not None else current.get("key")}
+    elif claim and current.get("status") == "active" and (c.agent is None or current.get("holder") == c.agent):
+        expected["claim"] = {"epoch": current["epoch"], "key": current["key"]}
+    return expected
+
+
+def _run_item(ctx: typer.Context, json_: bool, agent: str | None, goal: str, item: str, command: dict[str, Any],
+              revision: int | None, operation_id: str | None, *, epoch: int | None = None, key: str | None = None,
+              claim: bool = True, revised: bool = True) -> None:
+    out = out_of(ctx, json_)
+
+    async def body(c: GoalCli) -> dict[str, Any]:
+        expected = await fenced(c, goal, item, revision, epoch=epoch, key=key, claim=claim)
+        if not revised:
+            expected.pop("item_revision")
+        return await c.submit(goal, {**command, "item": item}, operation_id=operation_id, expected=expected)
+
+    show(out, run_control(out, agent, body), receipt_lines)
+
+
+# ---------------------------------------------------------------- wakeful work …
+
+
+@work_app.command("add")
+def work_add(
+    ctx: typer.Context, goal: GoalArg,
+    cls: Annotated[str, typer.Option("--class", help="advancement, user_gate, user_action, monitor, blocker.")],
+    title: Annotated[str, typer.Option("--title", help="Title (≤ 200 characters).")],
+    detail: Annotated[str | None, typer.Option("--detail", help="Detail (≤ 8000 characters).")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", min=0, max=4, help="0 highest … 4.")] = None,
+    field: Annotated[list[str] | None, typer.Option("--field", help="NAME=JSON class field (repeatable).")] = None,
+    agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Add a work item (class fields with --field, e.g. --field loop_id=lp_… or --field 'targets=["w_…"]')."""
+    out = out_of(ctx, json_)
+    command: dict[str, Any] = {"type": "work.add", "class": cls, "title": title, **fields_of(field)}
+    if detail is not None:
+        command["detail"] = detail
+    if priority is not None:
+        command["priority"] = priority
+
+    async def body(c: GoalCli) -> dict[str, Any]:
+        receipt = await c.submit(goal, command, operation_id=operation_id)
+        item_id = next(ch["id"] for ch in receipt["changed"] if ch["entity"] == "item")
+        return {"item": await c.control.item(goal, item_id), "receipt": receipt}
+
+    show(out, run_control(out, agent, body), lambda v: [f"item {v['item']['id']}: {v['item']['title']}",
+                                                       *receipt_lines(v["receipt"])])
+
+
+@work_app.command("list")
+def work_list(
+    ctx: typer.Context, goal: GoalArg,
+    status: Annotated[str | None, typer.Option("--status", help="open, blocked, deferred, done.")] = None,
+    cls: Annotated[str | None, typer.Option("--class", help="Only this class.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """The goal's work items."""
+    out = out_of(ctx, json_)
+    items = run_control(out, None, lambda c: c.control.items(goal, status=status, cls=cls))
+    show(out, items, lambda its: [f"{i['id']}  {i['class']}  {i['status']}  P{i['priority']}  r{i['revision']}  "
+                                  f"{i['title']}" for i in its] or ["(no items)"])
+
+
+@work_app.command("show")
+def work_show(ctx: typer.Context, goal: GoalArg, item: ItemArg, json_: JsonOpt = False) -> None:
+    """One item with its claim, evidence and effects."""
+    out = out_of(ctx, json_)
+    show(out, run_control(out, None, lambda c: c.control.item(goal, item)), generic_lines)
+
+
+@work_app.command("claim")
+def work_claim(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    agent: Annotated[str, typer.Option("--agent", help="The claiming agent.")],
+    key: Annotated[str | None, typer.Option("--key", help="Execution idempotency key.")] = None,
+    ttl_s: Annotated[int | None, typer.Option("--ttl-s", min=60, max=86_400, help="Lease length.")] = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Acquire a claim on an item for an agent."""
+    out = out_of(ctx, json_)
+    command: dict[str, Any] = {"type": "claim.acquire", "item": item, "key": key or f"cli:{agent}:{item}"}
+    if ttl_s is not None:
+        command["ttl_s"] = ttl_s
+    show(out, run_control(out, agent, lambda c: c.submit(goal, command, operation_id=operation_id)), receipt_lines)
+
+
+@work_app.command("renew")
+def work_renew(ctx: typer.Context, goal: GoalArg, item: ItemArg, agent: AgentOpt = None, epoch: EpochOpt = None,
+               key: KeyOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Renew the agent's claim."""
+    _run_item(ctx, json_, agent, goal, item, {"type": "claim.renew"}, None, operation_id, epoch=epoch, key=key,
+              revised=False)
+
+
+@work_app.command("release")
+def work_release(ctx: typer.Context, goal: GoalArg, item: ItemArg, agent: AgentOpt = None, epoch: EpochOpt = None,
+                 key: KeyOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Release the item's claim (the holder, or a person)."""
+    _run_item(ctx, json_, agent, goal, item, {"type": "claim.release"}, None, operation_id, epoch=epoch, key=key,
+              revised=False)
+
+
+@work_app.command("update")
+def work_update(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    title: Annotated[str | None, typer.Option("--title")] = None,
+    detail: Annotated[str | None, typer.Option("--detail")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", min=0, max=4)] = None,
+    field: Annotated[list[str] | None, typer.Option("--field", help="NAME=JSON (repeatable).")] = None,
+    expected_revision: RevOpt = None, agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Change an item's fields (a new semantic digest stales acceptance bindings)."""
+    changes = {k: v for k, v in (("title", title), ("detail", detail), ("priority", priority)) if v is not None}
+    command = {"type": "work.update", **changes, **fields_of(field)}
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+
+
+@work_app.command("block")
+def work_block(ctx: typer.Context, goal: GoalArg, item: ItemArg,
+               reason: Annotated[str, typer.Option("--reason", help="The missing condition.")],
+               resume_when: ResumeOpt = None, expected_revision: RevOpt = None, agent: AgentOpt = None,
+               operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Block an open item."""
+    command: dict[str, Any] = {"type": "work.block", "reason": reason}
+    if resume_when:
+        command["resume_when"] = resume_when
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+
+
+@work_app.command("defer")
+def work_defer(ctx: typer.Context, goal: GoalArg, item: ItemArg,
+               resume_when: Annotated[list[str], typer.Option("--resume-when", help="Condition (repeatable).")],
+               reason: Annotated[str | None, typer.Option("--reason")] = None, expected_revision: RevOpt = None,
+               agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Defer an open item until a resume condition fires (its claim is released)."""
+    command: dict[str, Any] = {"type": "work.defer", "resume_when": resume_when}
+    if reason:
+        command["reason"] = reason
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+
+
+@work_app.command("reopen")
+def work_reopen(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt = None,
+                agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Reopen a blocked or deferred item."""
+    _run_item(ctx, json_, agent, goal, item, {"type": "work.reopen"}, expected_revision, operation_id)
+
+
+@work_app.command("complete")
+def work_complete(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    continuation: Annotated[str, typer.Option("--continuation", help="no_followup, successor or goal.")] = "no_followup",
+    successor: Annotated[list[str] | None, typer.Option("--successor", help="Successor item (repeatable).")] = None,
+    summary: Annotated[str | None, typer.Option("--summary")] = None,
+    expected_revision: RevOpt = None, agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Complete an item (bound criteria need applicable passing evidence)."""
+    command: dict[str, Any] = {"type": "work.complete", "continuation": continuation}
+    if successor:
+        command["successors"] = successor
+    if summary:
+        command["summary"] = summary
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id, epoch=epoch, key=key)
+
+
+@work_app.command("supersede")
+def work_supersede(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    replacement_id: Annotated[str | None, typer.Option("--replacement-id", help="An existing open item.")] = None,
+    replacement: Annotated[str | None, typer.Option("--replacement", help="A new item as a JSON object.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    expected_revision: RevOpt = None, agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Supersede an item by an existing or a new one, linked both ways."""
+    if (replacement_id is None) == (replacement is None):
+        raise UsageError("give exactly one of --replacement-id or --replacement")
+    command: dict[str, Any] = {"type": "work.supersede"}
+    if replacement_id is not None:
+        command["replacement_id"] = replacement_id
+    else:
+        value = parse_value(replacement or "")
+        if not isinstance(value, dict):
+            raise UsageError("--replacement must be a JSON object")
+        command["replacement"] = value
+    if reason:
+        command["reason"] = reason
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+
+
+@work_app.command("cancel")
+def work_cancel(ctx: typer.Context, goal: GoalArg, item: ItemArg,
+                reason: Annotated[str | None, typer.Option("--reason")] = None, expected_revision: RevOpt = None,
+                operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Cancel an item (a person command: the operator)."""
+    command: dict[str, Any] = {"type": "work.cancel"}
+    if reason:
+        command["reason"] = reason
+    _run_item(ctx, json_, None, goal, item, command, expected_revision, operation_id)
+
+
+# ---------------------------------------------------------------- wakeful gate resolve
+
+
+@gate_app.command("resolve")
+def gate_resolve(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    outcome: Annotated[str, typer.Argument(help="approve, reject, cancel or defer.")],
+    resume_when: ResumeOpt = None, note: Annotated[str | None, typer.Option("--note")] = None,
+    expected_revision: RevOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """A person's decision on a gate (as the operator)."""
+    command: dict[str, Any] = {"type": "gate.resolve", "outcome": outcome}
+    if resume_when:
+        command["resume_when"] = resume_when
+    if note:
+        command["note"] = note
+    _run_item(ctx, json_, None, goal, item, command, expected_revision, operation_id, claim=False)
+
+
+# ---------------------------------------------------------------- wakeful evidence …
+
+
+@evidence_app.command("add")
+def evidence_add(
+    ctx: typer.Context, goal: GoalArg,
+    kind: Annotated[str, typer.Option("--kind", help="test, check, review, observation, loop_wake, manual.")],
+    verdict: Annotated[str, typer.Option("--verdict", help="pass, fail, inconclusive, observed.")],
+    item: Annotated[str | None, typer.Option("--item", help="The work item it concerns.")] = None,
+    criterion: Annotated[list[str] | None, typer.Option("--criterion", help="Criterion id (repeatable).")] = None,
+    subject: Annotated[str | None, typer.Option("--subject")] = None,
+    artifact_revision: Annotated[str | None, typer.Option("--artifact-revision")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", help="KIND:REF, e.g. suite:bench/mixed.")] = None,
+    summary: Annotated[str | None, typer.Option("--summary")] = None,
+    details_url: Annotated[str | None, typer.Option("--details-url")] = None,
+    agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Record evidence (immutable)."""
+    out = out_of(ctx, json_)
+    command: dict[str, Any] = {"type": "evidence.add", "kind": kind, "verdict": verdict}
+    optional = {"item": item, "criterion_ids": criterion, "subject": subject,
+                "artifact_revision": artifact_revision, "summary": summary, "details_url": details_url}
+    command.update({k: v for k, v in optional.items() if v})
+    if workload:
+        wk, sep, ref = workload.partition(":")
+        if not sep:
+            raise UsageError("--workload must be KIND:REF")
+        command["workload"] = {"kind": wk, "ref": ref}
+    show(out, run_control(out, agent, lambda c: c.submit(goal, command, operation_id=operation_id)), receipt_lines)
+
+
+@evidence_app.command("list")
+def evidence_list(ctx: typer.Context, goal: GoalArg,
+                  item: Annotated[str | None, typer.Option("--item")] = None,
+                  criterion: Annotated[str | None, typer.Option("--criterion")] = None,
+                  json_: JsonOpt = False) -> None:
+    """Evidence with its applicability now."""
+    out = out_of(ctx, json_)
+    rows = run_control(out, None, lambda c: c.control.evidence(goal, item=item, criterion=criterion))
+    show(out, rows, lambda es: [f"{e['id']}  {e['verdict']}  {e['kind']}  {e.get('summary') or ''}" for e in es]
+         or ["(no evidence)"])
+
+
+# ---------------------------------------------------------------- wakeful effect …
+
+
+@effect_app.command("intend")
+def effect_intend(
+    ctx: typer.Context, goal: GoalArg,
+    request_key: Annotated[str, typer.Option("--request-key")],
+    kind: Annotated[str, typer.Option("--kind", help="e.g. github.pr.create")],
+    target: Annotated[str, typer.Option("--target")],
+    payload_digest: Annotated[str, typer.Option("--payload-digest")],
+    item: Annotated[str | None, typer.Option("--item")] = None,
+    agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Record an intended external effect before making it."""
+    out = out_of(ctx, json_)
+    command: dict[str, Any] = {"type": "effect.intend", "request_key": request_key, "kind": kind, "target": target,
+                               "payload_digest": payload_digest}
+    if item:
+        command["item"] = item
+    show(out, run_control(out, agent, lambda c: c.submit(goal, command, operation_id=operation_id)), receipt_lines)
+
+
+def _effect(ctx: typer.Context, goal: str, body: dict[str, Any], detail: str | None, external_ref: str | None,
+            agent: str | None, operation_id: str | None, json_: bool) -> None:
+    out = out_of(ctx, json_)
+    body.update({k: v for k, v in (("detail", detail), ("external_ref", external_ref)) if v})
+    show(out, run_control(out, agent, lambda c: c.submit(goal, body, operation_id=operation_id)), receipt_lines)
+
+
+RequestKeyOpt = Annotated[str, typer.Option("--request-key")]
+AttemptOpt = Annotated[int, typer.Option("--attempt", min=1)]
+DetailOpt = Annotated[str | None, typer.Option("--detail")]
+RefOpt = Annotated[str | None, typer.Option("--external-ref")]
+
+
+@effect_app.command("settle")
+def effect_settle(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOpt, attempt: AttemptOpt,
+                  state: Annotated[str, typer.Argument(help="succeeded, failed or unknown.")],
+                  detail: DetailOpt = None, external_ref: RefOpt = None, agent: AgentOpt = None,
+                  operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Report what happened to an intended effect."""
+    body = {"type": "effect.settle", "request_key": request_key, "attempt": attempt, "state": state}
+    _effect(ctx, goal, body, detail, external_ref, agent, operation_id, json_)
+
+
+@effect_app.command("readback")
+def effect_readback(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOpt, attempt: AttemptOpt,
+                    observed: Annotated[str, typer.Argument(help="present, absent or unreadable.")],
+                    detail: DetailOpt = None, external_ref: RefOpt = None, agent: AgentOpt = None,
+                    operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Record what the external system shows for an effect whose outcome is unknown."""
+    body = {"type": "effect.readback", "request_key": request_key, "attempt": attempt, "observed": observed}
+    _effect(ctx, goal, body, detail, external_ref, agent, operation_id, json_)
+
+
+@effect_app.command("list")
+def effect_list(ctx: typer.Context, goal: GoalArg, state: Annotated[str | None, typer.Option("--state")] = None,
+                json_: JsonOpt = False) -> None:
+    """The goal's effects."""
+    out = out_of(ctx, json_)
+    rows = run_control(out, None, lambda c: c.control.effects(goal, state=state))
+    show(out, rows, lambda es: [f"{e['request_key']}  {e['state']}  attempt {e['attempt']}  {e['kind']}"
+                                for e in es] or ["(no effects)"])
+
+
+# ---------------------------------------------------------------- wakeful next
+
+
+def decision_lines(d: dict[str, Any]) -> list[str]:
+    head = d["decision"] + (f" ({d['action']})" if d.get("action") else "") + \
+        (f" [{d['wait_kind']}]" if d.get("wait_kind") else "")
+    lines = [head, f"goal: {d.get('goal_id')} at revision {d.get('goal_revision')}"]
+    if d.get("item"):
+        lines.append(f"item: {d['item']['id']} {d['item']['class']} {d['item']['title']}")
+    if d.get("ask"):
+        lines.append(f"ask a person: {d['ask']['question']} (gate {d['ask']['gate_id']})")
+    if d.get("wake_when"):
+        lines.append("wake when: " + ", ".join(d["wake_when"]))
+    if d.get("elsewhere"):
+        lines.append("elsewhere: " + ", ".join(f"{e['goal_id']}/{e['item_id']}" for e in d["elsewhere"]))
+    lines.append("reasons: " + ", ".join(d.get("reasons", [])))
+    if d.get("claim"):
+        lines += receipt_lines(d["claim"])
+    return lines
+
+
+@next_app.callback()
+def next_command(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option("--agent", help="The agent asking.")],
+    goal: Annotated[str | None, typer.Option("--goal", help="Only this goal (default: all the agent's).")] = None,
+    claim: Annotated[bool, typer.Option("--claim", help="Also claim a start item.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """The next decision for an agent: deliver, ask a person, wait, replan or stop."""
+    out = out_of(ctx, json_)
+    decision = run_control(out, None, lambda c: c.control.next(agent, goal, claim=claim))
+    show(out, decision, decision_lines)
