@@ -80,9 +80,10 @@ async def _one_wake(h: Any, session_id: str, loop_id: str) -> None:
         (loop_id, IMPORTANT["text"], "important:evt-1")]
 
 
-async def test_the_watch_flow_over_mcp_http(harness_runner: Any, tmp_path: Path) -> None:
+async def test_the_watch_flow_over_mcp_http(store_url: str, tmp_path: Path) -> None:
+    """On SQLite and on PostgreSQL (the store fixture's fresh schema)."""
     with fake_provider() as provider:
-        async with live_node(tmp_path / "data", provider.settings) as live:
+        async with live_node(tmp_path / "data", provider.settings, store_url=store_url) as live:
             t = await tenant(live.harness)
             async with mcp_http(f"{live.url}/mcp/", t.agent_key, t.session_id) as client:
                 loop_id = await _setup_watch(client)
