@@ -100,11 +100,13 @@ def script(body: str, extra: str = "") -> str:
 
 
 @asynccontextmanager
-async def node(tmp_path: Path, *, clock: Any = None, decide: Any = None,
+async def node(tmp_path: Path, *, clock: Any = None, decide: Any = None, store_url: str | None = None,
                **limits: Any) -> AsyncIterator[tuple[Harness, str]]:
     """A started harness (SQLite, no sweeps) with a write tool, a read tool and a blocking tool; yields
     (harness, agent_id)."""
-    extra = {"decide": decide} if decide is not None else {}
+    extra: dict[str, Any] = {"decide": decide} if decide is not None else {}
+    if store_url is not None:
+        extra["store_url"] = store_url
     h = Harness(Config(data_dir=tmp_path / "data", scripts=ScriptLimits(**limits), **extra), clock=clock,
                 sweeps=False)
     h.register_tool("math.square", lambda a, ctx: {"sq": a["n"] ** 2, "principal": ctx.principal},
@@ -303,7 +305,8 @@ static int outcome(sf_handle codes, const char *name) {
 """
 
 
-async def test_tool_call_rules(harness_runner: Any, tmp_path: Path) -> None:
+async def test_tool_call_rules(store_url: str, tmp_path: Path) -> None:
+    """On SQLite and PostgreSQL: loop.list reads the store as the calling agent."""
     src = script(r"""
         sf_handle codes = sf_json_array();
         if (outcome(codes, "script.run") || outcome(codes, "loop.create") || outcome(codes, "no.such.tool")
@@ -315,7 +318,7 @@ async def test_tool_call_rules(harness_runner: Any, tmp_path: Path) -> None:
         if (denied != SF_DENIED) return 3;
         result(codes);
         return 0;""", extra=OUTCOME)
-    async with node(tmp_path) as (h, agent):
+    async with node(tmp_path, store_url=store_url) as (h, agent):
         out = await h.run_script(agent, src)
     assert out["state"] == "succeeded", out
     assert out["result"] == ["not_allowed", "not_allowed", "unknown_tool", "tool_failed", "ok"]
