@@ -161,6 +161,10 @@ def parse_frame(line: bytes) -> Any:
     with few brackets cannot nest deep enough to fail re-encoding."""
     if b"\\u" in line or line.count(b"[") + line.count(b"{") >= _SHALLOW:
         return jsonval.parse_document(line)
+    try:  # the common frame: valid UTF-8, one compact value (C scanner only)
+        return jsonval.parse_plain(line.decode("utf-8"))
+    except Exception:  # noqa: BLE001, S110 - any refusal: the full parse below says exactly what
+        pass
     try:
         return jsonval.parse_value(line)
     except jsonval.JsonError as exc:

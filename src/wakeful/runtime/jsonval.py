@@ -18,6 +18,7 @@ import json
 import math
 import re
 from array import array
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, NamedTuple, TypeAlias
 
@@ -42,6 +43,7 @@ __all__ = [
     "measure",
     "parse",
     "parse_document",
+    "parse_plain",
     "parse_value",
     "str_size",
     "part_of",
@@ -153,6 +155,19 @@ def parse_value(text: str | bytes) -> JsonValue:
     except ValueError as exc:  # JSONDecodeError and friends
         raise JsonSyntaxError(f"invalid JSON: {exc}") from None
     return value
+
+
+def parse_plain(text: str) -> JsonValue:
+    """``parse_value`` for text that is exactly one JSON value with no whitespace around it, through the C
+    scanner alone (no wrapper frames, no whitespace matches). Raises ``ValueError`` for anything else
+    (a refusal, whitespace, trailing data): the caller then takes ``parse_value`` for the exact error."""
+    value, end = _SCAN(text, 0)
+    if end != len(text):
+        raise ValueError("not exactly one value")
+    return value  # type: ignore[no-any-return]
+
+
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 # runtime-protocol.md §4 step 1 and §4.1: any refusal of a frame is -32700, deep nesting included

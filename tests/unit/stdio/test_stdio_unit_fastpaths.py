@@ -90,6 +90,33 @@ def test_parse_fast_path_accepts_what_the_strict_parse_accepts(line: bytes) -> N
     assert parse_frame(line) == jsonval.parse_document(line)
 
 
+def _same_parse(line: bytes) -> None:
+    """``parse_frame`` returns what ``parse_document`` returns, or refuses it the same way."""
+    try:
+        expected = jsonval.parse_document(line)
+    except jsonval.JsonSyntaxError:
+        with pytest.raises(jsonval.JsonSyntaxError):
+            parse_frame(line)
+        return
+    got = parse_frame(line)
+    assert got == expected and jsonval.encode(got) == jsonval.encode(expected)  # -0.0, int vs float kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, pad=st.sampled_from(["", " ", "\t", "\r", "\n "]), tail=st.sampled_from(["", "x", ",1", "}"]))
+def test_parse_fast_path_equals_the_strict_parse(value: Any, pad: str, tail: str) -> None:
+    text = jsonval.encode(value).decode("utf-8")
+    _same_parse(text.encode("utf-8"))
+    _same_parse((pad + text + pad).encode("utf-8"))
+    _same_parse((text + tail).encode("utf-8"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(line=st.binary(max_size=40) | st.sampled_from([b"tru", b"nul", b"-", b"01", b"1.", b'"\\x"', b"[1,]", b"{,}"]))
+def test_parse_fast_path_on_arbitrary_bytes(line: bytes) -> None:
+    _same_parse(line)
+
+
 def _call(arguments: Any, *, capability: str = "benchmark.ack", label: str | None = None) -> HostCall:
     return HostCall(id="sf:0123:7", object_id="o-\u00e9\"1", label=label, capability=capability,
                     arguments=arguments, timeout_ms=5000, deadline_unix_ms=1_790_000_000_123)
