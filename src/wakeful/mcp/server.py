@@ -7,6 +7,7 @@ content is ``{error, message, …}`` (interfaces.md §3.1).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -48,10 +49,7 @@ def build_table(harness: Harness | None = None) -> ToolTable:
     table = ToolTable()
     loop_tools.register(table)
     script_tools.register(table)
-    try:
-        from wakeful.mcp import control_tools  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        control_tools = None
+    control_tools = _optional("wakeful.mcp.control_tools")  # the goal/work tools (docs/decisions-mcp.md)
     if control_tools is not None:
         control_tools.register(table)
     if harness is not None:
@@ -91,6 +89,15 @@ def make_server(table: ToolTable, resolve: Resolver, *, tool_names: str = "dotte
 
     return Server("wakeful", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool)
+
+
+def _optional(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
 
 
 def _result(value: Any) -> types.CallToolResult:
