@@ -104,14 +104,17 @@ class Tenant:
 async def set_up(db_url: str, home: Path, compile_c: Any, *, agents: int, loops_per_agent: int) -> Tenant:
     """Create one group, ``agents`` agents (a session each) and their Loops through a temporary node, then drain
     it: the Loops stay active and their leases are released for the serve nodes to claim."""
-    h = Harness(Config(data_dir=home, store_url=db_url, limits=LIMITS, placement=PLACEMENT), sweeps=False)
+    # max_objects=1: the setup node creates rows and does not spend time running what it hands over
+    h = Harness(Config(data_dir=home, store_url=db_url, limits=LIMITS, placement=PLACEMENT, max_objects=1),
+                sweeps=False)
     await h.start()
     try:
         group = await h.create_group("g-cluster")
         _, key = await h.create_key("group", group_id=group.id)
         tenant = Tenant(group.id, key)
         elf = compile_c(GUEST, name="cluster_echo.c")
-        for i in range(agents):
+
+        async def one_agent(i: int) -> None:
             agent = await h.create_agent(group.id, f"agent{i}")
             session = await h.create_session(agent.id, "inbox")
             art = (await h.upload(agent.id, elf, path="/loops/echo.elf"))["artifact"]
@@ -119,6 +122,9 @@ async def set_up(db_url: str, home: Path, compile_c: Any, *, agents: int, loops_
                 loop = await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art)
                 tenant.loops.append(loop["id"])
                 tenant.agent_of[loop["id"]] = agent.id
+
+        for start in range(0, agents, 10):
+            await asyncio.gather(*(one_agent(i) for i in range(start, min(agents, start + 10))))
     finally:
         await h.stop()
     return tenant
@@ -184,17 +190,21 @@ class Sender:
     skip: set[str] = field(default_factory=set)
     seq: int = 0
 
-    async def run(self, stop: asyncio.Event, *, per_s: float = 60.0) -> None:
+    async def run(self, stop: asyncio.Event, *, workers: int = 2, per_s: float = 10.0) -> None:
+        """``workers`` concurrent senders, each at most ``per_s`` requests a second."""
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient(timeout=10) as client:
-            i = 0
-            while not stop.is_set():
-                live = [n for n in self.nodes if n.name not in self.skip]
-                node = live[i % len(live)]
-                loop_id = self.tenant.loops[(i * 7) % len(self.tenant.loops)]
-                i += 1
-                await self.send_one(client, node, loop_id, loop)
-                await asyncio.sleep(1 / per_s)
+            async def worker(w: int) -> None:
+                i = w
+                while not stop.is_set():
+                    live = [n for n in self.nodes if n.name not in self.skip]
+                    node = live[i % len(live)]
+                    loop_id = self.tenant.loops[(i * 7) % len(self.tenant.loops)]
+                    i += workers
+                    await self.send_one(client, node, loop_id, loop)
+                    await asyncio.sleep(1 / per_s)
+
+            await asyncio.gather(*(worker(w) for w in range(workers)))
 
     async def send_one(self, client: httpx.AsyncClient, node: ServeNode, loop_id: str, loop: Any,
                        payload: dict[str, Any] | None = None) -> int:

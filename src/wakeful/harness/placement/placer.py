@@ -37,6 +37,7 @@ log = logging.getLogger("wakeful.placement")
 SWEEP_PAGE = 200  # §19.3: the stranded sweep pages 200 rows ordered by (updated_ms, id)
 FAIR_SHARE_SLACK = 1.25  # §19.3: claim while below 1.25 × (active agents ÷ live nodes)
 DRAIN_BOUND_S = 25.0  # §19.4
+ADOPT_PARALLEL = 8  # agents adopted concurrently after a sweep claimed several
 L, E, A = schema.loop, schema.loop_event, schema.agent_lease
 
 
@@ -71,6 +72,7 @@ class Placement:
         )
         self.listener = signals.Listener(node.store, self._on_signal)
         self._cursor: tuple[int, str] | None = None
+        self._agent_of: dict[str, str] = {}  # loop id → agent id (an agent never changes; saves a read per load)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._tick_lock = asyncio.Lock()
@@ -96,13 +98,14 @@ class Placement:
         self.node.transition_hooks.append(self._transitioned)
         await asyncio.to_thread(self.renewer.start)
         self.listener.start()
-        await self.tick()
-        if sweeps:
-            fence_every = max(0.05, min(1.0, self.cfg.renew_s / 4))
-            self._tasks = [
-                self._loop.create_task(_every(self.cfg.tick_s, self.tick)),
-                self._loop.create_task(_every(fence_every, self.fence)),
-            ]
+        if not sweeps:
+            await self.tick()  # embedders driving ticks themselves find the stranded Loops adopted on return
+            return
+        fence_every = max(0.05, min(1.0, self.cfg.renew_s / 4))
+        self._tasks = [
+            self._loop.create_task(_every(self.cfg.tick_s, self.tick, first=0.0)),  # adoption in the background
+            self._loop.create_task(_every(fence_every, self.fence)),
+        ]
 
     async def drain(self) -> None:
         """§19.4: draining → end every incarnation → release every lease → gone (bounded by 25 s)."""
@@ -166,6 +169,9 @@ class Placement:
         operation arrived here). When another node holds it, signal that node instead and do not load."""
         if self.state != "alive":
             return False
+        known = self._agent_of.get(loop_id)
+        if known is not None and self.holds(known):
+            return True  # step 1 re-checks the lease in its transaction anyway
         async with self.store.tx(readonly=True) as tx:
             row = await loops.find_loop(tx, loop_id)
         if row is None or row.state != lc.ACTIVE:
@@ -214,6 +220,7 @@ class Placement:
         """§19.2: adopt each of the agent's active Loops, oldest first, at a new incarnation, then replay."""
         async with self.store.tx(readonly=True) as tx:
             ids = [row.id for row in await loops.list_loops(tx, agent_id=agent_id, state=lc.ACTIVE)]
+        self._agent_of.update((loop_id, agent_id) for loop_id in ids)
         loaded = 0
         node = self.node
         for loop_id in ids:
@@ -293,6 +300,7 @@ class Placement:
         self._cursor = None if len(rows) < SWEEP_PAGE else (int(rows[-1].updated_ms), str(rows[-1].id))
         limit = FAIR_SHARE_SLACK * active_agents / live
         seen: set[str] = set()
+        claimed: list[str] = []
         for row in rows:
             if row.agent_id in seen or self.holds(row.agent_id):
                 continue
@@ -300,7 +308,19 @@ class Placement:
             if len(self.book) >= limit or len(self.node.residents) >= self.node.config.max_objects:
                 break
             if await self.claim(row.agent_id):
-                await self.adopt_agent(row.agent_id)
+                claimed.append(row.agent_id)
+        await self.adopt_agents(claimed)
+
+    async def adopt_agents(self, agents: list[str]) -> None:
+        """Adopt several claimed agents, ``ADOPT_PARALLEL`` at a time: a load mostly waits for the store, so
+        overlapping them shortens a takeover; each agent's Loops still load oldest first."""
+        limit = asyncio.Semaphore(ADOPT_PARALLEL)
+
+        async def one(agent_id: str) -> None:
+            async with limit:
+                await self.adopt_agent(agent_id)
+
+        await asyncio.gather(*(one(a) for a in agents))
 
     async def poll_events(self) -> int:
         """Backup for lost signals: replay resident Loops of this node with never-delivered pending events."""
