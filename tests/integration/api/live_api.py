@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import httpx
 
+from wakeful import Harness
 from wakeful.api.server import make_server
 from wakeful.harness.config import Config, Limits
-from wakeful.harness.embed import Harness
 
 T = TypeVar("T")
 GUESTS = Path(__file__).parent / "guests"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from live_api import GUESTS, ServeProcess, auth, make_loop, wait_for
 
+from wakeful import Harness
 from wakeful.harness.config import Config
-from wakeful.harness.embed import Harness
 
 pytestmark = pytest.mark.integration
 HELD_C = (GUESTS / "held_ack.c").read_text()

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from wakeful import Harness
 from wakeful.harness.config import Config
-from wakeful.harness.embed import Harness
 
 pytestmark = pytest.mark.integration
 
