@@ -52,6 +52,11 @@ def test_group_route_status_codes(live: LiveApi, compile_c: Any) -> None:
     r = c.post(f"{live.url}/v1/agent-groups/{other['group']}/loops/{loop_id}/events", headers=auth(other["gkey"]),
                json={"topic": "t"})
     assert r.status_code == 404
+    # an agent key of another agent in the same group: the Loop is outside its scope
+    second = live.call(lambda h: h.create_agent(t["group"], "a2"))
+    _, second_key = live.call(lambda h: h.create_key("agent", group_id=t["group"], agent_id=second.id))
+    r = c.post(url, headers=auth(second_key), json={"topic": "t"})
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
     # 415 before parsing, 400 invalid_json, 400 invalid_event with field
     r = c.post(url, headers=auth(t["gkey"], **{"Content-Type": "text/plain"}), content=b'{"topic":"t"}')
     assert r.status_code == 415 and r.json()["error"] == "json_required"
@@ -209,6 +214,12 @@ def test_rate_limits_and_mailbox(store_url: str, tmp_path: Path, compile_c: Any)
         assert codes[-1] == 429 and set(codes) <= {404, 429}
         r = c.post(f"{live.url}/v1/loop-webhooks/{'A' * 43}", json={})
         assert r.status_code == 429 and r.json()["error"] == "rate_limited" and r.headers["retry-after"]
+        # §10.3 order: authentication and scope come before the global bucket
+        assert c.post(other, json={"topic": "x"}).status_code == 401
+        foreign = live.call(tenant)
+        assert c.post(url, headers=auth(foreign["gkey"]), json={"topic": "x"}).status_code == 404
+        r = c.post(f"{live.url}/v1/loop-webhooks/short", json={})  # no shape check before the bucket either
+        assert r.status_code == 429
         assert count_events(live, loop_id) == 3
 
 
