@@ -63,8 +63,8 @@ class FakeProvider:
         request = json.loads(payload["messages"][1]["content"])
         raw = self.answer(request)
         usage = raw.pop("usage", None) if isinstance(raw, dict) else None
-        if isinstance(raw, dict):
-            raw.pop("model", None)  # the model names itself in the reply, not in the content
+        if isinstance(raw, dict) and raw.get("model") == "fake-1":
+            del raw["model"]  # the model names itself in the reply, not in the content
         reply: dict[str, Any] = {
             "id": "chatcmpl-1", "object": "chat.completion", "model": payload["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(raw)},
