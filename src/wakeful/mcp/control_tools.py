@@ -1,0 +1,386 @@
+"""The control-plane tools of interfaces.md §3.2 (``goal.*``, ``subject.set``, ``budget.spend``, ``work.*``,
+``gate.ask``, ``evidence.add``, ``effect.*``), in-process (``h.control``) or through the HTTP API.
+
+Every tool acts as the connection's agent. Person-only commands (``acceptance.set``, ``gate.resolve``,
+``agent.exclude``, ``work.cancel``, a person's ``goal.close``) are not offered (interfaces.md §3.1). Each tool
+takes an optional ``operation_id``: reuse it when retrying after a lost reply. Without ``key``/``epoch`` a claim
+command presents this agent's current claim on the item; ``work.claim`` defaults its key to
+``mcp:<session>:<item>``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
+
+__all__ = ["TOOL_NAMES", "register"]
+
+S = {"type": "string", "minLength": 1}
+ID = {"type": "string", "minLength": 1, "maxLength": 40}
+GOAL = {**ID, "description": "the goal's id (goal_…)"}
+ITEM = {**ID, "description": "the work item's id (w_…)"}
+OP = {"type": "string", "minLength": 1, "maxLength": 160,
+      "description": "idempotency id; reuse it when retrying after a lost reply"}
+REV = {"type": "integer", "minimum": 0, "description": "the item revision you read (fencing)"}
+LIST = {"type": "array"}
+CONDITIONS = {"type": "array", "description": "resume conditions: work_done:<item>, gate_resolved:<item>, "
+              "loop_wake:<loop>, loop_active:<loop>, effect_settled:<request_key>, time:<unix_ms>"}
+ITEM_FIELDS: dict[str, Any] = {
+    "detail": {"type": "string"}, "priority": {"type": "integer", "minimum": 0, "maximum": 4},
+    "bound_agent": ID, "excluded_agents": LIST, "depends_on": LIST, "write_scopes": LIST,
+    "required_scopes": LIST, "scope": {"type": "string", "description": "gate scope kind:granularity:key"},
+    "targets": LIST, "question": {"type": "string"}, "options": LIST, "recovery": {"type": "string"},
+    "blocks": LIST, "loop_id": {**ID, "description": "monitor: the Loop that watches (lp_…)"},
+    "target": {"type": "string"},
+}
+EDIT_FIELDS = ("title", "detail", "priority", "bound_agent", "excluded_agents", "depends_on", "write_scopes",
+               "required_scopes", "question", "options", "recovery", "blocks", "target")
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": {**properties, "operation_id": OP}, "required": list(required),
+            "additionalProperties": False}
+
+
+# ---------------------------------------------------------------- backends: in-process control or the HTTP API
+
+
+def _control(ctx: McpContext) -> Any:
+    control = getattr(ctx.harness, "_control", None)
+    if control is None:
+        raise ToolRefusal("unavailable", "the control plane is not running on this node")
+    return control
+
+
+def _actor(ctx: McpContext) -> Any:
+    from wakeful.control import Actor
+
+    return Actor("agent", ctx.agent_id, ctx.group_id)
+
+
+def _api(ctx: McpContext) -> Any:
+    if ctx.api is None:
+        raise ToolRefusal("unavailable", "this MCP server has neither a harness nor an API connection")
+    return ctx.api
+
+
+def _goal_path(ctx: McpContext, goal_id: str) -> str:
+    return f"{ctx.group_path}/goals/{goal_id}"
+
+
+async def _in_group(ctx: McpContext, goal_id: str) -> None:
+    goal = await _control(ctx).goal(goal_id)
+    if goal["group_id"] != ctx.group_id:
+        raise ToolRefusal("not_found", f"goal {goal_id[:40]} not found", resource="goal")
+
+
+async def _submit(ctx: McpContext, args: dict[str, Any], command: dict[str, Any],
+                  expected: dict[str, Any] | None = None) -> dict[str, Any]:
+    goal_id = str(args["goal_id"])
+    envelope: dict[str, Any] = {"operation_id": args.get("operation_id") or f"mcp:{secrets.token_hex(12)}",
+                                "goal_id": goal_id, "command": command}
+    if expected:
+        envelope["expected"] = expected
+    if ctx.harness is None:
+        result: dict[str, Any] = await _api(ctx).request("POST", _goal_path(ctx, goal_id) + "/commands",
+                                                         json=envelope)
+        return result
+    receipt: dict[str, Any] = await _control(ctx).submit(_actor(ctx), envelope)
+    return receipt
+
+
+async def _read(ctx: McpContext, goal_id: str, suffix: str, local: Callable[[Any], Awaitable[Any]],
+                params: dict[str, Any] | None = None) -> Any:
+    if ctx.harness is None:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return await _api(ctx).request("GET", _goal_path(ctx, goal_id) + suffix, params=query or None)
+    await _in_group(ctx, goal_id)
+    return await local(_control(ctx))
+
+
+async def _item(ctx: McpContext, goal_id: str, item_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = await _read(ctx, goal_id, f"/work/{item_id}", lambda c: c.item(goal_id, item_id))
+    return found
+
+
+async def _expected(ctx: McpContext, args: dict[str, Any], *, revision: bool = True) -> dict[str, Any]:
+    """``expected``: the caller's ``expected_revision``; the claim from ``epoch``/``key`` or this agent's current
+    claim on the item (hard mode needs it; soft mode checks it when presented)."""
+    expected: dict[str, Any] = {}
+    if revision and "expected_revision" in args:
+        expected["item_revision"] = args["expected_revision"]
+    if "epoch" in args and "key" in args:
+        expected["claim"] = {"epoch": args["epoch"], "key": args["key"]}
+        return expected
+    claim = (await _item(ctx, str(args["goal_id"]), str(args["item_id"]))).get("claim") or {}
+    if claim.get("status") == "active" and claim.get("holder") == ctx.agent_id:
+        expected["claim"] = {"epoch": args.get("epoch", claim["epoch"]), "key": args.get("key", claim["key"])}
+    return expected
+
+
+def _item_id(receipt: dict[str, Any]) -> str:
+    return str(next(c["id"] for c in receipt["changed"] if c["entity"] == "item"))
+
+
+# ---------------------------------------------------------------- goals
+
+
+async def goal_create(args: dict[str, Any], ctx: McpContext) -> Any:
+    fields: dict[str, Any] = {k: args[k] for k in ("title", "objective", "claim_mode", "subjects") if k in args}
+    op: str = args.get("operation_id") or f"mcp:{secrets.token_hex(12)}"
+    if ctx.harness is None:
+        return await _api(ctx).request("POST", ctx.group_path + "/goals", json={"operation_id": op, **fields})
+    control = _control(ctx)
+    receipt = await control.submit(_actor(ctx), {"operation_id": op, "command": {"type": "goal.create", **fields}})
+    return {"goal": await control.goal(receipt["goal_id"]), "receipt": receipt}
+
+
+async def goal_list(args: dict[str, Any], ctx: McpContext) -> Any:
+    if ctx.harness is None:
+        params = {"status": args["status"]} if "status" in args else None
+        page = await _api(ctx).request("GET", ctx.group_path + "/goals", params=params)
+        return {"goals": page["items"]}
+    return {"goals": await _control(ctx).goals(ctx.group_id, status=args.get("status"), agent_id=ctx.agent_id)}
+
+
+async def goal_join(args: dict[str, Any], ctx: McpContext) -> Any:
+    return await _submit(ctx, args, {"type": "agent.register", "agent_id": ctx.agent_id})
+
+
+async def subject_set(args: dict[str, Any], ctx: McpContext) -> Any:
+    return await _submit(ctx, args, {"type": "subject.set", "name": args["name"], "revision": args["revision"]})
+
+
+async def budget_spend(args: dict[str, Any], ctx: McpContext) -> Any:
+    return await _submit(ctx, args, {"type": "budget.spend", "units": args["units"], "note": args["reason"]})
+
+
+async def goal_status(args: dict[str, Any], ctx: McpContext) -> Any:
+    goal_id = str(args["goal_id"])
+    return await _read(ctx, goal_id, "/status", lambda c: c.status(goal_id))
+
+
+async def goal_board(args: dict[str, Any], ctx: McpContext) -> Any:
+    goal_id = str(args["goal_id"])
+    return await _read(ctx, goal_id, "/board", lambda c: c.board(goal_id))
+
+
+# ---------------------------------------------------------------- work
+
+
+async def work_add(args: dict[str, Any], ctx: McpContext) -> Any:
+    fields = {k: v for k, v in args.items() if k in ITEM_FIELDS or k == "title"}
+    receipt = await _submit(ctx, args, {"type": "work.add", "class": args["class"], **fields})
+    return {"item": await _item(ctx, str(args["goal_id"]), _item_id(receipt)), "receipt": receipt}
+
+
+async def work_list(args: dict[str, Any], ctx: McpContext) -> Any:
+    goal_id = str(args["goal_id"])
+    status, cls = args.get("status"), args.get("class")
+    if ctx.harness is None:
+        page = await _api(ctx).request("GET", _goal_path(ctx, goal_id) + "/work",
+                                       params={k: v for k, v in (("status", status), ("class", cls), ("limit", 200))
+                                               if v is not None})
+        return {"items": page["items"]}
+    return {"items": await _read(ctx, goal_id, "/work", lambda c: c.items(goal_id, status=status, cls=cls))}
+
+
+async def work_next(args: dict[str, Any], ctx: McpContext) -> Any:
+    goal_id, claim = args.get("goal_id"), bool(args.get("claim", False))
+    if ctx.harness is None:
+        if claim:
+            return await _api(ctx).request("POST", ctx.group_path + "/next",
+                                           json={"agent_id": ctx.agent_id, "goal_id": goal_id, "claim": True})
+        return await _api(ctx).request("GET", ctx.group_path + "/next",
+                                       params={k: v for k, v in (("agent_id", ctx.agent_id), ("goal_id", goal_id))
+                                               if v is not None})
+    if goal_id is not None:
+        await _in_group(ctx, str(goal_id))
+    return await _control(ctx).next(ctx.agent_id, goal_id, claim=claim)
+
+
+async def work_claim(args: dict[str, Any], ctx: McpContext) -> Any:
+    key = args.get("key") or f"mcp:{ctx.mcp_session or ctx.agent_id}:{args['item_id']}"
+    command: dict[str, Any] = {"type": "claim.acquire", "item": args["item_id"], "key": key}
+    if "ttl_s" in args:
+        command["ttl_s"] = args["ttl_s"]
+    return await _submit(ctx, args, command)
+
+
+async def work_renew(args: dict[str, Any], ctx: McpContext) -> Any:
+    expected = await _expected(ctx, args, revision=False)
+    return await _submit(ctx, args, {"type": "claim.renew", "item": args["item_id"]}, expected)
+
+
+async def work_release(args: dict[str, Any], ctx: McpContext) -> Any:
+    expected = await _expected(ctx, args, revision=False)
+    return await _submit(ctx, args, {"type": "claim.release", "item": args["item_id"]}, expected)
+
+
+async def work_update(args: dict[str, Any], ctx: McpContext) -> Any:
+    action = args["action"]
+    command: dict[str, Any] = {"item": args["item_id"]}
+    if action == "edit":
+        command.update(type="work.update", **{k: args[k] for k in EDIT_FIELDS if k in args})
+    elif action == "block":
+        if "reason" not in args:
+            raise ToolRefusal("invalid_request", "block needs a reason", field="reason")
+        command.update(type="work.block", reason=args["reason"])
+        if "resume_when" in args:
+            command["resume_when"] = args["resume_when"]
+    elif action == "defer":
+        if "resume_when" not in args:
+            raise ToolRefusal("invalid_request", "defer needs resume_when", field="resume_when")
+        command.update(type="work.defer", resume_when=args["resume_when"])
+        if "reason" in args:
+            command["reason"] = args["reason"]
+    else:
+        command.update(type="work.reopen")
+    return await _submit(ctx, args, command, await _expected(ctx, args))
+
+
+async def work_complete(args: dict[str, Any], ctx: McpContext) -> Any:
+    command: dict[str, Any] = {"type": "work.complete", "item": args["item_id"], "continuation": args["continuation"]}
+    for name in ("successors", "summary"):
+        if name in args:
+            command[name] = args[name]
+    return await _submit(ctx, args, command, await _expected(ctx, args))
+
+
+async def work_supersede(args: dict[str, Any], ctx: McpContext) -> Any:
+    replacement = args["replacement"]
+    command: dict[str, Any] = {"type": "work.supersede", "item": args["item_id"]}
+    if isinstance(replacement, str):
+        command["replacement_id"] = replacement
+    else:
+        command["replacement"] = replacement
+    if "reason" in args:
+        command["reason"] = args["reason"]
+    return await _submit(ctx, args, command, await _expected(ctx, args))
+
+
+async def gate_ask(args: dict[str, Any], ctx: McpContext) -> Any:
+    return await _submit(ctx, args, {"type": "gate.ask", "item": args["item_id"]})
+
+
+async def evidence_add(args: dict[str, Any], ctx: McpContext) -> Any:
+    command: dict[str, Any] = {"type": "evidence.add", "kind": args["kind"], "verdict": args["verdict"]}
+    if "item_id" in args:
+        command["item"] = args["item_id"]
+    for name in ("criterion_ids", "subject", "artifact_revision", "workload", "summary", "details_url"):
+        if name in args:
+            command[name] = args[name]
+    return await _submit(ctx, args, command)
+
+
+def _effect(kind: str, names: tuple[str, ...]) -> Callable[[dict[str, Any], McpContext], Awaitable[Any]]:
+    async def handler(args: dict[str, Any], ctx: McpContext) -> Any:
+        command: dict[str, Any] = {"type": f"effect.{kind}", **{n: args[n] for n in names if n in args}}
+        if "item_id" in args:
+            command["item"] = args["item_id"]
+        return await _submit(ctx, args, command)
+
+    return handler
+
+
+# ---------------------------------------------------------------- the table rows
+
+_WORK_KINDS = ["advancement", "user_gate", "user_action", "monitor", "blocker"]
+_STATUS = {"type": "string", "enum": ["open", "blocked", "deferred", "done"]}
+_CLAIM = {"epoch": {"type": "integer", "minimum": 0}, "key": {"type": "string", "minLength": 1, "maxLength": 160}}
+
+_TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
+    ("goal.create", "Create a goal you will work on (you are registered on it). Returns {goal, receipt}.",
+     _schema({"title": S, "objective": {"type": "string"}, "claim_mode": {"type": "string", "enum": ["soft", "hard"]},
+              "subjects": {"type": "object"}}, ("title", "objective")), goal_create),
+    ("goal.list", "The goals you are registered on, optionally by status (active, paused, closed).",
+     _schema({"status": {"type": "string", "enum": ["active", "paused", "closed"]}}), goal_list),
+    ("goal.join", "Register yourself on a goal of your group (agent.register). Returns the receipt.",
+     _schema({"goal_id": GOAL}, ("goal_id",)), goal_join),
+    ("subject.set", "Record a subject's new revision (e.g. after pushing a commit: name 'repo', revision "
+     "'git:<sha>'); evidence about older revisions stops counting.",
+     _schema({"goal_id": GOAL, "name": S, "revision": S}, ("goal_id", "name", "revision")), subject_set),
+    ("budget.spend", "Record units spent on the goal's daily budget; over budget is refused (budget_exceeded).",
+     _schema({"goal_id": GOAL, "units": {"type": "integer", "minimum": 1}, "reason": {"type": "string"}},
+             ("goal_id", "units", "reason")), budget_spend),
+    ("goal.status", "The goal's status summary: acceptance and criteria, item counts, what needs a person, "
+     "claims, monitors, unsettled effects.", _schema({"goal_id": GOAL}, ("goal_id",)), goal_status),
+    ("goal.board", "The goal's board: open (runnable, claimed, gated), blocked, deferred, done.",
+     _schema({"goal_id": GOAL}, ("goal_id",)), goal_board),
+    ("work.add", "Add a work item (class advancement, user_gate, user_action, monitor or blocker) with its class "
+     "fields (a gate needs scope, targets and question; a blocker recovery; a monitor may name the loop_id that "
+     "watches). Returns {item, receipt}.",
+     _schema({"goal_id": GOAL, "class": {"type": "string", "enum": _WORK_KINDS}, "title": S, **ITEM_FIELDS},
+             ("goal_id", "class", "title")), work_add),
+    ("work.list", "The goal's work items, optionally by status and class.",
+     _schema({"goal_id": GOAL, "status": _STATUS, "class": {"type": "string", "enum": _WORK_KINDS}}, ("goal_id",)),
+     work_list),
+    ("work.next", "What to do now: deliver (start, continue, readback_effect, revalidate), ask_person, wait (with "
+     "wake_when: end your turn until one fires), replan or stop. claim: true also claims a start item.",
+     _schema({"goal_id": GOAL, "claim": {"type": "boolean"}}), work_next),
+    ("work.claim", "Claim an item (a lease with epoch and key; default key mcp:<session>:<item>, ttl 1800 s).",
+     _schema({"goal_id": GOAL, "item_id": ITEM, "key": _CLAIM["key"],
+              "ttl_s": {"type": "integer", "minimum": 60, "maximum": 86400}}, ("goal_id", "item_id")), work_claim),
+    ("work.renew", "Renew your claim on an item (presents your current claim unless epoch and key are given).",
+     _schema({"goal_id": GOAL, "item_id": ITEM, **_CLAIM}, ("goal_id", "item_id")), work_renew),
+    ("work.release", "Release your claim on an item.",
+     _schema({"goal_id": GOAL, "item_id": ITEM, **_CLAIM}, ("goal_id", "item_id")), work_release),
+    ("work.update", "Change an item: action edit (fields), block (reason, resume_when?), defer (resume_when) or "
+     "reopen. expected_revision is the item revision you read; a newer one is revision_conflict.",
+     _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
+              "action": {"type": "string", "enum": ["edit", "block", "defer", "reopen"]}, "title": S,
+              "reason": {"type": "string"}, "resume_when": CONDITIONS, **_CLAIM,
+              **{k: v for k, v in ITEM_FIELDS.items() if k in EDIT_FIELDS}},
+             ("goal_id", "item_id", "expected_revision", "action")), work_update),
+    ("work.complete", "Complete an item: continuation no_followup, successor (with successors) or goal. Bound "
+     "criteria need applicable passing evidence (acceptance_unmet lists them).",
+     _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
+              "continuation": {"type": "string", "enum": ["no_followup", "successor", "goal"]},
+              "successors": LIST, "summary": {"type": "string"}, **_CLAIM},
+             ("goal_id", "item_id", "expected_revision", "continuation")), work_complete),
+    ("work.supersede", "Replace an item: replacement is an existing open item id or a new item object "
+     "({class, title, …}); both are linked in one commit.",
+     _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
+              "replacement": {"type": ["string", "object"]}, "reason": {"type": "string"}, **_CLAIM},
+             ("goal_id", "item_id", "expected_revision", "replacement")), work_supersede),
+    ("gate.ask", "Record that you put a gate's question to a person (then wait for gate_resolved:<id>).",
+     _schema({"goal_id": GOAL, "item_id": ITEM}, ("goal_id", "item_id")), gate_ask),
+    ("evidence.add", "Record evidence (immutable): kind test/check/review/observation/manual, verdict pass/fail/"
+     "inconclusive/observed; naming criterion_ids needs subject and artifact_revision (what you examined) and, "
+     "if the criterion declares one, the workload {kind, ref} you ran.",
+     _schema({"goal_id": GOAL, "item_id": ITEM, "criterion_ids": LIST,
+              "kind": {"type": "string", "enum": ["test", "check", "review", "observation", "manual"]},
+              "subject": S, "artifact_revision": S, "workload": {"type": "object"},
+              "verdict": {"type": "string", "enum": ["pass", "fail", "inconclusive", "observed"]},
+              "summary": {"type": "string"}, "details_url": {"type": "string"}},
+             ("goal_id", "kind", "verdict", "summary")), evidence_add),
+    ("effect.intend", "Record an external effect BEFORE making it (request_key is the idempotency key to pass "
+     "to the external system). An unknown outcome is never re-sent blindly: read it back first.",
+     _schema({"goal_id": GOAL, "request_key": S, "kind": S, "target": {"type": "string"}, "payload_digest": S,
+              "item_id": ITEM}, ("goal_id", "request_key", "kind", "target", "payload_digest")),
+     _effect("intend", ("request_key", "kind", "target", "payload_digest"))),
+    ("effect.settle", "Report what happened to an intended effect: succeeded, failed or unknown (e.g. the "
+     "connection was lost after sending).",
+     _schema({"goal_id": GOAL, "request_key": S, "attempt": {"type": "integer", "minimum": 1},
+              "state": {"type": "string", "enum": ["succeeded", "failed", "unknown"]}, "detail": {"type": "string"},
+              "external_ref": {"type": "string"}}, ("goal_id", "request_key", "attempt", "state")),
+     _effect("settle", ("request_key", "attempt", "state", "detail", "external_ref"))),
+    ("effect.readback", "Record what the external system shows for an effect: present (it happened), absent "
+     "(it may be sent again as a new attempt) or unreadable (hold).",
+     _schema({"goal_id": GOAL, "request_key": S, "attempt": {"type": "integer", "minimum": 1},
+              "observed": {"type": "string", "enum": ["present", "absent", "unreadable"]},
+              "detail": {"type": "string"}, "external_ref": {"type": "string"}},
+             ("goal_id", "request_key", "attempt", "observed")),
+     _effect("readback", ("request_key", "attempt", "observed", "detail", "external_ref"))),
+]
+
+TOOL_NAMES = [name for name, *_ in _TOOLS]
+
+
+def register(table: ToolTable) -> None:
+    """Add the control tools to an MCP server's table (docs/decisions-mcp.md)."""
+    for name, description, schema, handler in _TOOLS:
+        table.add(McpTool(name=name, description=description, input_schema=schema, handler=handler))
