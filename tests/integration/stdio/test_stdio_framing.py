@@ -147,7 +147,8 @@ def test_stdio_must_be_pipes(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("args", [["--max-objects", "zero"], ["--max-elf-bytes", "1048577"],
-                                  ["--max-instructions", "0"], ["--no-such-option"]])
+                                  ["--max-instructions", "0"], ["--no-such-option"],
+                                  ["--poll-us", "-1"], ["--poll-us", "10001"]])
 def test_usage_error_exits_2(args: list[str]) -> None:
     proc = subprocess.run([*default_argv(), *args], stdin=subprocess.PIPE,
                           capture_output=True, env=g.child_env(), timeout=30)
