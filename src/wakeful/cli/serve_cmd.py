@@ -39,14 +39,16 @@ def serve(
     demo: Annotated[bool, typer.Option("--demo", help="Demo tenant and Loops in ./.wakeful-demo.")] = False,
     no_docs: Annotated[bool, typer.Option("--no-docs", help="Do not serve /openapi.json and /docs.")] = False,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve MCP at /mcp.")] = False,
+    upgrade: Annotated[bool, typer.Option("--upgrade", help="Upgrade an older PostgreSQL schema first.")] = False,
 ) -> None:
     """Run a node: the HTTP API (FastAPI on uvicorn) and the harness in one process."""
     raise CliExit(serve_command(host=host, port=port, db_url=db_url, node_name=node_name, config_path=config,
-                                demo=demo, no_docs=no_docs, mcp=not no_mcp))
+                                demo=demo, no_docs=no_docs, mcp=not no_mcp, upgrade=upgrade))
 
 
 def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
-                  config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True) -> int:
+                  config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True,
+                  upgrade: bool = False) -> int:
     from wakeful.harness.config import load_config
 
     if demo and "WAKEFUL_HOME" not in os.environ:
@@ -59,8 +61,17 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
         cfg = cfg.with_overrides(node_name=socket.gethostname())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if upgrade:  # harness.md §3: an older schema is upgraded only when asked (the store's own rules apply)
+        asyncio.run(_upgrade(cfg.effective_store_url))
     asyncio.run(_serve(cfg, demo=demo, mcp=mcp))
     return 0
+
+
+async def _upgrade(url: str) -> None:
+    from wakeful.harness.store.core import Store
+
+    store = await Store.open(url, upgrade=True)
+    await store.close()
 
 
 async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
