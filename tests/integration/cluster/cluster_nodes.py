@@ -158,6 +158,20 @@ class Probe:
             rows = await tx.execute(sa.select(E.c.loop_id, E.c.event_id, E.c.status, E.c.acked_incarnation))
             return {(r.loop_id, r.event_id): (r.status, r.acked_incarnation) for r in rows}
 
+    async def event(self, loop_id: str, event_id: str) -> Any:
+        """The event row (status, first_delivered_ms, acked_incarnation, …) or None."""
+        async with self.store.tx(readonly=True) as tx:
+            stmt = sa.select(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id)
+            return (await tx.execute(stmt)).first()
+
+    async def loop(self, loop_id: str) -> Any:
+        async with self.store.tx(readonly=True) as tx:
+            return (await tx.execute(sa.select(L).where(L.c.id == loop_id))).first()
+
+    async def node_rows(self) -> dict[str, Any]:
+        async with self.store.tx(readonly=True) as tx:
+            return {r.name: r for r in await tx.execute(sa.select(N))}
+
     async def wakes(self) -> list[tuple[str, str, int]]:
         """(loop id, dedup key, incarnation) of every ``loop`` message."""
         async with self.store.tx(readonly=True) as tx:
