@@ -17,7 +17,7 @@ from wakeful.control import schema as S
 from wakeful.control import snapshot as snap
 from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
-from wakeful.control.rules import covers
+from wakeful.control.rules import covers, scopes_overlap
 from wakeful.harness.store import agents as harness_agents
 from wakeful.harness.store.clock import WallClock
 from wakeful.harness.store.core import Store
@@ -54,6 +54,7 @@ class ItemView:
     depends_on: tuple[str, ...] = ()
     required_scopes: tuple[str, ...] = ()
     satisfied_scopes: tuple[str, ...] = ()
+    write_scopes: tuple[str, ...] = ()
     blocked_reason: str | None = None
     resume_when: tuple[str, ...] = ()
     # gate fields
@@ -141,7 +142,8 @@ def _item_view(it: snap.ItemView, loop_states: Mapping[str, str]) -> ItemView:
         id=it.id, cls=it.cls, status=it.status, title=it.title, revision=it.revision, priority=it.priority,
         created_ms=it.created_ms, done_kind=it.done_kind, bound_agent=it.bound_agent,
         excluded_agents=it.excluded_agents, depends_on=it.depends_on, required_scopes=it.required_scopes,
-        satisfied_scopes=it.satisfied_scopes, blocked_reason=it.blocked_reason, resume_when=it.resume_when,
+        satisfied_scopes=it.satisfied_scopes, write_scopes=it.write_scopes, blocked_reason=it.blocked_reason,
+        resume_when=it.resume_when,
         scope=it.scope, targets=it.targets, question=it.question, options=it.options, asked_ms=it.asked_ms,
         loop_id=it.loop_id, loop_state=None if it.loop_id is None else loop_states.get(it.loop_id, "deleted"),
     )
@@ -205,10 +207,19 @@ class _Goal:
     def watching(self, item: ItemView) -> bool:
         return item.cls == "monitor" and item.loop_id is not None and item.loop_state == "active"
 
+    def scope_conflicts(self, item: ItemView) -> list[ClaimView]:
+        """Peers' live claims whose items' write scopes overlap this item's (claim.acquire would refuse)."""
+        if not item.write_scopes:
+            return []
+        return [c for c in self.live_claims.values() if c.holder != self.agent and c.item_id != item.id
+                and c.item_id in self.items
+                and scopes_overlap(list(item.write_scopes), list(self.items[c.item_id].write_scopes))]
+
     def runnable(self, item: ItemView) -> bool:
         return (item.status == "open" and item.cls in AGENT_CLASSES and not self.watching(item)
                 and self.peer_claim(item) is None and not self.bound_elsewhere(item)
-                and not self.open_deps(item) and not self.dead_deps(item) and not self.missing_scopes(item))
+                and not self.open_deps(item) and not self.dead_deps(item) and not self.missing_scopes(item)
+                and not self.scope_conflicts(item))
 
     def runnable_items(self) -> list[ItemView]:
         return sorted((it for it in self.g.items if self.runnable(it)), key=_order)
@@ -370,6 +381,8 @@ def _item_waits(x: _Goal, item: ItemView) -> tuple[list[str], list[str]]:
         return [f"work_done:{item.id}"], []
     dead = [f"dependency_dead:{item.id}:{d}" for d in x.dead_deps(item)]
     conds = [f"work_done:{d.id}" for d in x.open_deps(item)]
+    for claim in x.scope_conflicts(item):  # a peer holds overlapping write scopes
+        conds += [f"work_done:{claim.item_id}", f"time:{claim.expires_ms}"]
     for scope in x.missing_scopes(item):
         gate = x.covering_gate(item, scope)
         if gate is None:

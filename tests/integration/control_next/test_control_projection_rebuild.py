@@ -24,7 +24,7 @@ from wakeful.control.errors import ControlRefused
 
 N_AGENTS = 3
 OPS = st.tuples(
-    st.sampled_from(["add", "add_dep", "add_scoped", "gate", "claim", "evidence", "complete", "block", "defer",
+    st.sampled_from(["add", "add_dep", "add_scoped", "add_ws", "gate", "claim", "evidence", "complete", "block", "defer",
                      "reopen", "cancel", "ask", "resolve", "subject", "accept", "intend", "settle", "release"]),
     st.integers(0, N_AGENTS - 1), st.integers(0, 7), st.integers(0, 3),
 )
@@ -63,6 +63,8 @@ class World:
                 fields["depends_on"] = [item]
             if op == "add_scoped":
                 fields["required_scopes"] = [f"production:action:s{k}"]
+            if op == "add_ws":
+                fields["write_scopes"] = [("src/", "src/api/", "docs/", "src/api/x.py")[k]]
             self.items.append(await g.add(agent if k % 2 else person, "advancement", f"t{len(self.items)}",
                                           **fields))
         elif op == "gate":

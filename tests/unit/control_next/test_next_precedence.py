@@ -130,6 +130,19 @@ def test_runnable_rules() -> None:
         "action"] == "start"
 
 
+def test_write_scope_overlap_with_a_peers_claim_is_not_runnable() -> None:
+    """claim.acquire refuses overlapping write scopes (§2.4), so next never offers such an item."""
+    peer = [ClaimView("w_1", B, 1, "k", NOW + 700)]
+    g = goal(adv("w_1", write_scopes=("src/api/",)), adv("w_2", write_scopes=("src/api/routes.py",)), claims=peer)
+    got = run(g)
+    assert got["decision"] == "wait" and got["wake_when"] == ["work_done:w_1", f"time:{NOW + 700}"]
+    apart = goal(adv("w_1", write_scopes=("src/api/",)), adv("w_2", write_scopes=("docs/",)), claims=peer)
+    assert run(apart)["item"]["id"] == "w_2"
+    mine = goal(adv("w_1", write_scopes=("src/",)), adv("w_2", write_scopes=("src/x",), priority=0),
+                claims=[ClaimView("w_1", A, 1, "k", NOW + 5)])
+    assert run(mine)["action"] == "continue"  # one's own claims never conflict with oneself
+
+
 def test_dependencies() -> None:
     waiting = run(goal(adv("w_2", depends_on=("w_1",)), adv("w_1", status="deferred", resume_when=("time:5",))))
     assert waiting["decision"] == "wait" and "work_done:w_1" in waiting["wake_when"]
