@@ -43,6 +43,24 @@ def test_listing_matches_the_spec_in_both_name_styles() -> None:
     assert all("." not in n for n in underscore)
 
 
+# interfaces.md §3.2, in the spec's order (the goal/work/evidence/effect rows come from mcp/control_tools.py)
+CONTROL_TOOLS = [
+    "goal.create", "goal.list", "goal.join", "subject.set", "budget.spend", "goal.status", "goal.board", "work.add",
+    "work.list", "work.next", "work.claim", "work.renew", "work.release", "work.update", "work.complete",
+    "work.supersede", "gate.ask", "evidence.add", "effect.intend", "effect.settle", "effect.readback",
+]
+PERSON_ONLY = {"acceptance.set", "gate.resolve", "agent.exclude", "work.cancel", "goal.close"}
+
+
+def test_the_full_listing_is_the_spec_table() -> None:
+    import importlib.util
+
+    dotted = _listing("dotted")
+    has_control = importlib.util.find_spec("wakeful.mcp.control_tools") is not None
+    assert dotted == LOOP_AND_SCRIPT_TOOLS + (CONTROL_TOOLS if has_control else [])
+    assert not PERSON_ONLY & set(dotted)  # interfaces.md §3.1: never offered to agents
+
+
 def test_every_tool_has_an_actionable_description_and_an_object_schema() -> None:
     for tool in build_table(None):
         assert len(tool.description) >= 20, tool.name
