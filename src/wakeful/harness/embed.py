@@ -83,6 +83,10 @@ class Harness:
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
             self._intake = Intake(self._node, limiter=self.limiter or _shared_limiter(self._store))
             self._node.dispatch.decider.install(self._decide_provider)
+            shared = self.limiter or _shared_limiter(self._store)
+            if shared is not None:  # harness.md §14 cluster: the decide and web buckets in the shared rows too
+                self._node.dispatch.decider.shared = shared.take
+                self._node.dispatch.web.shared = shared.take
             if self._store.dialect == "postgresql":  # harness.md §19: one node of a cluster
                 from wakeful.harness.placement import Placement
 

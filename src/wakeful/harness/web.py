@@ -86,15 +86,15 @@ class WebClient:
         self.in_flight = 0
         self.connects = 0  # TCP connections opened (tests: a refusal happens before any packet)
         self.tls_verify: ssl.SSLContext = ssl.create_default_context()
+        # harness.md §14 cluster: ``await take(bucket, capacity, refill_per_s)`` on the rate_bucket rows
+        self.shared: Callable[[str, float, float], Awaitable[float | None]] | None = None
 
     async def request(self, arguments: Any, *, loop_id: str | None = None) -> dict[str, Any]:
         """The §17.2 result or ``{error: {code, message}}``; ``loop_id`` charges that Loop's bucket."""
         try:
             spec = _Request.parse(arguments)
             if loop_id is not None:
-                wait = self.buckets.take(f"web:{loop_id}")
-                if wait:
-                    raise WebFailure("rate_limited", f"web:{loop_id} is empty for {wait:.1f} s")
+                await self._charge(loop_id)
             if self.in_flight >= self.settings.max_in_flight:
                 raise WebFailure("rate_limited", f"{self.settings.max_in_flight} requests already in flight")
             self.in_flight += 1
@@ -107,6 +107,19 @@ class WebClient:
                 self.in_flight -= 1
         except WebFailure as failure:
             return failure.as_result()
+
+    # §14 web:<loop>: 60 tokens refilled at 1/s (in process, or the shared rows on a cluster: fail closed)
+    async def _charge(self, loop_id: str) -> None:
+        key = f"web:{loop_id}"
+        if self.shared is None:
+            wait: float | None = self.buckets.take(key) or None
+        else:
+            try:
+                wait = await self.shared(key, 60.0, 1.0)
+            except Exception as exc:
+                raise WebFailure("rate_limited", f"the shared rate limiter failed: {type(exc).__name__}") from None
+        if wait:
+            raise WebFailure("rate_limited", f"{key} is empty for {wait:.1f} s")
 
     # §17.1 follow_redirects: at most 3 hops, each re-validated (URL, resolution, policy)
     async def _exchange(self, spec: _Request) -> dict[str, Any]:

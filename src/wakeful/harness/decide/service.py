@@ -22,6 +22,8 @@ __all__ = ["LOOP_WAIT_RESERVE_S", "Decider", "Provider"]
 
 # interfaces.md §5: a coroutine taking the validated request and the seconds left, returning the raw answer
 Provider = Callable[[dict[str, Any], float], Awaitable[Any]]
+# harness.md §14 cluster: ``await take(bucket, capacity, refill_per_s)`` → None (taken) or seconds to wait
+SharedTake = Callable[[str, float, float], Awaitable[float | None]]
 
 log = logging.getLogger("wakeful.harness")
 
@@ -49,6 +51,7 @@ class Decider:
 
             self._http = build_provider(settings)
         self.provider: Provider | None = self._http
+        self.shared: SharedTake | None = None  # set on a cluster: the rate_bucket rows (§2.9, §14)
 
     def install(self, provider: Provider | None) -> None:
         """interfaces.md §5 ``set_decide_provider``: use this object (None: back to the configured one)."""
@@ -88,7 +91,7 @@ class Decider:
         key = f"decide:{group_id}"
         waited = 0.0
         while True:
-            wait = self.buckets.take(key)
+            wait = await self._take(group_id) if self.shared is not None else self.buckets.take(key)
             if wait == 0:
                 return
             if loop_remaining_s is None or loop_remaining_s - waited - wait < LOOP_WAIT_RESERVE_S:
@@ -96,6 +99,18 @@ class Decider:
                                     retry_after_s=max(1, int(-(-wait // 1))))
             await self.sleep(wait)
             waited += wait
+
+    # §14 cluster: decide:<group>:s then decide:<group>:m, one atomic row update each; limiter down → unavailable
+    async def _take(self, group_id: str) -> float:
+        assert self.shared is not None
+        s = self.settings
+        try:
+            wait = await self.shared(f"decide:{group_id}:s", float(s.per_second), float(s.per_second))
+            if wait is None:
+                wait = await self.shared(f"decide:{group_id}:m", float(s.per_minute), s.per_minute / 60)
+        except Exception as exc:  # fail closed
+            raise DecideFailure("unavailable", f"the shared rate limiter failed: {type(exc).__name__}") from None
+        return 0.0 if wait is None else max(wait, 1e-6)
 
     async def _ask(self, provider: Provider, request: dict[str, Any], budget: float) -> Any:
         try:
