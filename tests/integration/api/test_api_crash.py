@@ -53,25 +53,35 @@ def test_kill9_before_ack_redelivers_once(store_url: str, tmp_path: Path, compil
             assert r.status_code == 200, r.text
             return dict(r.json().get("checkpoint") or {})
 
-        r = c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]), json={"topic": "work", "event_id": "w1"})
-        assert r.status_code == 202 and r.json()["duplicate"] is False
-        wait_for(lambda: len(messages()) == 1 and checkpoint().get("got") == ["w1"])
-        serve.kill9()  # the guest woke the agent but never acked
+        for event_id in ("w1", "w2"):
+            r = c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]),
+                       json={"topic": "work", "event_id": event_id})
+            assert r.status_code == 202 and r.json()["duplicate"] is False
+        wait_for(lambda: len(messages()) == 2 and checkpoint().get("got") == ["w1", "w2"])
+        hook = c.post(f"{g}/loops/{loop_id}/webhook", headers=auth(t["akey"]), json={"action": "enable"}).json()
+        secret = hook["url"].rsplit("/", 1)[1]
+        assert c.post(serve.url + hook["url"], json={"ping": 1}).status_code == 202  # acked at once (not "work")
+        wait_for(lambda: len(checkpoint().get("got", [])) == 3)
+        serve.kill9()  # the guest woke the agent twice but never acked w1 or w2
 
         serve.start()
-        wait_for(lambda: checkpoint().get("got") == ["w1", "w1"], timeout=40)  # delivered again
+        got = wait_for(lambda: (lambda v: v if len(v) >= 5 else None)(checkpoint().get("got", [])), timeout=40)
+        assert got[:2] == ["w1", "w2"] and got[3:] == ["w1", "w2"]  # delivered again, in admission order
         pending = c.get(f"{g}/loops/{loop_id}/events", params={"status": "pending"}, headers=auth(t["akey"])).json()
-        assert [e["event_id"] for e in pending["items"]] == ["w1"]
-        r = c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]),
-                   json={"topic": "release", "event_id": "r1", "payload": {"event_id": "w1"}})
-        assert r.status_code == 202
-        wait_for(lambda: checkpoint().get("acked") == ["w1"])
+        assert [e["event_id"] for e in pending["items"]] == ["w1", "w2"]
+        for n, event_id in enumerate(("w1", "w2")):
+            r = c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]),
+                       json={"topic": "release", "event_id": f"r{n}", "payload": {"event_id": event_id}})
+            assert r.status_code == 202
+        wait_for(lambda: checkpoint().get("acked") == ["w1", "w2"])
         listed = c.get(f"{g}/loops/{loop_id}/events", headers=auth(t["akey"])).json()["items"]
-        assert {e["event_id"]: e["status"] for e in listed} == {"w1": "acked", "r1": "acked"}
-        assert checkpoint() == {"got": ["w1", "w1", "r1"], "acked": ["w1"]}  # acked once
+        assert {e["event_id"]: e["status"] for e in listed if not e["event_id"].startswith("sha256:")} == {
+            "w1": "acked", "w2": "acked", "r0": "acked", "r1": "acked"}
+        assert checkpoint()["acked"] == ["w1", "w2"]  # each acked once
         wakes = messages()
-        assert len(wakes) == 1 and wakes[0]["dedup_key"] == "work:w1"  # exactly one wake
+        assert [m["dedup_key"] for m in wakes] == ["work:w1", "work:w2"]  # exactly one wake per event
         assert serve.terminate() == 0  # SIGTERM: graceful stop
-        assert "Traceback" not in serve.log.read_text()
+        log = serve.log.read_text()
+        assert "Traceback" not in log and secret not in log and "/v1/loop-webhooks/<redacted>" in log
     finally:
         serve.close()
