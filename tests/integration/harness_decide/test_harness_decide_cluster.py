@@ -1,0 +1,66 @@
+"""On PostgreSQL the decide and web buckets are rate_bucket rows shared by every node (harness.md §2.9, §14):
+the 4/s group limit and the 60/min per-Loop web limit hold across two nodes; a limiter that fails is closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decide_provider_server import serving
+from support.harness_fixtures import pg_url_with_schema, require_pg
+
+from wakeful.harness.decide import Decider, DecideSettings
+from wakeful.harness.placement import PgLimiter
+from wakeful.harness.store.core import Store
+from wakeful.harness.web import WebClient
+from wakeful.harness.web_policy import WebSettings
+from wakeful.runtime import ManualClock
+
+REQUEST = {"state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}}}
+
+
+async def test_buckets_hold_across_nodes(harness_runner: Any, pg_schema: str) -> None:
+    require_pg()
+    store = await Store.open(pg_url_with_schema(pg_schema))
+    try:
+        with serving("jev") as fake:
+            settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="k")
+            nodes = [Decider(settings, monotonic_ns=ManualClock().monotonic_ns) for _ in range(2)]
+            for node in nodes:
+                node.shared = PgLimiter(store).take
+            try:
+                results = [await nodes[i % 2].decide("grp_a", REQUEST) for i in range(6)]
+            finally:
+                for node in nodes:
+                    await node.aclose()
+            assert ["error" in r for r in results] == [False] * 4 + [True] * 2  # 4 per second, both nodes
+            assert {r["error"]["code"] for r in results[4:]} == {"rate_limited"}
+            assert len(fake.seen) == 4
+
+        webs = [WebClient(WebSettings(), monotonic_ns=ManualClock().monotonic_ns) for _ in range(2)]
+        for web in webs:
+            web.shared = PgLimiter(store).take
+        # a blocked target: the bucket is charged (valid arguments) yet nothing is sent anywhere
+        codes = [(await webs[i % 2].request({"url": "http://10.0.0.1/"}, loop_id="lp_x"))["error"]["code"]
+                 for i in range(61)]
+        assert codes == ["blocked_destination"] * 60 + ["rate_limited"]
+    finally:
+        await store.close()
+
+
+async def test_a_failing_shared_limiter_fails_closed(harness_runner: Any) -> None:
+    async def broken(bucket: str, capacity: float, refill: float) -> float | None:
+        raise ConnectionError("database gone")
+
+    with serving("jev") as fake:
+        d = Decider(DecideSettings(provider="jev", endpoint=fake.url, api_key="k"),
+                    monotonic_ns=ManualClock().monotonic_ns)
+        d.shared = broken
+        try:
+            assert (await d.decide("g", REQUEST))["error"]["code"] == "unavailable"
+        finally:
+            await d.aclose()
+        assert fake.seen == []
+    web = WebClient(WebSettings(), monotonic_ns=ManualClock().monotonic_ns)
+    web.shared = broken
+    assert (await web.request({"url": "http://example.com/"}, loop_id="lp"))["error"]["code"] == "rate_limited"
+    assert web.connects == 0
