@@ -58,6 +58,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             value = Flawed(f"duplicate key {key[:40]!r}")
         elif _has_surrogate(key):
             value = Flawed("object key with a lone surrogate")
+            key = key.encode("utf-8", "backslashreplace").decode("utf-8")  # safe to echo in an error
         out[key] = value
     return out
 

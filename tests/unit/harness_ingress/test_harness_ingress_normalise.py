@@ -195,6 +195,13 @@ def test_parse_body_keeps_flaws_as_markers_without_raising() -> None:
     assert isinstance(body["payload"]["a"], Flawed) and isinstance(body["payload"]["b"], Flawed)
 
 
+def test_a_lone_surrogate_key_is_escaped_so_it_can_be_echoed_in_an_error() -> None:
+    body = parse_body(b'{"topic": "t", "\\ud800x": 1, "k\xff": 2}', route="group")
+    keys = [k for k in body if k != "topic"]
+    assert all(k.encode("utf-8") for k in keys)  # no lone surrogate left in any key
+    assert all(isinstance(body[k], Flawed) for k in keys)
+
+
 @pytest.mark.parametrize(
     "raw", [b"", b"not json", b"[1, 2]", b'"text"', b"1", b"null", b"{", b"{}x", b"\xff{}", b"[" * 60_000]
 )
