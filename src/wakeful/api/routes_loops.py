@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,7 +17,7 @@ from wakeful.api.context import harness_of
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.routes_agents import agent_in_group, session_in_group
 from wakeful.harness.errors import NotFound, SessionNotFound
-from wakeful.harness.store import loops
+from wakeful.harness.store import loops, schema
 from wakeful.harness.store.ids import lookup_text
 
 __all__ = ["api_loop", "router"]
@@ -48,14 +49,49 @@ class EventIdsIn(BaseModel):
     event_ids: list[EventId] | None = Field(default=None, max_length=1000)
 
 
-def api_loop(view: dict[str, Any]) -> dict[str, Any]:
-    """The harness's Loop view with the names of interfaces.md §2.2 added (``id``, ``node``, ``artifact``)."""
+def api_loop(view: dict[str, Any], row: loops.Loop | None = None, harness: Any = None) -> dict[str, Any]:
+    """The harness's Loop view with the names of interfaces.md §2.2: ``id``, ``node``, ``artifact``, and — given
+    the row and the harness — ``wakes``, ``reloads`` and ``runtime`` as objects."""
     out = dict(view)
     out.setdefault("id", view.get("loop_id"))
     out.setdefault("node", view.get("node_id"))
     sha = view.get("artifact_sha256")
     out.setdefault("artifact", f"sha256:{sha}" if sha else None)
+    if row is None or harness is None:
+        return out
+    limits = harness.config.limits
+    start = row.notify_window_start_ms
+    out["wakes"] = {"window_used": row.notify_window_count if start is not None else 0,
+                    "window_limit": limits.notify_per_window,
+                    "window_resets_ms": start + limits.notify_window_s * 1000 if start is not None else None,
+                    "limited_since_ms": row.notify_limited_since_ms, "last_ms": row.last_notified_ms}
+    out["reloads"] = {"count": row.reload_count, "window_start_ms": row.reload_window_start_ms}
+    runtime: dict[str, Any] = {"state": view.get("runtime"), "node": row.node_id, "object_state": None,
+                               "wait": None}
+    resident = harness.node.residents.get(row.id)
+    if resident is not None and resident.incarnation == row.incarnation:
+        try:
+            status = harness.node.runtime.get_nowait(resident.object_id)
+        except Exception:  # the object ended between the two reads: no object state to show
+            status = None
+        if status is not None:
+            runtime["object_state"], runtime["wait"] = status.state, status.wait
+    out["runtime"] = runtime
     return out
+
+
+async def rows_of(harness: Any, ids: list[str]) -> dict[str, loops.Loop]:
+    """The Loop rows of one page, in one query."""
+    if not ids:
+        return {}
+    stmt = sa.select(schema.loop).where(schema.loop.c.id.in_(ids))
+    async with harness.store.tx(readonly=True) as tx:
+        return {r.id: loops.loop_from_row(r) for r in await tx.execute(stmt)}
+
+
+async def full_loop(harness: Any, view: dict[str, Any]) -> dict[str, Any]:
+    loop_id = str(view.get("loop_id") or view.get("id"))
+    return api_loop(view, (await rows_of(harness, [loop_id])).get(loop_id), harness)
 
 
 async def loop_in_scope(request: Request, group_id: str, loop_id: str, principal: Principal) -> loops.Loop:
@@ -79,7 +115,7 @@ async def create_loop(group_id: str, body: LoopIn, request: Request, principal: 
     view = await harness.loops.create(agent_id=body.agent_id, session_id=body.session_id, artifact=body.artifact,
                                       config=body.config, capabilities=body.capabilities, name=body.name,
                                       creator=principal.actor)
-    return api_loop(view)
+    return await full_loop(harness, view)
 
 
 @router.get(G + "/loops", summary="A page of Loops (an agent principal sees its own)")
@@ -96,7 +132,11 @@ async def list_loops(
     if pause_reason is not None:
         views = [v for v in views if v.get("pause_reason") == pause_reason]
     views.sort(key=lambda v: str(v["loop_id"]))
-    return page(views, limit=limit, cursor=cursor, key=lambda v: str(v["loop_id"]), render=api_loop)
+    out = page(views, limit=limit, cursor=cursor, key=lambda v: str(v["loop_id"]), render=lambda v: v)
+    harness = harness_of(request)
+    rows = await rows_of(harness, [str(v["loop_id"]) for v in out["items"]])
+    out["items"] = [api_loop(v, rows.get(str(v["loop_id"])), harness) for v in out["items"]]
+    return out
 
 
 @router.get(G + "/loops/{loop_id}", summary="Loop detail (?include=checkpoint,logs,pending)")
@@ -104,7 +144,7 @@ async def get_loop(group_id: str, loop_id: str, request: Request, principal: Mem
                    include: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z,]*$")] = None) -> dict[str, Any]:
     harness = harness_of(request)
     row = await loop_in_scope(request, group_id, loop_id, principal)
-    out = api_loop(await harness.loops.get(loop_id))
+    out = api_loop(await harness.loops.get(loop_id), row, harness)
     wanted = {part for part in (include or "").split(",") if part}
     unknown = wanted - {"checkpoint", "logs", "pending"}
     if unknown:
@@ -125,13 +165,15 @@ async def get_loop(group_id: str, loop_id: str, request: Request, principal: Mem
 @router.post(G + "/loops/{loop_id}/pause", summary="Pause a Loop (idempotent)")
 async def pause_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
-    return api_loop(await harness_of(request).loops.pause(loop_id, actor=principal.actor))
+    harness = harness_of(request)
+    return await full_loop(harness, await harness.loops.pause(loop_id, actor=principal.actor))
 
 
 @router.post(G + "/loops/{loop_id}/resume", summary="Resume a paused or failed Loop")
 async def resume_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
-    return api_loop(await harness_of(request).loops.resume(loop_id, actor=principal.actor))
+    harness = harness_of(request)
+    return await full_loop(harness, await harness.loops.resume(loop_id, actor=principal.actor))
 
 
 @router.delete(G + "/loops/{loop_id}", status_code=204, summary="Delete a Loop (its webhook stops at once)")
@@ -164,9 +206,10 @@ async def list_events(
 async def retry_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
                         body: EventIdsIn | None = None) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
-    out = await harness_of(request).events(loop_id, "retry", event_ids=body.event_ids if body else None)
+    harness = harness_of(request)
+    out = await harness.events(loop_id, "retry", event_ids=body.event_ids if body else None)
     if isinstance(out.get("loop"), dict):
-        out["loop"] = api_loop(out["loop"])
+        out["loop"] = await full_loop(harness, out["loop"])
     return out
 
 

@@ -56,6 +56,7 @@ class LiveApi:
     def __exit__(self, *exc: object) -> None:
         try:
             self.stop()
+            self.run(_drain())
         finally:
             self.client.close()
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -101,6 +102,19 @@ class LiveApi:
         """Stop the node cleanly and start it again on the same store and port."""
         self.stop()
         self.start()
+
+
+async def _drain() -> None:
+    """Let the loop's leftover tasks (driver connection closes) finish, then cancel what still waits."""
+    tasks: list[asyncio.Task[Any]] = []
+    for _ in range(40):
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if not tasks:
+            return
+        await asyncio.sleep(0.05)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def auth(key: str, **headers: str) -> dict[str, str]:

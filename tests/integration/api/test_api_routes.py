@@ -137,6 +137,8 @@ def test_agents_sessions_messages_stream(live: LiveApi, compile_c: Any) -> None:
                 break
     assert event["event"] == "message" and json.loads(event["data"])["dedup_key"] == "ev:e1"
     page = c.get(f"{g}/sessions/{t['session']}/messages", headers=auth(t["akey"])).json()
+    woke = c.get(f"{g}/loops", headers=auth(t["akey"])).json()["items"][0]
+    assert woke["wakes"]["window_used"] == 1 and woke["wakes"]["last_ms"] == page["items"][0]["created_ms"]
     assert [m["id"] for m in page["items"]] == [json.loads(event["data"])["id"]]
     assert page["items"][0]["cursor"] == event["id"]
     # resume after the last seen id: nothing new yet
@@ -160,6 +162,9 @@ def test_loops_and_events_routes(live: LiveApi, compile_c: Any) -> None:
     loop_id = make_loop(live, t, compile_c)
     view = c.get(f"{g}/loops/{loop_id}", headers=auth(t["akey"])).json()
     assert view["id"] == loop_id and view["state"] == "active" and view["artifact"].startswith("sha256:")
+    assert view["wakes"]["window_limit"] == 6 and view["wakes"]["window_used"] == 0
+    assert view["reloads"] == {"count": 0, "window_start_ms": None}
+    assert view["runtime"]["state"] == "resident" and view["runtime"]["object_state"] in ("running", "waiting", "ready")
     art = c.get(f"{g}/artifacts/{view['artifact']}", headers=auth(t["gkey"])).json()
     assert art["size"] > 0
     raw = c.get(f"{g}/artifacts/{view['artifact']}", params={"download": 1}, headers=auth(t["gkey"]))
