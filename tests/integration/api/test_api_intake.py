@@ -243,3 +243,24 @@ def test_order_of_delivery_across_restart(live: LiveApi, compile_c: Any) -> None
 async def _pending_ids(h: Any, loop_id: str) -> list[str]:
     async with h.store.tx(readonly=True) as tx:
         return [e.event_id for e in await events.pending_events(tx, loop_id)]
+
+
+def test_group_backlog_and_quota(store_url: str, tmp_path: Path, compile_c: Any) -> None:
+    limits = Limits(group_backlog_bytes=400, loops_per_agent=1)
+    with LiveApi(store_url, tmp_path / "data", limits=limits) as live:
+        t = live.call(tenant)
+        loop_id = make_loop(live, t, compile_c)
+        url = f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/events"
+        c = live.client
+        r = c.post(url, headers=auth(t["gkey"]), json={"topic": "hold", "event_id": "b1", "payload": "x" * 200})
+        assert r.status_code == 202
+        r = c.post(url, headers=auth(t["gkey"]), json={"topic": "hold", "event_id": "b2", "payload": "x" * 200})
+        assert r.status_code == 429 and r.json()["error"] == "group_backlog_full" and r.headers["retry-after"] == "30"
+        assert count_events(live, loop_id) == 1
+        # a second active Loop for the agent is over its quota: 409 with scope and limit, nothing created
+        view = c.get(f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}", headers=auth(t["akey"])).json()
+        r = c.post(f"{live.url}/v1/agent-groups/{t['group']}/loops", headers=auth(t["akey"]), json={
+            "agent_id": t["agent"], "session_id": t["session"], "artifact": view["artifact"]})
+        assert r.status_code == 409 and r.json() | {"message": ""} == {
+            "error": "quota_exceeded", "message": "", "scope": "agent", "limit": 1}
+        assert len(c.get(f"{live.url}/v1/agent-groups/{t['group']}/loops", headers=auth(t["akey"])).json()["items"]) == 1
