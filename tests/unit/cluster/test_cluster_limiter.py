@@ -1,0 +1,79 @@
+"""``PgLimiter`` (harness.md §14, §2.9): token buckets shared through ``rate_bucket`` rows on PostgreSQL, refilled
+by store-clock time (negative elapsed = 0), atomic across nodes, failing closed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from support.harness_fixtures import PgProxy, TestClock, pg_url_with_schema
+
+from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.placement import PgLimiter
+from wakeful.harness.store import Store
+
+
+@pytest.fixture
+def pg_store(harness_runner: asyncio.Runner, pg_schema: str, store_clock: TestClock) -> Any:
+    store = harness_runner.run(Store.open(pg_url_with_schema(pg_schema), clock=store_clock))
+    yield store
+    harness_runner.run(store.close())
+
+
+async def test_a_bucket_starts_full_and_refills_by_store_clock_time(pg_store: Any, store_clock: TestClock) -> None:
+    limiter = PgLimiter(pg_store)
+    assert [await limiter.take("b", 3, 1.0) for _ in range(3)] == [None, None, None]
+    wait = await limiter.take("b", 3, 1.0)
+    assert wait == pytest.approx(1.0)
+    store_clock.advance(ms=500)
+    assert await limiter.take("b", 3, 1.0) == pytest.approx(0.5)  # a refused take takes nothing
+    store_clock.advance(ms=500)
+    assert await limiter.take("b", 3, 1.0) is None
+    store_clock.advance(s=3600)
+    assert [await limiter.take("b", 3, 1.0) for _ in range(4)][-1] is not None  # capped at capacity
+
+
+async def test_a_clock_stepping_back_refills_nothing_and_never_twice(pg_store: Any, store_clock: TestClock) -> None:
+    limiter = PgLimiter(pg_store)
+    for _ in range(2):
+        assert await limiter.take("b", 2, 1.0) is None
+    store_clock.jump_wall(s=-60)  # negative elapsed counts as zero
+    assert await limiter.take("b", 2, 1.0) == pytest.approx(1.0)
+    store_clock.jump_wall(s=60)  # back to where it was: the minute already counted is not refilled again
+    assert await limiter.take("b", 2, 1.0) == pytest.approx(1.0)
+    store_clock.advance(s=1)
+    assert await limiter.take("b", 2, 1.0) is None
+
+
+async def test_two_nodes_sharing_a_bucket_never_overshoot(pg_store: Any, pg_schema: str, store_clock: TestClock) -> None:
+    other = await Store.open(pg_url_with_schema(pg_schema), clock=store_clock, migrate=False)
+    try:
+        nodes = [PgLimiter(pg_store), PgLimiter(other)]
+        answers = await asyncio.gather(*(nodes[i % 2].take("ingress:global", 10, 0.001) for i in range(40)))
+        assert sum(a is None for a in answers) == 10
+        assert all(a is None or a > 0 for a in answers)
+    finally:
+        await other.close()
+
+
+async def test_an_unreachable_store_fails_closed(harness_runner: Any, pg_schema: str, store_clock: TestClock) -> None:
+    async with PgProxy() as proxy:
+        store = await Store.open(proxy.url(pg_schema), clock=store_clock)
+        try:
+            limiter = PgLimiter(store)
+            assert await limiter.take("b", 5, 1.0) is None
+            proxy.cut()
+            with pytest.raises(StoreUnavailable):
+                await limiter.take("b", 5, 1.0)
+            proxy.restore()
+            assert await limiter.take("b", 5, 1.0) is None
+        finally:
+            await store.close()
+
+
+async def test_bad_bucket_shapes_are_programming_errors(pg_store: Any) -> None:
+    with pytest.raises(ValueError):
+        await PgLimiter(pg_store).take("b", 0, 1.0)
+    with pytest.raises(ValueError):
+        await PgLimiter(pg_store).take("b", 5, 0)
