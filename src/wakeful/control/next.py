@@ -305,7 +305,8 @@ def _row3_effect(x: _Goal, grace_ms: int) -> dict[str, Any] | None:
 
 def _row4_continue(x: _Goal) -> dict[str, Any] | None:
     held = [x.items[c.item_id] for c in x.live_claims.values()
-            if c.holder == x.agent and c.item_id in x.items and x.items[c.item_id].status == "open"]
+            if c.holder == x.agent and c.item_id in x.items and x.items[c.item_id].status == "open"
+            and x.items[c.item_id].cls in AGENT_CLASSES]
     if not held:
         return None
     item = min(held, key=_order)
