@@ -21,6 +21,7 @@ from wakeful.cli import (
     loop_cmd,
     mcp_cmd,
     run,
+    script_cmd,
     sdk_cmd,
     serve_cmd,
     vm_cmd,
@@ -58,6 +59,7 @@ for _name, _sub in loop_cmd.apps().items():
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
 serve_cmd.register(app)
 mcp_cmd.register(app)
+script_cmd.register(app)
 for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
     app.add_typer(_sub, name=_name)
 

@@ -1,0 +1,169 @@
+"""``wakeful script run FILE… [--entry F] [--env K=V…] [--agent A]`` (interfaces.md §4.2, harness.md §18).
+
+Local mode: the operator runs the script as ``--agent`` on the store directly, with a script runtime in this
+process (no node is started, so no Loop runs here); its ``tool.call`` reaches ``decide``, ``web.http_request``
+and the read-only Loop tools. Remote mode (``--server`` / ``$WAKEFUL_SERVER``): ``POST G/scripts/run`` with the
+key. Prints the result and the console; ``--json`` prints the outcome. Exit 0 succeeded, 1 failed, 3 unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+
+from wakeful.cli.output import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, CliExit, Out, UsageError, dumps, escape
+from wakeful.cli.program import bundle_from_paths
+from wakeful.errors import WakefulError
+
+__all__ = ["register", "script_app"]
+
+script_app = typer.Typer(help="Scripts: C programs run once while you wait (harness.md §18).", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(script_app, name="script")
+
+
+@script_app.command("run")
+def run(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(help="C files of the bundle.", show_default=False)],
+    entry: Annotated[str | None, typer.Option("--entry", help="Entry file (default: the first).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="K=V, repeatable: the script's env.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="The agent the script runs as.")] = None,
+    server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode; $WAKEFUL_SERVER).")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="API key (remote mode; $WAKEFUL_API_KEY).")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="The outcome as one JSON document.")] = False,
+) -> None:
+    """Compile and run a script once; print its result and console."""
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    if json_ and not out.json:
+        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
+    bundle, entry_key = bundle_from_paths(files, entry)
+    request = {"files": bundle, "entry": entry_key}
+    env_map = _env(env or [])
+    url = server or os.environ.get("WAKEFUL_SERVER")
+    try:
+        if url:
+            token = key or os.environ.get("WAKEFUL_API_KEY")
+            if not token:
+                raise UsageError("remote mode needs --key or $WAKEFUL_API_KEY")
+            outcome = asyncio.run(_remote(url, token, request, env_map, agent))
+        else:
+            if agent is None:
+                raise UsageError("local mode needs --agent AGENT_ID (the operator runs the script as that agent)")
+            outcome = asyncio.run(_local(agent, request, env_map))
+    except UsageError:
+        raise
+    except WakefulError as exc:
+        out.error(exc)
+        raise CliExit(EXIT_UNAVAILABLE if exc.code in ("unavailable", "compiler_unavailable") else EXIT_FAILED) from None
+    _print(out, outcome)
+    raise CliExit(EXIT_OK if outcome.get("state") == "succeeded" else EXIT_FAILED)
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env takes K=V, not {pair!r}")
+        found[name] = value
+    return found
+
+
+def _print(out: Out, outcome: dict[str, Any]) -> None:
+    if out.json:
+        out.document(outcome)
+        return
+    for line in outcome.get("console") or []:
+        out.note(f"[dim]console[/] {escape(str(line))}")
+    calls = outcome.get("tool_calls") or []
+    if calls:
+        failed = sum(1 for call in calls if not call.get("ok"))
+        out.note(f"[dim]{len(calls)} tool calls, {failed} failed[/]")
+    if outcome.get("state") == "succeeded":
+        out.plain(dumps(outcome.get("result")) + "\n")
+        return
+    error = outcome.get("error") or {}
+    out.err.print(f"[bold red]failed[/] [red]{escape(str(error.get('kind')))}[/]: {escape(str(error.get('message')))}")
+    if error.get("diagnostics"):
+        out.err.print(escape(str(error["diagnostics"])))
+
+
+async def _local(agent_id: str, request: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    from wakeful.build import Builder, BuildOptions
+    from wakeful.cli.db_cmd import store_url
+    from wakeful.harness.config import load_config
+    from wakeful.harness.node import Node
+    from wakeful.harness.registry import ToolRegistry
+    from wakeful.harness.scripts import ScriptRunner
+    from wakeful.harness.scripts_tools import ScriptTools
+    from wakeful.harness.store import Store, agents
+    from wakeful.harness.tools import LoopTools
+
+    cfg = load_config()
+    store = await Store.open(store_url())
+    builder = Builder(BuildOptions(data_dir=cfg.data_dir))
+    try:
+        node = Node(store, cfg)  # not opened: no runtime, no adoption; Loop views and the decider only
+
+        class _Host:  # what ScriptTools reads of a harness
+            registry = ToolRegistry()
+            loops = LoopTools(node, adopt=False)
+
+        _Host.node = node  # type: ignore[attr-defined]
+        runner = ScriptRunner(builder=builder, call_tool=ScriptTools(cast(Any, _Host())).call, limits=cfg.scripts)
+        await runner.open()
+        try:
+            async with store.tx(readonly=True) as tx:
+                agent = await agents.get_agent(tx, agent_id)
+            return dict(await runner.run(agent_id=agent.id, group_id=agent.group_id, request=request, env=env))
+        finally:
+            await runner.close()
+            await node.dispatch.decider.aclose()
+    finally:
+        builder.close()
+        await store.close()
+
+
+async def _remote(url: str, key: str, request: dict[str, Any], env: dict[str, str],
+                  agent_id: str | None) -> dict[str, Any]:
+    import httpx
+
+    from wakeful.harness.errors import HarnessError, StoreUnavailable
+
+    headers = {"Authorization": f"Bearer {key}"}
+    if agent_id is not None:
+        headers["X-Wakeful-Agent"] = agent_id
+    try:
+        async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=90, trust_env=False) as http:
+            info = await http.get("/v1/info")
+            principal = info.json().get("principal", {}) if info.status_code == 200 else {}
+            group_id = principal.get("group_id") or _fail(info)
+            response = await http.post(f"/v1/agent-groups/{group_id}/scripts/run", json={**request, "env": env})
+    except httpx.HTTPError as exc:
+        raise StoreUnavailable(f"the server is unreachable: {type(exc).__name__}") from None
+    body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+    if response.status_code != 200:
+        error = HarnessError(str(body.get("message", f"HTTP {response.status_code}")))
+        error.code = str(body.get("error", "unavailable"))
+        raise error
+    return cast(dict[str, Any], body)
+
+
+def _fail(response: Any) -> str:
+    from wakeful.harness.errors import HarnessError
+
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    error = HarnessError(str(body.get("message", f"HTTP {response.status_code} from /v1/info")))
+    error.code = str(body.get("error", "unavailable"))
+    raise error
