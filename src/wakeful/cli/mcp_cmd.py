@@ -46,11 +46,24 @@ def mcp(
         if agent is None:
             raise UsageError("--embedded needs --agent AGENT_ID (the operator acts as that agent)")
         raise CliExit(asyncio.run(_embedded(agent, session, names, config)))
-    url = server or os.environ.get("WAKEFUL_SERVER") or DEFAULT_SERVER
+    url = server or os.environ.get("WAKEFUL_SERVER") or _configured_server(config)
     token = key or os.environ.get("WAKEFUL_API_KEY")
     if not token:
         raise UsageError("the thin client needs an agent key: --key or $WAKEFUL_API_KEY (or use --embedded)")
     raise CliExit(asyncio.run(_thin(url, token, session, names)))
+
+
+# interfaces.md §3.1: the thin client's default is the configured local URL (server.host, server.port)
+def _configured_server(config: Path | None) -> str:
+    from wakeful.harness.config import load_config
+
+    try:
+        cfg = load_config(config)
+    except Exception:  # an unreadable config: the documented default address
+        return DEFAULT_SERVER
+    host = getattr(cfg, "server_host", "127.0.0.1")
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{host}:{getattr(cfg, 'server_port', 8470)}"
 
 
 async def _embedded(agent_id: str, session_id: str | None, names: str, config: Path | None) -> int:
