@@ -24,6 +24,7 @@ from wakeful.cli import (
     script_cmd,
     sdk_cmd,
     serve_cmd,
+    status_cmd,
     vm_cmd,
     work_cmd,
 )
@@ -58,6 +59,7 @@ for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
 serve_cmd.register(app)
+status_cmd.register(app)  # wakeful status: nodes and leases, Loops, pending, wakes (interfaces.md §4.2)
 mcp_cmd.register(app)
 script_cmd.register(app)
 for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
