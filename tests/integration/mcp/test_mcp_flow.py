@@ -116,6 +116,13 @@ async def test_mcp_http_refuses_without_an_agent_key(harness_runner: Any, tmp_pa
                         **headers, "Accept": "application/json, text/event-stream"})
                     assert r.status_code == status, (headers, r.text)
                     assert "error" in r.json()
+                # hostile bodies with a valid key: refused, never a 500, and the node keeps answering
+                agent = {"Authorization": f"Bearer {t.agent_key}", "Accept": "application/json, text/event-stream",
+                         "Content-Type": "application/json"}
+                for raw in (b"{not json", b"[" * 5000, b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+                            b'"params": {"name": "loop.get", "arguments": [1]}}', b"x" * 70_000):
+                    r = await http.post(f"{live.url}/mcp/", content=raw, headers=agent)
+                    assert r.status_code < 500, (raw[:40], r.status_code, r.text[:200])
             # a group key acting as one of its agents (X-Wakeful-Agent) is an agent principal
             async with mcp_http(f"{live.url}/mcp/", group_key, agent_id=t.agent_id) as client:
                 listed = structured(await client.call_tool("loop.list", {}))
