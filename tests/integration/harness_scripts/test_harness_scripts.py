@@ -132,8 +132,15 @@ def _broken(args: Any, ctx: Any) -> Any:
 
 
 async def test_twenty_tool_calls_in_one_run_return_their_combined_result(harness_runner: Any, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import schema
+
     async with node(tmp_path) as (h, agent):  # math.square is a write tool: scripts may call it (§18)
         out = await h.run_script(agent, TWENTY_CALLS)
+        async with h.store.tx(readonly=True) as tx:  # §18: a script is not a Loop and leaves no artifact
+            for table in (schema.artifact, schema.loop, schema.message):
+                assert (await tx.execute(sa.select(sa.func.count()).select_from(table))).scalar() == 0
     assert out["state"] == "succeeded", out
     assert out["exit_code"] == 0
     assert out["result"] == sum(i * i for i in range(20))  # 2470: every call's value arrived
