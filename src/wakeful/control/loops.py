@@ -158,12 +158,13 @@ class LoopBridge:
         self._spawn(self.on_transition(loop_id))
 
     async def _sweep_forever(self, every_s: float) -> None:
+        """Sweep at once (catching up after a restart), then every ``every_s`` seconds."""
         while True:
-            await asyncio.sleep(every_s)
             try:
                 await self.sweep()
             except Exception:
                 log.exception("control loop sweep failed")
+            await asyncio.sleep(every_s)
 
     # -- §9 wakes become facts
     async def on_message(self, message_id: str) -> int:

@@ -25,6 +25,7 @@ async def test_seed_demo_goal(harness_runner: Any, tmp_path: Path, store_clock: 
         assert await seed_demo_goal(h, group, agent, loop_id) == seeded  # a restart replays, nothing new
         monitor = await h.control.item(seeded["goal_id"], seeded["monitor"])
         assert (monitor["class"], monitor["loop_id"]) == ("monitor", loop_id)
+        assert monitor["watch_state"]["state"] == "active"  # recorded at once, not at the next sweep
         assert (await h.control.item(seeded["goal_id"], seeded["follow_up"]))["status"] == "deferred"
         first = await h.control.next(agent, seeded["goal_id"])
         assert (first["decision"], first["ask"]["gate_id"]) == ("ask_person", seeded["gate"])
