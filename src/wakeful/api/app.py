@@ -34,6 +34,7 @@ ROUTERS: tuple[str, ...] = (
     "scripts",
     "decide",
     "control",
+    "nodes",
 )
 
 

@@ -99,6 +99,7 @@ class Tenant:
     key: str
     loops: list[str] = field(default_factory=list)
     agent_of: dict[str, str] = field(default_factory=dict)
+    admin_key: str = ""
 
 
 async def set_up(db_url: str, home: Path, compile_c: Any, *, agents: int, loops_per_agent: int) -> Tenant:
@@ -112,6 +113,7 @@ async def set_up(db_url: str, home: Path, compile_c: Any, *, agents: int, loops_
         group = await h.create_group("g-cluster")
         _, key = await h.create_key("group", group_id=group.id)
         tenant = Tenant(group.id, key)
+        tenant.admin_key = (await h.create_key("admin"))[1]
         elf = compile_c(GUEST, name="cluster_echo.c")
 
         async def one_agent(i: int) -> None:
