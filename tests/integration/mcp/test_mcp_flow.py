@@ -95,6 +95,11 @@ async def test_the_watch_flow_over_mcp_http(store_url: str, tmp_path: Path) -> N
                 assert len(provider.requests) == 2  # one decide per distinct event, never for the repeat
                 events = structured(await client.call_tool("loop.events", {"loop_id": loop_id}))
                 assert sorted(e["event_id"] for e in events["events"]) == ["evt-1", "evt-2"]
+                detail = structured(await client.call_tool("loop.get", {
+                    "loop_id": loop_id, "include": ["checkpoint", "logs", "pending"]}))
+                assert detail["pending"] == [] and "checkpoint" in detail and isinstance(detail["logs"], list)
+                ran = structured(await client.call_tool("script.run", {"source": SCRIPT}))
+                assert ran["state"] == "succeeded" and ran["result"] == {"loops": 1}, ran
                 # the Loop belongs to this agent only: another agent's key does not see it
                 other = await tenant(live.harness, "b1")
                 async with mcp_http(f"{live.url}/mcp/", other.agent_key) as stranger:
