@@ -21,7 +21,7 @@ async def test_retired_incarnations_reach_no_provider_and_no_server(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
     with serving("jev") as fake:
-        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="k")
+        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="k", timeout_ms=8000)
         h = await started(store_url, store_clock, tmp_path / "data", decide=settings)
         try:
             _, _, loop_id = await driver_loop(h, compile_c)

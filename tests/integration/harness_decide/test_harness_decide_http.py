@@ -20,7 +20,8 @@ QUESTION = {"type": "noul", "instructions": "Is it urgent?"}
 
 async def test_decide_route(harness_runner: Any, tmp_path: Path) -> None:
     with serving("openai") as fake:
-        settings = DecideSettings(provider="openai", endpoint=fake.url, model="small-1", api_key_env="NOPE")
+        settings = DecideSettings(provider="openai", endpoint=fake.url, model="small-1", api_key_env="NOPE",
+                                  timeout_ms=8000)
         h = Harness(Config(data_dir=tmp_path, store_url=f"sqlite:///{tmp_path / 'w.db'}", decide=settings),
                     sweeps=False)
         await h.start()

@@ -51,7 +51,7 @@ async def test_loop_thresholds_decide_over_http(
             return raw
 
         fake.answer = answer
-        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="sk-loop")
+        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="sk-loop", timeout_ms=8000)
         h = await started(store_url, store_clock, tmp_path / "data", decide=settings)
         try:
             group, session, loop_id = await _gate(h, compile_c)

@@ -33,7 +33,9 @@ def provider(request: pytest.FixtureRequest) -> Iterator[FakeProvider]:
 
 
 def decider(fake: FakeProvider, clock: ManualClock | None = None, **settings: Any) -> Decider:
-    base: dict[str, Any] = {"provider": fake.kind, "endpoint": fake.url, "api_key": "sk-test", "model": "m-1"}
+    # a roomy budget keeps these tests steady on a loaded machine; the 2 s default is tested on its own
+    base: dict[str, Any] = {"provider": fake.kind, "endpoint": fake.url, "api_key": "sk-test", "model": "m-1",
+                            "timeout_ms": 8000}
     clock = clock or ManualClock()
     return Decider(DecideSettings(**{**base, **settings}), monotonic_ns=clock.monotonic_ns)
 
@@ -168,7 +170,7 @@ async def test_slow_provider_times_out_at_the_budget_without_retry(
 
     provider.delay_s = 3.0
     start = time.monotonic()
-    result = await ask(decider(provider))
+    result = await ask(decider(provider, timeout_ms=DecideSettings().timeout_ms))  # the 2,000 ms default
     elapsed = time.monotonic() - start
     assert code(result) == "timeout"
     assert 1.9 <= elapsed < 2.9  # generous smoke bound around the 2 s budget
