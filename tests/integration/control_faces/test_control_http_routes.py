@@ -154,6 +154,38 @@ def test_control_routes(store_url: str, tmp_path: Path) -> None:
         assert len(http.get(f"{GOAL}/evidence?item={item}", headers=me).json()["items"]) == 1
         assert http.get(f"{GOAL}/effects", headers=me).json()["items"] == []
 
+        # hostile input: typed 4xx answers, never a 500 or a 422, and the node keeps serving
+        hostile = [
+            ("POST", f"{GOAL}/commands", {"json": [1, 2]}),
+            ("POST", f"{GOAL}/commands", {"json": {"command": "work.add"}}),
+            ("POST", f"{GOAL}/commands", {"json": {"command": {"type": "work.add", "class": "advancement",
+                                                                "title": "x" * 5000}}}),
+            ("POST", f"{GOAL}/commands", {"json": {"command": {"type": "work.add", "class": ["advancement"],
+                                                                "title": "x"}}}),
+            ("POST", f"{GOAL}/commands", {"json": {"operation_id": "bad id with spaces", "command": {"type": "goal.pause"}}}),
+            ("POST", f"{GOAL}/commands", {"json": {"goal_id": "goal_other", "command": {"type": "goal.pause"}}}),
+            ("POST", f"{GOAL}/commands", {"json": {"command": {"type": "work.block", "item": item, "reason": "r"},
+                                                   "expected": {"item_revision": "one"}}}),
+            ("POST", f"{GOAL}/commands", {"content": b"{not json", "headers": {"Content-Type": "application/json"}}),
+            ("GET", f"{G}/goals/{'g' * 3000}", {}),
+            ("GET", f"{GOAL}/work/{'w' * 500}", {}),
+            ("GET", f"{GOAL}/receipts/{'r' * 400}", {}),
+            ("GET", f"{GOAL}/acceptance?revision=99", {}),
+            ("GET", f"{GOAL}/acceptance?revision=-1", {}),
+            ("GET", f"{GOAL}/commits?limit=5000", {}),
+            ("GET", f"{GOAL}/evidence?cursor=%%%", {}),
+            ("GET", f"{G}/next?goal_id=goal_nope", {}),
+            ("POST", f"{G}/next", {"json": {"agent_id": t["agent"], "ttl_s": 5}}),
+            ("POST", f"{G}/goals", {"json": {"title": "t", "objective": "o", "subjects": {"BAD NAME": "x"}}}),
+            ("POST", f"{G}/goals", {"json": {"title": "t", "objective": "o", "claim_mode": "medium"}}),
+        ]
+        for method, path, extra in hostile:
+            headers = {**me, **extra.pop("headers", {})}
+            got = http.request(method, path, headers=headers, **extra)
+            assert 400 <= got.status_code < 500 and got.status_code != 422, (path, got.status_code, got.text)
+            assert "error" in got.json(), got.text
+        assert http.get(f"{GOAL}/status", headers=me).status_code == 200
+
         # 503 while the node is not running
         live.run(live.h.stop())
         down = http.get(f"{GOAL}/status", headers=person)
