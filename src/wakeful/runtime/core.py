@@ -111,6 +111,9 @@ class Delivery(NamedTuple):
     duplicate: bool
 
 
+_ACCEPTED, _DUPLICATE = Delivery(accepted=True, duplicate=False), Delivery(accepted=True, duplicate=True)
+
+
 class _Object:
     """The runtime's record of one loaded object."""
 
@@ -405,23 +408,23 @@ class Runtime:
         """§6.9 checks in order, then append and wake a waiting sf_event_next."""
         if not isinstance(event_id, str) or not isinstance(topic, str):
             raise InvalidParams("event_id and topic must be strings")
-        if _utf8_len(topic) > MAX_NAME_BYTES:
+        if (len(topic) > MAX_NAME_BYTES or not topic.isascii()) and _utf8_len(topic) > MAX_NAME_BYTES:
             raise InvalidParams("event exceeds limits: topic over 128 bytes")
         payload_box = _checked_json(payload, "event exceeds limits")
         obj = self._find(object_id)
         if obj.state not in ACCEPTS_EVENTS:
             raise Busy("object no longer accepts events")
-        if _utf8_len(event_id) > MAX_NAME_BYTES:
+        if (len(event_id) > MAX_NAME_BYTES or not event_id.isascii()) and _utf8_len(event_id) > MAX_NAME_BYTES:
             raise InvalidParams("event_id over 128 bytes")
         if obj.mailbox.is_duplicate(event_id):
-            return Delivery(accepted=True, duplicate=True)
+            return _DUPLICATE
         envelope = _envelope(event_id, topic, payload_box)
         if envelope.size > MAX_ENVELOPE_BYTES:
             raise InvalidParams(f"event exceeds limits: envelope of {envelope.size} bytes over {MAX_ENVELOPE_BYTES}")
         obj.mailbox.offer(event_id, envelope, envelope.size)
         if obj.run is not None:
             self.scheduler.event_arrived(obj.run)
-        return Delivery(accepted=True, duplicate=False)
+        return _ACCEPTED
 
     # ------------------------------------------------------------------ queries (§6.7, §6.8, §6.11, §13)
 

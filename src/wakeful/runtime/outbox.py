@@ -207,45 +207,46 @@ class Outbox:
     # data round-robin across objects, one per object per turn; coalesced up to 64 KiB
     def take(self, limit: int = WRITE_BYTES) -> bytes:
         """The next frames in writer order, concatenated (at least one frame if any is queued)."""
-        chunk = bytearray()
+        parts: list[bytes] = []
+        size = 0
         took_data = False
+        control, ring, data = self._control, self._ring, self._data
         while True:
-            frame = self._peek()
-            if frame is None or (chunk and len(chunk) + len(frame) > limit):
-                break
-            took_data |= self._pop()
-            chunk += frame
-        if took_data:
-            self._admit_waiting()
-        return bytes(chunk)
-
-    def _data_turn(self) -> bool:
-        return bool(self._ring) and (not self._control or self._burst >= CONTROL_BURST)
-
-    def _peek(self) -> bytes | None:
-        if self._data_turn():
-            return self._data[self._ring[0]][0].data
-        return self._control[0] if self._control else None
-
-    def _pop(self) -> bool:
-        """Pop the frame ``_peek`` returned; ``True`` if it was a data frame."""
-        if self._data_turn():
-            oid = self._ring.popleft()
-            queue = self._data[oid]
-            frame = queue.popleft()
-            self._release(frame)
-            frame.state = "taken"
-            if queue:
-                self._ring.append(oid)
+            if ring and (not control or self._burst >= CONTROL_BURST):  # a data frame's turn
+                oid = ring[0]
+                queue = data[oid]
+                frame = queue[0]
+                n = len(frame.data)
+                if parts and size + n > limit:
+                    break
+                ring.popleft()
+                queue.popleft()
+                self._release(frame)
+                frame.state = "taken"
+                if queue:
+                    ring.append(oid)
+                else:
+                    del data[oid]
+                    self._object_bytes.pop(oid, None)
+                self._burst = 0
+                took_data = True
+                parts.append(frame.data)
+            elif control:
+                head = control[0]
+                n = len(head)
+                if parts and size + n > limit:
+                    break
+                control.popleft()
+                self._burst += 1
+                if self._control_waiters:
+                    self._wake_control()
+                parts.append(head)
             else:
-                self._data.pop(oid, None)
-                self._object_bytes.pop(oid, None)
-            self._burst = 0
-            return True
-        self._control.popleft()
-        self._burst += 1
-        self._wake_control()
-        return False
+                break
+            size += n
+        if took_data and self._waiting:
+            self._admit_waiting()
+        return b"".join(parts)
 
     def close(self) -> None:
         """§12: no more frames are accepted; waiting responses are released (and dropped)."""

@@ -180,6 +180,7 @@ class Session:
     # chunk, while nothing else is ready to run (no runnable guest, no ready callback, nothing left to
     # write), stdin is read without blocking for up to ``poll_ns``; each chunk that arrives restarts the
     # wait, and one polling session ends after POLL_SESSION_NS so timers are never held back longer.
+    # Each empty read yields the core (``sched_yield``): a client on the same core is not starved.
     def _poll(self) -> None:
         ready = self._ready
         if ready is None:
@@ -196,6 +197,7 @@ class Session:
                 now = time.monotonic_ns()
                 if now >= deadline:
                     return
+                os.sched_yield()  # a client sharing this core runs now, not at the next tick
                 continue
             except OSError:
                 return  # the loop's reader reports it
@@ -268,9 +270,9 @@ class Session:
             self._early(None, "INVALID_REQUEST", "method missing or not a string")
             return
         request_id = msg.get("id", _ABSENT)
-        # step 5 (≤ 32 characters are ≤ 128 bytes: no encoding for the common id)
+        # step 5 (an ASCII id's length is its UTF-8 length: ``isascii`` is O(1), no encoding)
         if request_id is not _ABSENT and (type(request_id) is not str or (
-                len(request_id) > MAX_ID_BYTES // 4 and utf8_len(request_id) > MAX_ID_BYTES)):
+                (len(request_id) > MAX_ID_BYTES or not request_id.isascii()) and utf8_len(request_id) > MAX_ID_BYTES)):
             self._early(None, "INVALID_REQUEST", "id must be a string of at most 128 bytes")
             return
         params = msg.get("params", {})  # step 6
