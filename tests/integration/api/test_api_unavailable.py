@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from live_api import LiveApi, auth, count_events, make_loop, tenant
+from live_api import LiveApi, auth, count_events, make_loop, tenant, wait_for
 from support.harness_fixtures import PgProxy, sqlite_read_only
 
 pytestmark = pytest.mark.integration
@@ -31,8 +32,14 @@ def test_sqlite_unwritable_is_503(tmp_path: Path, compile_c: Any) -> None:
                                     json={"name": "x"})
             assert hook.status_code == 503
         assert count_events(live, loop_id) == before  # nothing half-written
-        r = live.client.post(url, headers=auth(t["gkey"]), json={"topic": "hold", "event_id": "b"})
-        assert r.status_code == 202 and r.json()["duplicate"] is False  # the refused event was never kept
+
+        def post_again() -> httpx.Response | None:  # the store recovers once writable (a 503 meanwhile writes nothing)
+            r = live.client.post(url, headers=auth(t["gkey"]), json={"topic": "hold", "event_id": "b"})
+            assert r.status_code in (202, 503), r.text
+            return r if r.status_code == 202 else None
+
+        r = wait_for(post_again, timeout=30, every=0.5)
+        assert r.json()["duplicate"] is False  # the refused event was never kept
 
 
 class _ProxyThread:
