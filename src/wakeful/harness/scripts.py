@@ -246,7 +246,7 @@ class ScriptRunner:
         if not isinstance(args, dict) or "value" not in args:
             raise HostCallError("invalid_arguments", "script.result takes {value}")
         size = _size(args["value"])
-        if size > MAX_RESULT_BYTES:
+        if size < 0 or size > MAX_RESULT_BYTES:
             raise HostCallError("result_too_large", f"the result is {size} bytes; at most {MAX_RESULT_BYTES}")
         run.result = args["value"]  # last call wins
         return {"status": "stored"}
@@ -277,8 +277,11 @@ class ScriptRunner:
         except HarnessError as exc:
             run.tool_calls.append({"tool": tool, "ok": False, "code": exc.code})
             return {"ok": False, "error": {"code": exc.code, "message": exc.message[:512]}}
-        run.tool_calls.append({"tool": tool, "ok": True})
         size = _size(value)
+        if size < 0:  # the tool answered something that is not JSON
+            run.tool_calls.append({"tool": tool, "ok": False, "code": "invalid_result"})
+            return {"ok": False, "error": {"code": "invalid_result", "message": f"{tool} did not answer JSON"}}
+        run.tool_calls.append({"tool": tool, "ok": True})
         if size > MAX_VALUE_BYTES:
             return {"ok": True, "truncated": True, "bytes": size}
         return {"ok": True, "value": value}
@@ -356,13 +359,14 @@ def _check_env(env: Any) -> dict[str, str]:
     if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise InvalidRequest("env must be an object of string → string", field="env")
     value = dict(env)
-    if _size(value) > MAX_ENV_BYTES:
+    if not 0 <= _size(value) <= MAX_ENV_BYTES:
         raise InvalidRequest(f"env is over {MAX_ENV_BYTES} bytes encoded", field="env")
     return value
 
 
 def _size(value: Any) -> int:
+    """The compact JSON size of ``value``, or -1 when it is not a JSON value."""
     try:
         return jsonval.from_python(value, limits=False).size
     except jsonval.JsonError:
-        return 1 << 30
+        return -1

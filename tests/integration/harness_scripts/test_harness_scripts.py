@@ -113,6 +113,7 @@ async def node(tmp_path: Path, *, clock: Any = None, decide: Any = None, store_u
                     description="square n", safety="write")
     h.register_tool("blob.big", lambda a, ctx: {"text": "x" * 20_000}, description="a big value")
     h.register_tool("tool.broken", _broken, description="always raises")
+    h.register_tool("tool.odd", lambda a, ctx: {1, 2}, description="answers a set, not JSON")
     gate: asyncio.Event = asyncio.Event()
     h.gate = gate  # type: ignore[attr-defined]
 
@@ -317,7 +318,7 @@ async def test_tool_call_rules(store_url: str, tmp_path: Path) -> None:
     src = script(r"""
         sf_handle codes = sf_json_array();
         if (outcome(codes, "script.run") || outcome(codes, "loop.create") || outcome(codes, "no.such.tool")
-            || outcome(codes, "tool.broken") || outcome(codes, "loop.list"))
+            || outcome(codes, "tool.broken") || outcome(codes, "loop.list") || outcome(codes, "tool.odd"))
             return 2;
         sf_handle notify = lit("{\"content\":\"x\",\"dedup_key\":\"k\"}");
         sf_i64 denied = sf_host_call("agent.notify", notify, 1000);
@@ -328,8 +329,8 @@ async def test_tool_call_rules(store_url: str, tmp_path: Path) -> None:
     async with node(tmp_path, store_url=store_url) as (h, agent):
         out = await h.run_script(agent, src)
     assert out["state"] == "succeeded", out
-    assert out["result"] == ["not_allowed", "not_allowed", "unknown_tool", "tool_failed", "ok"]
-    assert [c["ok"] for c in out["tool_calls"]] == [False, False, False, False, True]
+    assert out["result"] == ["not_allowed", "not_allowed", "unknown_tool", "tool_failed", "ok", "invalid_result"]
+    assert [c["ok"] for c in out["tool_calls"]] == [False, False, False, False, True, False]
 
 
 async def test_decide_and_web_from_a_script(harness_runner: Any, tmp_path: Path) -> None:
