@@ -27,8 +27,10 @@ class ApiSettings:
 def harness_of(request: Request) -> Harness:
     """The harness hosting this app; ``503 unavailable`` while it is not started (or stopping)."""
     harness: Harness = request.app.state.harness
-    if harness._store is None:
-        raise StoreUnavailable("the node is starting or stopping")
+    try:
+        harness.store  # noqa: B018 - raises while the node is not started
+    except RuntimeError:
+        raise StoreUnavailable("the node is starting or stopping") from None
     return harness
 
 

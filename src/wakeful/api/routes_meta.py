@@ -21,14 +21,12 @@ async def healthz(request: Request) -> JSONResponse:
     harness = request.app.state.harness
     settings = settings_of(request)
     node = settings.node_name
-    store_ok = False
-    if harness._store is not None:
-        try:
-            async with harness.store.tx(readonly=True) as tx:
-                await tx.now_ms()
-            store_ok = True
-        except Exception:  # any failure to reach the store is "unavailable" here
-            store_ok = False
+    try:  # not started (RuntimeError) or any failure to reach the store is "unavailable" here
+        async with harness.store.tx(readonly=True) as tx:
+            await tx.now_ms()
+        store_ok = True
+    except Exception:
+        store_ok = False
     if not store_ok:
         return JSONResponse({"status": "unavailable", "error": "unavailable", "message": "the store is unreachable",
                              "node": node, "store": "unavailable"}, status_code=503)
