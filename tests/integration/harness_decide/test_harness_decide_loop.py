@@ -51,7 +51,8 @@ async def test_loop_thresholds_decide_over_http(
             return raw
 
         fake.answer = answer
-        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="sk-loop", timeout_ms=8000)
+        settings = DecideSettings(provider="jev", endpoint=fake.url, api_key="sk-loop", timeout_ms=8000,
+                                  per_second=100)  # on PostgreSQL the buckets refill in real time
         h = await started(store_url, store_clock, tmp_path / "data", decide=settings)
         try:
             group, session, loop_id = await _gate(h, compile_c)
