@@ -101,6 +101,10 @@ def _optional(name: str) -> Any:
 
 
 def _result(value: Any) -> types.CallToolResult:
+    try:  # only JSON leaves the server (a tool may answer a set or an object by mistake)
+        value = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        return _refusal(ToolRefusal("invalid_result", "the tool did not answer a JSON value"))
     structured = value if isinstance(value, dict) else {"result": value}
     return types.CallToolResult(content=[types.TextContent(type="text", text=_short(value))],
                                 structured_content=structured, is_error=False)

@@ -117,9 +117,12 @@ def test_results_and_refusals() -> None:
     async def crashes(args: dict[str, Any], ctx: McpContext) -> Any:
         raise RuntimeError("secret internals")
 
+    async def odd(args: dict[str, Any], ctx: McpContext) -> Any:
+        return {"nan": float("nan"), "set": {1}}
+
     table = ToolTable()
     schema = {"type": "object", "properties": {"x": {"type": "string"}}}
-    for name, fn in (("t.ok", ok), ("t.list", listy), ("t.refuse", refuses), ("t.crash", crashes)):
+    for name, fn in (("t.ok", ok), ("t.list", listy), ("t.refuse", refuses), ("t.crash", crashes), ("t.odd", odd)):
         table.add(McpTool(name=name, description="d", input_schema=schema, handler=fn))
     result = _call(table, "t.ok", {"x": "hi"})
     assert not result.is_error and result.structured_content == {"agent": "agt_1", "echo": "hi"}
@@ -134,6 +137,8 @@ def test_results_and_refusals() -> None:
     assert "secret internals" not in crashed.structured_content["message"]
     bad = _call(table, "t.ok", {"x": 3})
     assert bad.is_error and bad.structured_content["error"] == "invalid_request"
+    odd_result = _call(table, "t.odd", {})
+    assert odd_result.is_error and odd_result.structured_content["error"] == "invalid_result"
     unknown = _call(table, "t.nope", {})
     assert unknown.is_error and unknown.structured_content["error"] == "unknown_tool"
 
