@@ -175,6 +175,17 @@ def test_webhook_route(live: LiveApi, compile_c: Any) -> None:
     for secret in ("A" * 43, "short", "A" * 44, "A" * 42 + "!"):
         r = c.post(f"{live.url}/v1/loop-webhooks/{secret}", json={"n": 3})
         assert r.status_code == 404 and r.json()["error"] == "not_found" and r.headers["cache-control"] == "no-store"
+    # §10.4 order: an unknown secret is 404 before the body bound is looked at (never read)
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as s:
+        s.sendall((f"POST /v1/loop-webhooks/{'B' * 43} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 50000000\r\n\r\n").encode())
+        answer = read_response(s)
+    assert answer.startswith("HTTP/1.1 404") and "no-store" in answer
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as s:  # a live secret: 413 unread
+        s.sendall((f"POST {hook['url']} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 50000000\r\n\r\n").encode())
+        answer = read_response(s)
+    assert answer.startswith("HTTP/1.1 413") and "no-store" in answer
     assert count_events(live, loop_id) == before
     # rotate: the old URL stops at once; revoke: the new one too
     rotated = c.post(f"{g}/loops/{loop_id}/webhook", headers=auth(t["akey"]), json={"action": "rotate"}).json()
