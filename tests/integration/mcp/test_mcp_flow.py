@@ -134,6 +134,15 @@ async def test_mcp_http_refuses_without_an_agent_key(harness_runner: Any, tmp_pa
                 assert listed == {"loops": [], "next_cursor": None}
                 refused = await client.call_tool("loop.create", {})  # no session given and no default
                 assert refused.is_error and refused.structured_content["field"] == "session_id"
+                for capability in ("script.run", "loop.create", "no.such.tool"):  # harness.md §21 capabilities
+                    refused = await client.call_tool("loop.create", {
+                        "session_id": t.session_id, "capabilities": [{"name": capability}]})
+                    assert refused.is_error
+                    assert refused.structured_content["error"] == "capability_not_allowed", refused
+                other = await tenant(live.harness, "b1")
+                refused = await client.call_tool("loop.create", {"session_id": other.session_id})
+                assert refused.structured_content["error"] == "session_not_found"  # not this agent's inbox
+                assert structured(await client.call_tool("loop.list", {}))["loops"] == []  # nothing stored
 
 
 async def test_the_watch_flow_over_stdio_thin_client(harness_runner: Any, tmp_path: Path) -> None:
