@@ -209,8 +209,9 @@ class LoopBridge:
         """The safety net: every Loop-backed item against its Loop, and the Loops' recent wakes."""
         async with self.store.tx(readonly=True) as tx:
             W = S.work_item
+            active = sa.select(S.goal.c.id).where(S.goal.c.status == "active")
             loop_ids = [r[0] for r in (await tx.execute(sa.select(W.c.loop_id).distinct().where(
-                W.c.loop_id.is_not(None), W.c.status != "done"))).all()]
+                W.c.loop_id.is_not(None), W.c.status != "done", W.c.goal_id.in_(active)))).all()]
         applied = 0
         for loop_id in loop_ids:
             applied += await self.on_transition(loop_id)
@@ -255,8 +256,10 @@ class LoopBridge:
 
 
 async def _backed_items(tx: Any, loop_id: str) -> list[dict[str, Any]]:
-    W = S.work_item
+    """Monitor items not done, of active goals (a paused goal's wakes are caught up by the sweep on resume)."""
+    W, G = S.work_item, S.goal
+    active = sa.select(G.c.id).where(G.c.status == "active")
     rows = (await tx.execute(sa.select(W).where(
-        W.c.loop_id == loop_id, W.c["class"] == "monitor", W.c.status != "done").order_by(W.c.created_ms, W.c.id)
-    )).all()
+        W.c.loop_id == loop_id, W.c["class"] == "monitor", W.c.status != "done", W.c.goal_id.in_(active),
+    ).order_by(W.c.created_ms, W.c.id))).all()
     return [R.item_row(r) for r in rows]

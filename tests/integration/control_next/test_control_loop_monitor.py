@@ -90,6 +90,14 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     assert (await g.item(monitor))["observations"] == 3
     assert status["monitors"][0]["loop_id"] == loop_id
 
+    # a wake while the goal is paused is not observed then; the sweep catches it up after the resume
+    await g.cmd(person, "goal.pause")
+    await notify(h, bridge, loop_id, "e4", "while paused")
+    assert (await g.item(monitor))["observations"] == 3
+    await g.cmd(person, "goal.resume")
+    assert await bridge.sweep() == 1
+    assert (await g.item(monitor))["observations"] == 4
+
     # the Loop leaves active: the monitor becomes runnable; next hands it to the agent
     await g.cmd(person, "work.cancel", item=follow, expected={"item_revision": await g.revision(follow)})
     await h.pause_loop(loop_id)
