@@ -20,6 +20,7 @@ from wakeful.harness.store import jsontext, loops, retention, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
 from wakeful.harness.store.loops import Loop
+from wakeful.harness.tools import LoopTools
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node, Resident
@@ -125,8 +126,6 @@ class PendingEvents:
                                     f"{actor}: retry of {len(ids)} pending event(s), reloading")
         if reload and self.adopt:
             await self.node.try_load(loop_id)
-        from wakeful.harness.tools import LoopTools
-
         view = await LoopTools(self.node, adopt=False).get(loop_id)
         return {"retried": ids, "loop": view}
 
