@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from wakeful.cli.output import CliExit
+from wakeful.cli.output import CliExit, Unavailable
 
 __all__ = ["register", "serve_command"]
 
@@ -67,6 +67,21 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
     return 0
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a busy port is a clear ``unavailable`` (exit 3), not a traceback."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
 async def _upgrade(url: str) -> None:
     from wakeful.harness.store.core import Store
 
@@ -78,8 +93,13 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
     from wakeful.api.server import make_server
     from wakeful.control.embed import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
+    listener = _listen(cfg.server_host, cfg.server_port)  # fail fast, before the store is opened
     harness = Harness(cfg)
-    await harness.start()
+    try:
+        await harness.start()
+    except BaseException:
+        listener.close()
+        raise
     mcp_app: Any = None
     try:
         server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
@@ -96,13 +116,13 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
-        task = loop.create_task(server.serve())
+        task = loop.create_task(server.serve(sockets=[listener]))
         while not server.started and not task.done():
             await asyncio.sleep(0.02)
         if task.done():
-            await task  # the bind failed: uvicorn logged why
-            raise SystemExit(1)
-        bound = server.servers[0].sockets[0].getsockname()
+            await task
+            raise Unavailable("the HTTP server did not start (see the log above)")
+        bound = listener.getsockname()
         shown_host = cfg.server_host if cfg.server_host not in ("0.0.0.0", "::") else "127.0.0.1"
         base_url = f"http://{shown_host}:{bound[1]}"
         print(f"wakeful serve: listening on {base_url} (node {cfg.node_name}, store "

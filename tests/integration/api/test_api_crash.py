@@ -85,3 +85,21 @@ def test_kill9_before_ack_redelivers_once(store_url: str, tmp_path: Path, compil
         assert "Traceback" not in log and secret not in log and "/v1/loop-webhooks/<redacted>" in log
     finally:
         serve.close()
+
+
+def test_busy_port_is_unavailable_without_traceback(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "serve", "--port", str(port)],
+                              env={**os.environ, "WAKEFUL_HOME": str(tmp_path)}, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "cannot listen on 127.0.0.1" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "wakeful.db").exists()  # nothing was opened
