@@ -366,10 +366,30 @@ def part_of(value: JsonValue) -> Json:
     if kind is int:  # a validated int encodes as its decimal text: skip the encoder (hot in events)
         return Json(value, len(str(value)), 1, 0)
     if kind is dict or kind is list:
-        members: Any = value.values() if kind is dict else value  # type: ignore[union-attr]
-        if not any(type(m) is dict or type(m) is list for m in members):  # flat: shape without a scan
-            return Json(value, _flat_size(value), 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
+        size = _measure_flat(value, kind)  # one pass: the size, or -1 when it holds a container
+        if size >= 0:
+            return Json(value, size, 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
     return _box(value, _encode_checked(value))
+
+
+def _measure_flat(value: Any, kind: type) -> int:
+    """Encoded size of a validated dict/list holding only scalars; -1 if it holds a dict or a list."""
+    if not value:
+        return 2
+    size = 1 + len(value)  # braces + (n-1) commas
+    if kind is dict:
+        for key, member in value.items():
+            mkind = type(member)
+            if mkind is dict or mkind is list:
+                return -1
+            size += str_size(key) + 1 + (len(int.__repr__(member)) if mkind is int else _scalar_size(member, mkind))
+        return size
+    for member in value:
+        mkind = type(member)
+        if mkind is dict or mkind is list:
+            return -1
+        size += len(int.__repr__(member)) if mkind is int else _scalar_size(member, mkind)
+    return size
 
 
 _SMALL_COPY_NODES = 64  # below this a Python copy beats encode + parse
@@ -483,7 +503,9 @@ def from_python(value: object, *, limits: bool = True) -> Json:
         duplicate, nodes, depth = flat
         if limits and nodes > MAX_NODES:
             raise JsonLimitError(f"JSON value of {nodes} nodes exceeds {MAX_NODES}")
-        size = _flat_size(value)  # the encoded size without encoding (encodes only unusual strings)
+        # the encoded size without encoding (encodes only unusual strings); the scalars are checked now
+        kind = type(value)
+        size = _measure_flat(value, kind) if kind is dict or kind is list else _flat_size(value)
         if limits and size > MAX_BYTES:
             raise JsonLimitError(f"JSON value of {size} bytes exceeds {MAX_BYTES}")
         return Json(duplicate, size, nodes, depth)

@@ -272,3 +272,23 @@ def test_shape_from_encoding_matches_the_walk(value: object) -> None:
     walked = jsonval.from_python(value)
     shaped = jsonval.part_of(walked.value)
     assert (shaped.size, shaped.nodes, shaped.depth) == (walked.size, walked.nodes, walked.depth)
+
+
+_SCALARS = (st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1)
+            | st.floats(allow_nan=False, allow_infinity=False) | st.text(st.characters(codec="utf-8"), max_size=6))
+flat_values = _SCALARS | st.lists(_SCALARS, max_size=6) | st.dictionaries(st.text(max_size=4), _SCALARS, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=flat_values | json_values)
+def test_part_of_and_from_python_size_flat_values_exactly(value: object) -> None:
+    """The one-pass sizes of flat values (event payloads, replies) equal the encoder's and the walk's."""
+    try:
+        box = jsonval.from_python(value)
+    except JsonTypeError:  # lone surrogates from st.text()
+        return
+    encoded = jsonval.encode(box)
+    walked = jsonval.measure(box.value)
+    assert (box.size, box.nodes, box.depth) == (len(encoded), walked.nodes, walked.depth)
+    part = jsonval.part_of(box.value)
+    assert (part.size, part.nodes, part.depth) == (box.size, box.nodes, box.depth)
