@@ -119,7 +119,7 @@ class PendingEvents:
                 await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.status == "pending",
                                                     E.c.event_id.in_(ids)).values(first_delivered_ms=None,
                                                                                    deadline_ms=None))
-            reload = row.state == lc.ACTIVE
+            reload = row.state == lc.ACTIVE and bool(ids)  # nothing to retry: no new incarnation
             if reload:  # the resident object is retired; the node that runs the Loop reloads it (§19.3)
                 await loops.update_loop(tx, loop_id, where_incarnation=row.incarnation, object_id=None)
                 await lc.append_log(tx, loop_id, row.incarnation, "harness",

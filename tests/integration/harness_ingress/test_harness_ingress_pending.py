@@ -149,6 +149,12 @@ async def test_retry_reloads_at_the_next_incarnation_with_fresh_deadlines(
         store_clock.advance(s=10 * MIN)
         with pytest.raises(NotFound):
             await h.events(loop_id, "retry", agent_id=other)
+        async def e2_acked() -> bool:
+            return (await statuses(h, loop_id))["e2"] == "acked"
+
+        await until(e2_acked)
+        idle = await h.events(loop_id, "retry", event_ids=["e2", "nope"])  # nothing pending among them
+        assert idle["retried"] == [] and idle["loop"]["incarnation"] == 1
         out = await h.events(loop_id, "retry", event_ids=["e1", "e2", "nope"], agent_id=agent)
         assert out["retried"] == ["e1"] and out["loop"]["incarnation"] == 2 and out["loop"]["state"] == "active"
         await _wait_seen(h, loop_id, 5)
