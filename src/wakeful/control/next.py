@@ -491,7 +491,7 @@ def _merge(answers: list[tuple[dict[str, Any], _Goal]]) -> dict[str, Any]:
 
 Submit = Callable[[Actor, dict[str, Any]], Awaitable[dict[str, Any]]]
 CLAIM_RACES = ("claimed_by_other", "write_scope_conflict", "revision_conflict", "illegal_transition")
-CLAIM_ATTEMPTS = 3
+CLAIM_ATTEMPTS = 16  # each lost race removes one candidate; bounded so a livelock cannot spin
 
 
 async def read_views(store: Store, agent_id: str, goal_id: str | None, *,
