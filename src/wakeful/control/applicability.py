@@ -33,9 +33,10 @@ def inapplicable_reason(
     acceptance_revision: int,
     criterion_digests: Mapping[str, str],
     subjects: Mapping[str, str],
-    completer: str | None = None,
+    completers: frozenset[str] = frozenset(),
 ) -> str | None:
-    """None when evidence ``ev`` counts for the criterion now, else the §5 reason code."""
+    """None when evidence ``ev`` counts for the criterion now, else the §5 reason code (``completers``: the agents
+    completing, or having completed, an item bound to the criterion)."""
     if criterion is None:
         return "criterion_removed"
     subject = ev.get("subject")
@@ -52,7 +53,7 @@ def inapplicable_reason(
         recorded = ev.get("workload") or {}
         if recorded.get("digest") != criterion.get("workload_digest"):
             return "workload_mismatch"
-    if criterion.get("independent") and completer is not None and ev["recorded_by"] == completer:
+    if criterion.get("independent") and ev["recorded_by"] in completers:
         return "not_independent"
     return None
 
@@ -65,7 +66,7 @@ def criterion_status(
     acceptance_revision: int,
     criterion_digests: Mapping[str, str],
     subjects: Mapping[str, str],
-    completer: str | None = None,
+    completers: frozenset[str] = frozenset(),
     binding_stale: bool = False,
 ) -> CriterionStatus:
     """The verdict of the newest applicable pass/fail evidence; ``stale`` when some exists but none applies
@@ -76,7 +77,7 @@ def criterion_status(
     for ev in reversed(deciding):
         reason = inapplicable_reason(
             ev, criterion, criterion_id=criterion_id, acceptance_revision=acceptance_revision,
-            criterion_digests=criterion_digests, subjects=subjects, completer=completer,
+            criterion_digests=criterion_digests, subjects=subjects, completers=completers,
         )
         if reason is None:
             return CriterionStatus(criterion_id, str(ev["verdict"]), str(ev["id"]))
@@ -104,29 +105,33 @@ def assess(
     evidence: Sequence[Mapping[str, Any]],
     items: Mapping[str, Mapping[str, Any]],
     subjects: Mapping[str, str],
+    *,
+    completer: str | None = None,
 ) -> dict[str, CriterionStatus]:
     """Every criterion of the current contract → its status at goal level.
 
     A binding whose item's ``semantic_digest`` changed makes its criteria stale; an independent criterion does
-    not count evidence recorded by the agent that completed a bound item.
+    not count evidence recorded by an agent that completed a bound item. With ``completer`` (a completion check),
+    independence is judged against that agent alone.
     """
     if contract is None:
         return {}
     criteria = {c["id"]: c for c in contract["criteria"]}
     stale: set[str] = set()
-    completers: dict[str, str] = {}
+    completers: dict[str, set[str]] = {}
     for item_id, binding in contract["bindings"].items():
         item = items.get(item_id)
         if item is None or item["semantic_digest"] != binding["semantic_digest"]:
             stale.update(binding["criteria"])
-        elif item.get("completed_by"):
+        elif item.get("completed_by") and item.get("done_kind") == "completed":
             for cid in binding["criteria"]:
-                completers[cid] = str(item["completed_by"])
+                completers.setdefault(cid, set()).add(str(item["completed_by"]))
     return {
         cid: criterion_status(
             cid, c, evidence, acceptance_revision=contract["revision"],
             criterion_digests=contract["criterion_digests"], subjects=subjects,
-            completer=completers.get(cid), binding_stale=cid in stale,
+            completers=frozenset([completer] if completer is not None else completers.get(cid, ())),
+            binding_stale=cid in stale,
         )
         for cid, c in criteria.items()
     }

@@ -217,9 +217,8 @@ async def _acceptance_rule(ctx: Ctx, item: dict[str, Any]) -> None:
         return
     bound = contract["bindings"][item["id"]]["criteria"]
     items = {i["id"]: i for i in await rows.load_items(ctx.tx, ctx.goal_id)}
-    items[item["id"]] = {**item, "completed_by": ctx.actor.ref}
     evidence = await rows.load_evidence(ctx.tx, ctx.goal_id)
-    statuses = assess(contract, evidence, items, ctx.goal["subjects"])
+    statuses = assess(contract, evidence, items, ctx.goal["subjects"], completer=ctx.actor.ref)
     unmet = {cid: statuses[cid].status for cid in bound if cid in statuses and statuses[cid].status != "pass"}
     if unmet:
         raise ControlRefused("acceptance_unmet", "bound criteria lack applicable passing evidence",
