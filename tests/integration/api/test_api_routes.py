@@ -144,10 +144,24 @@ def test_agents_sessions_messages_stream(live: LiveApi, compile_c: Any) -> None:
     # resume after the last seen id: nothing new yet
     assert c.get(f"{g}/sessions/{t['session']}/messages", params={"after": event["id"]},
                  headers=auth(t["akey"])).json()["items"] == []
+    # SSE resume: Last-Event-ID = the last cursor seen; only later messages arrive
+    assert c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]),
+                  json={"topic": "wake", "event_id": "e2"}).status_code == 202
+    with httpx.Client(timeout=httpx.Timeout(30, read=30)) as sse, sse.stream(
+            "GET", f"{g}/sessions/{t['session']}/stream",
+            headers=auth(t["akey"], **{"Last-Event-ID": event["id"]})) as stream:
+        data = next(line for line in stream.iter_lines() if line.startswith("data:"))
+    assert json.loads(data[5:])["dedup_key"] == "ev:e2"
+    r = c.get(f"{g}/sessions/{t['session']}/stream", headers=auth(t["akey"], **{"Last-Event-ID": "nope!"}))
+    assert r.status_code == 400 and r.json()["field"] == "last-event-id"
+    c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]),
+           json={"up_to": json.loads(data[5:])["cursor"]})
+    page = c.get(f"{g}/sessions/{t['session']}/messages", headers=auth(t["akey"])).json()
+    assert [m["handled"] for m in page["items"]] == [True, True]
     # handled: by id, then the unhandled filter is empty; up_to with a foreign cursor is 400
     done = c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]),
                   json={"message_ids": [page["items"][0]["id"]]}).json()
-    assert done == {"handled": [page["items"][0]["id"]]}
+    assert done == {"handled": []}  # already handled by up_to: marking is idempotent
     assert c.get(f"{g}/sessions/{t['session']}/messages", params={"unhandled": "true"},
                  headers=auth(t["akey"])).json()["items"] == []
     r = c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]), json={"up_to": "!!"})
@@ -243,3 +257,14 @@ def test_build_route(live: LiveApi) -> None:
     assert r.status_code == 400 and r.json()["field"] == "agent_id"  # a person names the agent
     r = c.post(f"{g}/builds", headers=auth(t["akey"]), json={"files": {"../x.c": "int x;"}, "entry": "../x.c"})
     assert r.status_code == 400 and r.json()["error"] == "invalid_bundle"
+
+
+def test_public_base_url_prefixes_webhook_urls(tmp_path: Path, compile_c: Any) -> None:
+    with LiveApi(f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", public_base_url="https://hooks.example/") as live:
+        t = live.call(tenant)
+        loop_id = make_loop(live, t, compile_c)
+        hook = live.client.post(f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/webhook",
+                                headers=auth(t["akey"]), json={"action": "enable"}).json()
+        assert hook["url"].startswith("https://hooks.example/v1/loop-webhooks/") and len(hook["url"].rsplit("/", 1)[1]) == 43
+        path = hook["url"][len("https://hooks.example"):]
+        assert live.client.post(live.url + path, json={"ok": True}).status_code == 202
