@@ -38,7 +38,7 @@ _RAW = re.compile(r"^/v1/agent-groups/[^/]+/artifacts$")  # raw ELF, application
 def body_limit_for(path: str) -> int:
     if _WEBHOOK.match(path):
         return WEBHOOK_LIMIT
-    if _BIG.match(path):
+    if _BIG.match(path) or path in ("/mcp", "/mcp/"):  # /mcp carries loop.build and script.run
         return BUILD_LIMIT
     return DEFAULT_LIMIT
 
