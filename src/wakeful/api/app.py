@@ -16,7 +16,7 @@ from fastapi.openapi.utils import get_openapi
 
 from wakeful.api import errors
 from wakeful.api.context import ApiSettings
-from wakeful.api.middleware import RequestGuard
+from wakeful.api.middleware import RecentRefusals, RequestGuard
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -58,7 +58,8 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
     for name in routers if routers is not None else ROUTERS:
         module = importlib.import_module(f"wakeful.api.routes_{name}")
         app.include_router(module.router)
-    app.add_middleware(RequestGuard)
+    app.state.refusals = RecentRefusals()  # 429/503 in the last hour: /v1/info, dashboard, `wakeful status`
+    app.add_middleware(RequestGuard, refusals=app.state.refusals)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -7,15 +7,17 @@ The intake routes (``body_self_checked``) read their bodies themselves after aut
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from wakeful.api.errors import error_response, internal_response
 
-__all__ = ["RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
+__all__ = ["RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
 
 log = logging.getLogger("wakeful.api")
 
@@ -62,11 +64,46 @@ def is_json_type(content_type: str | None) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
+class RecentRefusals:
+    """Counts of 429 and 503 answers over the last hour (interfaces.md §6 and ``wakeful status``: "recent 429/503
+    counts"), on the monotonic clock; at most one entry per second and status, so memory stays bounded."""
+
+    WINDOW_S = 3600
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._now = monotonic
+        self._buckets: dict[int, collections.deque[list[int]]] = {429: collections.deque(), 503: collections.deque()}
+
+    def record(self, status: int) -> None:
+        buckets = self._buckets.get(status)
+        if buckets is None:
+            return
+        second = int(self._now())
+        if buckets and buckets[-1][0] == second:
+            buckets[-1][1] += 1
+        else:
+            buckets.append([second, 1])
+        self._trim(buckets, second)
+
+    def counts(self) -> dict[str, int]:
+        second = int(self._now())
+        out = {}
+        for status, buckets in self._buckets.items():
+            self._trim(buckets, second)
+            out[str(status)] = sum(n for _, n in buckets)
+        return out
+
+    def _trim(self, buckets: collections.deque[list[int]], second: int) -> None:
+        while buckets and buckets[0][0] <= second - self.WINDOW_S:
+            buckets.popleft()
+
+
 class RequestGuard:
     """The outermost wakeful middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, refusals: RecentRefusals | None = None) -> None:
         self.app = app
+        self.refusals = refusals or RecentRefusals()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,6 +125,7 @@ class RequestGuard:
                 return  # the bound was hit: our 413 went out, the route's late answer is dropped
             if message["type"] == "http.response.start":
                 started = True
+                self.refusals.record(int(message.get("status", 0)))
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", rid.encode()))
                 if webhook:

@@ -49,6 +49,7 @@ async def info(request: Request, principal: AnyPrincipal) -> dict[str, Any]:
         "store": harness.store.dialect,
         "compiler_available": _compiler_available(),
         "limits": dataclasses.asdict(harness.config.limits),
+        "recent_refusals": {**request.app.state.refusals.counts(), "window_s": 3600},
         "principal": {"role": principal.role, "kind": principal.kind, "group_id": principal.group_id,
                       "agent_id": principal.agent_id, "key_id": principal.key_id},
     }

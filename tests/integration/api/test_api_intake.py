@@ -232,6 +232,8 @@ def test_rate_limits_and_mailbox(store_url: str, tmp_path: Path, compile_c: Any)
         r = c.post(f"{live.url}/v1/loop-webhooks/short", json={})  # no shape check before the bucket either
         assert r.status_code == 429
         assert count_events(live, loop_id) == 3
+        recent = c.get(f"{live.url}/v1/info", headers=auth(t["admin"])).json()["recent_refusals"]
+        assert recent["429"] >= 7 and recent["window_s"] == 3600  # every 429 answered above
 
 
 def test_order_of_delivery_across_restart(live: LiveApi, compile_c: Any) -> None:

@@ -97,3 +97,20 @@ def test_server_config_keys(tmp_path: Path) -> None:
         file.write_text(bad)
         with pytest.raises(InvalidRequest):
             load_config(file, env={"WAKEFUL_HOME": str(tmp_path)})
+
+
+def test_recent_refusals_window() -> None:
+    from wakeful.api.middleware import RecentRefusals
+
+    now = [1000.0]
+    counts = RecentRefusals(lambda: now[0])
+    for status in (429, 429, 503, 200, 404, 429):
+        counts.record(status)
+    assert counts.counts() == {"429": 3, "503": 1}
+    now[0] += 1800
+    counts.record(503)
+    assert counts.counts() == {"429": 3, "503": 2}
+    now[0] += 1801  # the first second left the hour
+    assert counts.counts() == {"429": 0, "503": 1}
+    now[0] += 3600
+    assert counts.counts() == {"429": 0, "503": 0}
