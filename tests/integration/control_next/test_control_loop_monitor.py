@@ -129,6 +129,15 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     await until(exited)
     assert (await ctl.next(goal))["item"]["id"] == monitor
 
+    # deleted: the Loop row is gone (the harness signals no transition for it): next sees it at once, the
+    # sweep records it in watch_state
+    await h.delete_loop(loop_id)
+    await h.settle()
+    assert (await ctl.next(goal))["item"]["id"] == monitor
+    assert await bridge.sweep() == 1
+    assert (await g.item(monitor))["watch_state"]["state"] == "deleted"
+    assert (await projections.read(h.store, goal, "status"))["monitors"][0]["loop_state"] == "deleted"
+
 
 def test_structured_wake_parsing() -> None:
     good = {"evidence": {"verdict": "fail", "criterion_ids": ["a"], "subject": "repo", "artifact_revision": "r"}}
