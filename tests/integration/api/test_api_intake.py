@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from live_api import LiveApi, auth, count_events, make_loop, seen, tenant, wait_for
 
@@ -277,3 +278,25 @@ def test_group_backlog_and_quota(store_url: str, tmp_path: Path, compile_c: Any)
         assert r.status_code == 409 and r.json() | {"message": ""} == {
             "error": "quota_exceeded", "message": "", "scope": "agent", "limit": 1}
         assert len(c.get(f"{live.url}/v1/agent-groups/{t['group']}/loops", headers=auth(t["akey"])).json()["items"]) == 1
+
+
+def test_concurrent_posts_keep_admission_order(live: LiveApi, compile_c: Any) -> None:
+    """30 concurrent senders: every 202 is stored once, and the Loop pops them in admission order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = live.call(tenant)
+    loop_id = make_loop(live, t, compile_c)
+    url = f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/events"
+
+    def post(i: int) -> int:
+        with httpx.Client(timeout=30) as client:
+            return client.post(url, headers=auth(t["gkey"]), json={"topic": "go", "event_id": f"c{i:02d}"}).status_code
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        assert set(pool.map(post, range(30))) == {202}
+    listed = live.client.get(f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/events",
+                             params={"limit": 200}, headers=auth(t["akey"])).json()["items"]
+    admitted = [e["event_id"] for e in listed]  # (received_ms, event_id) order: admission order
+    assert sorted(admitted) == [f"c{i:02d}" for i in range(30)]
+    wait_for(lambda: len(seen(live, loop_id)) >= 30)
+    assert seen(live, loop_id) == admitted
