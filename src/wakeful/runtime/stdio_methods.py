@@ -58,6 +58,11 @@ _DELIVERED = {
 }
 
 
+_STATS = (b'{"objects":%d,"host":{"pending_host_calls":%d,"ignored_host_responses":%d},"output":'
+          b'{"queued_control_frames":%d,"queued_object_bytes":%d,"dropped_data_notifications":%d},'
+          b'"uptime_ms":%d,"execution_threads":%d}')
+
+
 def _later(handler: SyncHandler) -> Handler:
     """The awaitable form of a synchronous handler (the task path of ``Session``)."""
 
@@ -210,6 +215,18 @@ class Methods:
 
     # §6.11
     def stats(self, p: dict[str, Any]) -> Any:
+        if not self.s.detail:  # spinfoam's control round trip (benchmarks.md §1.3 step 5): bytes, no encoder
+            core = self.s.rt.stats_nowait(extensions=False)
+            outbox, calls = self.s.outbox, self.s.calls
+            numbers = (core["objects"], calls.pending, core["host"]["ignored_host_responses"] + calls.ignored,
+                       outbox.control_frames, outbox.data_bytes, outbox.dropped, core["uptime_ms"],
+                       core["execution_threads"])
+            if all(type(n) is int for n in numbers):
+                return Encoded(_STATS % numbers)
+        return self.stats_value()
+
+    def stats_value(self) -> dict[str, Any]:
+        """The §6.11 result as a value (``stats`` gives the same bytes without the encoder)."""
         stats = self.s.rt.stats_nowait(extensions=self.s.detail)  # the wakeful totals are O(objects)
         wakeful = stats.pop("wakeful", None)
         stats["host"]["pending_host_calls"] = self.s.calls.pending

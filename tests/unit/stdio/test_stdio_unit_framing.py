@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from wakeful.runtime import jsonval
 from wakeful.runtime.core import ObjectStatus, RuntimeOptions
 from wakeful.runtime.framing import (
     MAX_FRAME_BYTES,
@@ -64,3 +65,24 @@ def test_room_never_lets_a_partial_line_pass_the_bound() -> None:
     s.feed(b"a" * (MAX_FRAME_BYTES - 1))
     assert s.room == 1
     assert s.feed(b"\n") == [b"a" * (MAX_FRAME_BYTES - 1)] and s.room == MAX_FRAME_BYTES
+
+
+def test_stats_bytes_equal_the_encoded_value() -> None:
+    """``sf.stats`` without detail is built from a byte template: the same bytes as encoding its value."""
+    asyncio.run(_stats_bytes())
+
+
+async def _stats_bytes() -> None:
+    session = Session(RuntimeOptions())
+    session.outbox.dropped, session.calls.ignored = 3, 2
+    assert session._on_log("o1", "hello") is True  # a queued data frame: non-zero queued_object_bytes
+    session.rt.hostcalls.ignored = 5
+    fast = session.methods.stats({})
+    value = session.methods.stats_value()
+    assert isinstance(fast, bytes) and value["host"]["ignored_host_responses"] == 7
+    parsed = jsonval.parse_document(fast)
+    assert list(parsed) == list(value) and parsed["output"]["queued_object_bytes"] > 0
+    value["uptime_ms"] = parsed["uptime_ms"]  # the clock may tick between the two calls
+    assert fast == jsonval.encode(value)
+    session.detail = True  # with detail the value path (and its ``wakeful`` member) answers
+    assert isinstance(session.methods.stats({}), dict)
