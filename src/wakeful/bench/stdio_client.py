@@ -69,8 +69,16 @@ class Reply:
         return self._value
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # made once (json.dumps makes one per call)
+
+
 def _encode(frame: dict[str, Any]) -> bytes:
-    return (json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return (_ENCODER.encode(frame) + "\n").encode()
+
+
+def _accepted(call_id: Any) -> bytes:
+    """The reply ``{accepted: true}`` to the ``host.call`` with this id (§1.3 step 1)."""
+    return b'{"jsonrpc":"2.0","id":' + _ENCODER.encode(call_id).encode() + b',"result":{"accepted":true}}\n'
 
 
 class BenchClient:
@@ -189,7 +197,7 @@ class BenchClient:
             frame = json.loads(line)
             method = frame.get("method")
             if method == "host.call":  # §1.3 step 1: every host.call is answered {accepted: true}
-                replies.append(_encode({"jsonrpc": "2.0", "id": frame.get("id"), "result": {"accepted": True}}))
+                replies.append(_accepted(frame.get("id")))
             elif method is None and "id" in frame:
                 responses.append(frame)
         if replies:
