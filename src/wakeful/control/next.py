@@ -337,10 +337,13 @@ def _row6_start(x: _Goal) -> dict[str, Any] | None:
 
 
 def _row7_ask(x: _Goal) -> dict[str, Any] | None:
-    unasked = [g for g in x.blocking_gates() if g.asked_ms is None]
-    if not unasked:
+    """An unasked gate: those that block items first; one that blocks nothing is still a person's open question
+    (the goal cannot close while it is open), so waiting on it unasked would wait for ever."""
+    blocking = [g for g in x.blocking_gates() if g.asked_ms is None]
+    others = sorted((g for g in x.open_gates if g.asked_ms is None and g not in blocking), key=_order)
+    if not blocking and not others:
         return None
-    gate = unasked[0]
+    gate = (blocking or others)[0]
     return _out(x.g, "ask_person", ["gate_unasked"], item=_item(gate), wait_kind="needs_person", ask=_ask(gate),
                 wake_when=[f"gate_resolved:{gate.id}"])
 

@@ -177,6 +177,14 @@ def test_wait_no_new_facts_collects_every_condition() -> None:
                                 "work_done:w_4", f"time:{NOW + 500}"]
 
 
+def test_an_unasked_gate_that_blocks_nothing_is_still_asked() -> None:
+    g = goal(done("w_1"), gate("w_g", ("w_1",)), acceptance_status="none")
+    got = run(g)
+    assert (got["decision"], got["ask"]["gate_id"]) == ("ask_person", "w_g")
+    asked = run(dataclasses.replace(g, items=[g.items[0], dataclasses.replace(g.items[1], asked_ms=4)]))
+    assert (asked["decision"], asked["wake_when"]) == ("wait", ["gate_resolved:w_g"])
+
+
 def test_wait_needs_person_wakes_on_the_gate() -> None:
     g = goal(adv("w_1", required_scopes=("production:action:deploy",)), gate("w_g", ("w_1",), asked_ms=1))
     got = run(g)
