@@ -75,10 +75,16 @@ def test_group_route_status_codes(live: LiveApi, compile_c: Any) -> None:
     r = c.post(url, headers=[("Authorization", f"Bearer {t['gkey']}"), ("Idempotency-Key", "a"),
                              ("Idempotency-Key", "b")], json={"topic": "t"})
     assert r.status_code == 400 and r.json()["field"] == "idempotency_key"
-    # 400 for strict-JSON violations in the payload
-    r = c.post(url, headers=auth(t["gkey"], **{"Content-Type": "application/json"}),
-               content=b'{"topic":"t","payload":{"a":1,"a":2}}')
-    assert r.status_code == 400 and r.json()["field"] == "payload"
+    # 400 for strict-JSON violations in the payload (harness.md §21 "bad payloads")
+    for raw in (b'{"topic":"t","payload":{"a":1,"a":2}}', b'{"topic":"t","payload":NaN}',
+                b'{"topic":"t","payload":"\\ud800"}', b'{"topic":"t","payload":18446744073709551616}',
+                b'{"topic":"t","payload":' + b"[" * 33 + b"1" + b"]" * 33 + b"}",
+                b'{"topic":"t","payload":"\xff"}'):
+        r = c.post(url, headers=auth(t["gkey"], **{"Content-Type": "application/json"}), content=raw)
+        assert r.status_code == 400 and r.json()["error"] == "invalid_event" and r.json()["field"] == "payload", raw
+    deep = b'{"topic":"t","payload":' + b"[" * 60_000
+    r = c.post(url, headers=auth(t["gkey"], **{"Content-Type": "application/json"}), content=deep)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_json"
     # 413: the envelope over 16,384 bytes, and a raw body over 64 KiB
     r = c.post(url, headers=auth(t["gkey"]), json={"topic": "t", "payload": "x" * 16_400})
     assert r.status_code == 413 and r.json()["error"] == "payload_too_large"
@@ -190,6 +196,15 @@ def test_webhook_route(live: LiveApi, compile_c: Any) -> None:
     assert count_events(live, loop_id) == before
     # rotate: the old URL stops at once; revoke: the new one too
     rotated = c.post(f"{g}/loops/{loop_id}/webhook", headers=auth(t["akey"]), json={"action": "rotate"}).json()
+    # paused and archived Loops keep their secret and answer 409 with state and reason
+    c.post(f"{g}/loops/{loop_id}/pause", headers=auth(t["akey"]))
+    r = c.post(live.url + rotated["url"], json={"n": 9})
+    assert r.status_code == 409 and r.json()["pause_reason"] == "manual" and r.headers["cache-control"] == "no-store"
+    c.post(f"{g}/loops/{loop_id}/resume", headers=auth(t["akey"]))
+    c.post(f"{g}/agents/{t['agent']}/archive", headers=auth(t["gkey"]))
+    r = c.post(live.url + rotated["url"], json={"n": 9})
+    assert r.status_code == 409 and r.json()["pause_reason"] == "archive"
+    c.post(f"{g}/agents/{t['agent']}/unarchive", headers=auth(t["gkey"]))
     assert c.post(url, json={"n": 4}).status_code == 404
     new_url = live.url + rotated["url"]
     assert c.post(new_url, json={"n": 5}).status_code == 202
