@@ -85,18 +85,21 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     assert status["acceptance"]["criteria"][0]["deciding_evidence"]["recorded_by"] == f"system:loop:{loop_id}"
     # an invalid evidence member is a plain observation
     await notify(h, bridge, loop_id, "e3", {"evidence": {"verdict": "great"}})
+    # so is a well-formed member naming a criterion the contract does not have
+    await notify(h, bridge, loop_id, "e3b", {"evidence": {"verdict": "fail", "criterion_ids": ["nope"],
+                                                          "subject": "repo", "artifact_revision": "git:1"}})
     verdicts = [e["verdict"] for e in await h.control.evidence(goal, item=monitor)]
-    assert verdicts == ["observed", "pass", "observed"]
-    assert (await g.item(monitor))["observations"] == 3
+    assert verdicts == ["observed", "pass", "observed", "observed"]
+    assert (await g.item(monitor))["observations"] == 4
     assert status["monitors"][0]["loop_id"] == loop_id
 
     # a wake while the goal is paused is not observed then; the sweep catches it up after the resume
     await g.cmd(person, "goal.pause")
     await notify(h, bridge, loop_id, "e4", "while paused")
-    assert (await g.item(monitor))["observations"] == 3
+    assert (await g.item(monitor))["observations"] == 4
     await g.cmd(person, "goal.resume")
     assert await bridge.sweep() == 1
-    assert (await g.item(monitor))["observations"] == 4
+    assert (await g.item(monitor))["observations"] == 5
 
     # the Loop leaves active: the monitor becomes runnable; next hands it to the agent
     await g.cmd(person, "work.cancel", item=follow, expected={"item_revision": await g.revision(follow)})
