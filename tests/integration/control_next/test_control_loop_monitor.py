@@ -112,8 +112,16 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     board = await projections.read(h.store, goal, "board")
     assert monitor in [c["id"] for c in board["columns"]["open"]["runnable"]]
 
+    # an item deferred until the Loop runs again resumes when it does (loop_active:<loop>)
+    again = await g.add(me, "advancement", "check the restarted watch", priority=4)
+    await g.cmd(me, "work.defer", item=again, resume_when=[f"loop_active:{loop_id}"], expected={"item_revision": 1})
+
     # resumed: back to watching (the sweep records the new incarnation once it is loaded)
     await h.resume_loop(loop_id)
+    await h.settle()
+    await bridge.settle()
+    assert (await g.item(again))["status"] == "open"
+    await g.cmd(person, "work.cancel", item=again, expected={"item_revision": await g.revision(again)})
     await h.tick()
     await bridge.sweep()
     assert (await g.item(monitor))["watch_state"]["state"] == "active"
