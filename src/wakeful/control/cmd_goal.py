@@ -39,8 +39,10 @@ async def create(ctx: Ctx) -> None:
 
 
 async def _active_claims(ctx: Ctx) -> int:
+    """Live claims (active and unexpired: an expired one only allows a takeover)."""
     C = S.work_claim
-    stmt = sa.select(sa.func.count()).select_from(C).where(C.c.goal_id == ctx.goal_id, C.c.status == "active")
+    stmt = sa.select(sa.func.count()).select_from(C).where(C.c.goal_id == ctx.goal_id, C.c.status == "active",
+                                                           C.c.expires_ms > ctx.now)
     return int((await ctx.tx.execute(stmt)).scalar_one())
 
 

@@ -121,11 +121,24 @@ def _from(item: dict[str, Any], *allowed: str) -> None:
 
 
 async def _lifecycle_item(ctx: Ctx, *, lifecycle: bool = True) -> dict[str, Any]:
-    """Load the command's item, then step 5 (expected revision) and step 6 (claim)."""
+    """Load the command's item, then step 4 (bound / excluded agents), step 5 (expected revision) and step 6
+    (claim)."""
     item = await ctx.item(ctx.command["item"])
+    _routing(ctx, item)
     ctx.expect_item_revision(item)
     await ctx.check_claim(item, lifecycle=lifecycle)
     return item
+
+
+def _routing(ctx: Ctx, item: dict[str, Any]) -> None:
+    """§2.4 routing limits: an item bound to another agent, or excluding this one, is not its to change."""
+    if ctx.actor.kind != "agent":
+        return
+    if item["bound_agent"] and item["bound_agent"] != ctx.actor.id:
+        raise ControlRefused("forbidden", f"item {item['id']} is bound to another agent", item=item["id"])
+    if ctx.actor.id in item["excluded_agents"]:
+        raise ControlRefused("forbidden", f"agent {ctx.actor.id} is excluded from item {item['id']}",
+                             item=item["id"])
 
 
 async def update(ctx: Ctx) -> None:
@@ -235,10 +248,7 @@ async def complete(ctx: Ctx) -> None:
         raise ControlRefused("illegal_transition", "a gate is resolved with gate.resolve", cls="user_gate")
     if ctx.actor.kind == "agent" and item["class"] not in ("advancement", "blocker", "monitor"):
         raise ControlRefused("forbidden", f"a person completes a {item['class']} item")
-    if item["bound_agent"] and ctx.actor.kind == "agent" and item["bound_agent"] != ctx.actor.id:
-        raise ControlRefused("forbidden", f"item {item['id']} is bound to another agent")
-    if ctx.actor.kind == "agent" and ctx.actor.id in item["excluded_agents"]:
-        raise ControlRefused("forbidden", f"agent {ctx.actor.id} is excluded from item {item['id']}")
+    _routing(ctx, item)
     ctx.expect_item_revision(item)
     await ctx.check_claim(item)
     _from(item, "open")

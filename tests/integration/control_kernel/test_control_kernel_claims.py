@@ -105,6 +105,9 @@ async def test_scope_limits_and_exclusion(store) -> None:
     bound = await kit.add(title="mine", bound_agent=b.id)
     err = await _refused(kit.run(a, {"type": "claim.acquire", "item": bound, "key": "k"}))
     assert err.code == "forbidden"
+    err = await _refused(kit.run(a, {"type": "work.update", "item": bound, "detail": "x"}, expected={"item_revision": 1}))
+    assert err.code == "forbidden"
+    await kit.run(b, {"type": "work.update", "item": bound, "detail": "x"}, expected={"item_revision": 1})
     await kit.run(kit.person, {"type": "agent.exclude", "agent_id": a.id})
     claims = [(await kit.control.item(kit.goal_id, i))["claim"] for i in (one, *extra[:4])]
     assert {c["status"] for c in claims} == {"released"}
