@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -110,12 +110,16 @@ class Live:
 
 
 @asynccontextmanager
-async def live_node(data_dir: Path, decide: DecideSettings, store_url: str | None = None) -> AsyncIterator[Live]:
-    """A started harness serving the HTTP API with /mcp mounted, on a free loopback port (as wakeful serve)."""
+async def live_node(data_dir: Path, decide: DecideSettings, store_url: str | None = None,
+                    setup: Callable[[Harness], None] | None = None) -> AsyncIterator[Live]:
+    """A started harness serving the HTTP API with /mcp mounted, on a free loopback port (as wakeful serve);
+    ``setup(h)`` runs before the start (e.g. to register embedder tools)."""
     from wakeful.api.server import make_server
     from wakeful.cli.mcp_cmd import mount_mcp
 
     h = Harness(Config(data_dir=data_dir, store_url=store_url, decide=decide), sweeps=False)
+    if setup is not None:
+        setup(h)
     wakes: list[str] = []
     h.on_wake(lambda message: wakes.append(message.id))
     await h.start()
