@@ -72,6 +72,7 @@ class Placement:
         )
         self.listener = signals.Listener(node.store, self._on_signal)
         self._cursor: tuple[int, str] | None = None
+        self._claiming: dict[str, asyncio.Lock] = {}  # one claim at a time per agent on this node
         self._agent_of: dict[str, str] = {}  # loop id → agent id (an agent never changes; saves a read per load)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -187,21 +188,35 @@ class Placement:
 
     async def lease_ok(self, tx: Tx, loop_id: str) -> bool:
         """§4.3 step 1, inside its transaction: this node holds the agent's lease at the epoch it believes.
-        Proven by renewing it in the same transaction (conditional on holder and epoch), which also locks the
-        lease row until the step commits, so a claim cannot slip in between."""
+
+        The lease row is read ``FOR SHARE`` (loads of one agent run side by side; a claim waits until the step
+        commits). Expiry is not re-judged here: a claim would have raised the epoch, and the monotonic proof in
+        ``book`` already stops this node before the store clock lets anyone claim (§19.2)."""
         row = await loops.find_loop(tx, loop_id)
         if row is None:
             return True
         epoch = self.book.epoch(row.agent_id) if self.state == "alive" else None
         if epoch is None:
             return False
-        kept = await leases.renew(tx, self.node_id, {row.agent_id: epoch}, self.ttl_ms)
-        return row.agent_id in kept
+        lease = await leases.lease_of(tx, row.agent_id, for_share=True)
+        return lease is not None and lease.node_id == self.node_id and lease.epoch == epoch
 
     # ------------------------------------------------------------------ claims and adoption
 
     async def claim(self, agent_id: str) -> bool:
-        """§19.2 claim (absent or expired on the store clock); the proof starts before the request is sent."""
+        """§19.2 claim (absent or expired on the store clock); the proof starts before the request is sent.
+        True also when this node already holds the lease (claims of one agent on this node are serialised)."""
+        lock = self._claiming.setdefault(agent_id, asyncio.Lock())
+        try:
+            async with lock:
+                if self.holds(agent_id):
+                    return True  # another task of this node claimed it meanwhile
+                return await self._claim(agent_id)
+        finally:
+            if not lock.locked() and self._claiming.get(agent_id) is lock:
+                del self._claiming[agent_id]
+
+    async def _claim(self, agent_id: str) -> bool:
         sent_ns = self.mono()
         async with self.store.tx() as tx:
             lease = await leases.claim(tx, agent_id, self.node_id, self.ttl_ms)
@@ -297,18 +312,26 @@ class Placement:
             if self._cursor is not None:
                 stmt = stmt.where(sa.tuple_(L.c.updated_ms, L.c.id) > sa.tuple_(*self._cursor))
             rows = list(await tx.execute(stmt.order_by(L.c.updated_ms, L.c.id).limit(SWEEP_PAGE)))
+            waiting: list[str] = []
+            if self.wants_messages():  # §19.3: agents with unhandled messages, when this node has wake handlers
+                M = schema.message
+                stmt = sa.select(M.c.agent_id).select_from(M.outerjoin(A, A.c.agent_id == M.c.agent_id)).where(
+                    M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
+                    sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now),
+                ).distinct().limit(SWEEP_PAGE)
+                waiting = [r.agent_id for r in await tx.execute(stmt)]
         self._cursor = None if len(rows) < SWEEP_PAGE else (int(rows[-1].updated_ms), str(rows[-1].id))
-        limit = FAIR_SHARE_SLACK * active_agents / live
+        limit = FAIR_SHARE_SLACK * max(1, active_agents) / live
         seen: set[str] = set()
         claimed: list[str] = []
-        for row in rows:
-            if row.agent_id in seen or self.holds(row.agent_id):
+        for agent_id in [row.agent_id for row in rows] + waiting:
+            if agent_id in seen or self.holds(agent_id):
                 continue
-            seen.add(row.agent_id)
+            seen.add(agent_id)
             if len(self.book) >= limit or len(self.node.residents) >= self.node.config.max_objects:
                 break
-            if await self.claim(row.agent_id):
-                claimed.append(row.agent_id)
+            if await self.claim(agent_id):
+                claimed.append(agent_id)
         await self.adopt_agents(claimed)
 
     async def adopt_agents(self, agents: list[str]) -> None:
