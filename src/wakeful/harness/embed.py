@@ -92,6 +92,7 @@ class Harness:
 
                 self._node.placement = Placement(self._node, wall=self.clock)
                 self._node.placement.wants_messages = lambda: bool(self._handlers)
+                self._node.placement.claimed_hooks.append(self._offer_claimed)
             await self._node.open()
             if self._node.placement is not None:  # register, renew, listen; claim and adopt stranded agents
                 await self._node.placement.start(sweeps=self.sweeps)
@@ -99,7 +100,8 @@ class Harness:
             await self._store.close()
             raise
         await self._open_scripts()
-        await self._offer_unhandled()
+        if self._node.placement is None:  # a cluster node offers an agent's messages when it claims the agent
+            await self._offer_unhandled()
         if self.sweeps:
             loop = asyncio.get_running_loop()
             self._sweeps = [loop.create_task(self._every(self.tick_s, self.node.tick)),
@@ -373,13 +375,21 @@ class Harness:
         task.add_done_callback(self._store_work.discard)
         return await asyncio.shield(task)
 
-    async def _offer_unhandled(self) -> None:
+    async def _offer_unhandled(self, agent_id: str | None = None) -> None:
         if not self._handlers:
             return
         async with self.store.tx(readonly=True) as tx:
-            pending = await sessions.list_messages(tx, kinds=("loop", "lifecycle"), unhandled=True, limit=10_000)
+            pending = await sessions.list_messages(tx, agent_id=agent_id, kinds=("loop", "lifecycle"),
+                                                   unhandled=True, limit=10_000)
         for message in pending:
             self._on_message(message.id)
+
+    # harness.md §19.2, interfaces.md §5: wake handlers run on the node holding the agent's lease
+    def _offer_claimed(self, agent_id: str) -> None:
+        if self._handlers:
+            task = asyncio.get_running_loop().create_task(self._store_step(self._offer_unhandled(agent_id)))
+            self._wake_tasks.add(task)
+            task.add_done_callback(self._wake_tasks.discard)
 
 
 def _shared_limiter(store: Store) -> Limiter | None:
