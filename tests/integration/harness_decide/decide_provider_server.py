@@ -35,8 +35,9 @@ def valid_raw(request: dict[str, Any], model: str = "fake-1") -> Raw:
 
 
 class FakeProvider:
-    """``kind`` is ``jev`` or ``openai``. ``answer(request) -> raw`` shapes the answer; ``status``, ``delay_s``
-    and ``body`` (raw bytes) override the exchange. ``seen`` holds every request: (path, headers, json)."""
+    """``kind`` is ``jev`` or ``openai``. ``answer(request) -> raw`` shapes the answer; ``status``, ``delay_s``,
+    ``body`` (raw bytes) and ``headers`` (added to the reply) override the exchange. ``seen`` holds every
+    request: (path, headers, json)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -44,6 +45,7 @@ class FakeProvider:
         self.status = 200
         self.delay_s = 0.0
         self.body: bytes | None = None
+        self.headers: dict[str, str] = {}  # extra response headers
         self.seen: list[tuple[str, dict[str, str], Any]] = []
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -90,6 +92,8 @@ class FakeProvider:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
+                    for name, value in fake.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):

@@ -19,6 +19,7 @@ from wakeful.harness.decide.settings import DecideSettings
 __all__ = ["MAX_BODY_BYTES", "HttpProvider", "JevProvider", "OpenAIProvider", "answer_schema", "build_provider"]
 
 MAX_BODY_BYTES = 65_536  # §16.5 response body read cap
+USAGE_FIELDS = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"))  # §16.4
 
 SYSTEM_PROMPT = (
     "You answer typed decision questions about the JSON `state` in the user message. Reply with one JSON "
@@ -119,9 +120,10 @@ class OpenAIProvider(HttpProvider):
         if isinstance(raw, dict):
             raw.setdefault("model", reply.get("model") or self.model)
             usage = reply.get("usage")
-            if "usage" not in raw and isinstance(usage, dict):
-                raw["usage"] = {"input_tokens": usage.get("prompt_tokens"),
-                                "output_tokens": usage.get("completion_tokens")}
+            if "usage" not in raw and isinstance(usage, dict):  # only the counts the reply gives (§16.3: optional)
+                mapped = {ours: usage[theirs] for ours, theirs in USAGE_FIELDS if usage.get(theirs) is not None}
+                if mapped:
+                    raw["usage"] = mapped
         return raw
 
 
