@@ -150,11 +150,11 @@ class RequestGuard:
                     return {"type": "http.disconnect"}
             return message
 
-        if not body_self_checked(path, method):
-            refusal = self._precheck(scope, path, method, limit)
-            if refusal is not None:
-                await refusal(scope, receive, send_wrapper)
-                return
+        refusal = self._precheck(scope, path, method, limit) if not body_self_checked(path, method) else (
+            error_response("not_found", "no such route or resource") if "\x00" in path else None)
+        if refusal is not None:
+            await refusal(scope, receive, send_wrapper)
+            return
         try:
             await self.app(scope, counting_receive, send_wrapper)
         except Exception as exc:
@@ -167,6 +167,11 @@ class RequestGuard:
 
     @staticmethod
     def _precheck(scope: Scope, path: str, method: str, limit: int) -> Any:
+        if "\x00" in path:  # no resource has U+0000 in its name (and PostgreSQL text cannot hold it)
+            return error_response("not_found", "no such route or resource")
+        if b"%00" in bytes(scope.get("query_string", b"")).lower() or b"\x00" in bytes(scope.get("query_string", b"")):
+            return error_response("invalid_request", "query parameters must not contain U+0000",
+                                  details={"field": "query"})
         length = _header(scope, b"content-length")
         if length is not None:
             try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from wakeful.api.auth import AdminPrincipal, GroupPrincipal, key_cache
 from wakeful.api.context import harness_of
+from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.harness.errors import NotFound
 from wakeful.harness.store import groups
@@ -18,13 +19,13 @@ __all__ = ["router"]
 router = APIRouter(tags=["administration"])
 
 
-class GroupIn(BaseModel):
+class GroupIn(Body):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=80)
     limits: dict[str, Any] | None = None
 
 
-class KeyIn(BaseModel):
+class KeyIn(Body):
     model_config = ConfigDict(extra="forbid")
     role: Literal["group", "agent"]
     agent_id: str | None = Field(default=None, min_length=1, max_length=40)

@@ -12,10 +12,11 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from wakeful.api.auth import GroupPrincipal, MemberPrincipal, Principal
 from wakeful.api.context import harness_of
+from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.views import agent_view, message_cursor, message_view, parse_message_cursor, session_view
 from wakeful.harness.errors import AgentNotFound, InvalidRequest, SessionNotFound
@@ -32,18 +33,18 @@ STREAM_POLL_S = 0.5
 KEEPALIVE_S = 15.0  # interfaces.md §2.2: a comment every 15 s
 
 
-class AgentIn(BaseModel):
+class AgentIn(Body):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=80)
     metadata: dict[str, Any] | None = None
 
 
-class SessionIn(BaseModel):
+class SessionIn(Body):
     model_config = ConfigDict(extra="forbid")
     title: str = Field(default="", max_length=200)
 
 
-class HandledIn(BaseModel):
+class HandledIn(Body):
     model_config = ConfigDict(extra="forbid")
     message_ids: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=1000)
     up_to: str | None = Field(default=None, min_length=1, max_length=512)

@@ -11,12 +11,13 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from starlette.requests import ClientDisconnect
 
 from wakeful.api.auth import GroupPrincipal, MemberPrincipal, Principal
 from wakeful.api.context import harness_of
 from wakeful.api.errors import ApiError
+from wakeful.api.models import Body
 from wakeful.api.routes_agents import agent_in_group
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
 from wakeful.harness.errors import ArtifactNotFound, InvalidRequest, PayloadTooLarge
@@ -30,7 +31,7 @@ MAX_ELF = 65_536
 _SHA = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 
 
-class BuildIn(BaseModel):
+class BuildIn(Body):
     model_config = ConfigDict(extra="forbid")
     source: str | None = Field(default=None, max_length=262_144)
     files: dict[str, str] | None = None

@@ -10,10 +10,11 @@ from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from wakeful.api.auth import MemberPrincipal, Principal
 from wakeful.api.context import harness_of
+from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.routes_agents import agent_in_group, session_in_group
 from wakeful.harness.errors import NotFound, SessionNotFound
@@ -29,7 +30,7 @@ PauseReason = Literal["manual", "exited", "budget", "archive", "quota", "fault"]
 EventId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
-class LoopIn(BaseModel):
+class LoopIn(Body):
     model_config = ConfigDict(extra="forbid")
     agent_id: str = Field(min_length=1, max_length=40)
     session_id: str = Field(min_length=1, max_length=40)
@@ -39,12 +40,12 @@ class LoopIn(BaseModel):
     capabilities: list[Any] | None = None
 
 
-class WebhookIn(BaseModel):
+class WebhookIn(Body):
     model_config = ConfigDict(extra="forbid")
     action: Literal["enable", "rotate", "revoke"]
 
 
-class EventIdsIn(BaseModel):
+class EventIdsIn(Body):
     model_config = ConfigDict(extra="forbid")
     event_ids: list[EventId] | None = Field(default=None, max_length=1000)
 

@@ -18,8 +18,8 @@ STATUSES: list[int] = []  # every status seen, for the coverage check
 SKIP = ("/stream",)  # an endless text/event-stream; covered by test_api_routes
 
 
-def test_schemathesis_finds_no_5xx_and_no_422(tmp_path: Path, compile_c: Any) -> None:
-    with LiveApi(f"sqlite:///{tmp_path / 'wakeful.db'}", tmp_path / "data") as live:
+def test_schemathesis_finds_no_5xx_and_no_422(store_url: str, tmp_path: Path, compile_c: Any) -> None:
+    with LiveApi(store_url, tmp_path / "data") as live:
         t = live.call(tenant)
         loop_id = make_loop(live, t, compile_c)
         known = {"group_id": t["group"], "agent_id": t["agent"], "session_id": t["session"], "loop_id": loop_id}

@@ -268,3 +268,35 @@ def test_public_base_url_prefixes_webhook_urls(tmp_path: Path, compile_c: Any) -
         assert hook["url"].startswith("https://hooks.example/v1/loop-webhooks/") and len(hook["url"].rsplit("/", 1)[1]) == 43
         path = hook["url"][len("https://hooks.example"):]
         assert live.client.post(live.url + path, json={"ok": True}).status_code == 202
+
+
+def test_nul_characters_are_refused_not_500(live: LiveApi, compile_c: Any) -> None:
+    """U+0000 is valid JSON and UTF-8 but PostgreSQL text cannot hold it: a 400 (or 404 in a path), never a 5xx."""
+    t = live.call(tenant)
+    loop_id = make_loop(live, t, compile_c)
+    c, g = live.client, f"{live.url}/v1/agent-groups/{t['group']}"
+    a = auth(t["admin"])
+    refused = [
+        ("POST", f"{live.url}/v1/groups", {"name": "a\u0000b"}, "name"),
+        ("POST", f"{g}/agents", {"name": "a\u0000b"}, "name"),
+        ("POST", f"{g}/agents/{t['agent']}/sessions", {"title": "t\u0000"}, "title"),
+        ("POST", f"{live.url}/v1/groups/{t['group']}/keys", {"role": "group", "label": "l\u0000"}, "label"),
+        ("POST", f"{g}/loops/{loop_id}/events", {"topic": "t\u0000", "event_id": "e1"}, "topic"),
+        ("POST", f"{g}/loops", {"agent_id": t["agent"], "session_id": t["session"],
+                                "artifact": "/loops/counter.elf", "name": "n\u0000"}, "name"),
+        ("POST", f"{g}/loops/{loop_id}/pending/discard", {"event_ids": ["a\u0000"]}, "event_ids"),
+        ("POST", f"{g}/sessions/{t['session']}/messages/handled", {"message_ids": ["a\u0000"]}, "message_ids"),
+    ]
+    for method, url, body, field in refused:
+        r = c.request(method, url, json=body, headers=a)
+        assert r.status_code == 400 and r.json()["field"] == field, (url, r.text)
+    for path in (f"{g}/loops/lp_%00", f"{g}/agents/agt_%00", f"{live.url}/v1/agent-groups/grp_%00/loops",
+                 f"{g}/loops/lp_%00/events"):
+        assert c.get(path, headers=a).status_code == 404
+    assert c.post(f"{g}/loops/lp_%00/events", headers=a, json={"topic": "t"}).status_code == 404
+    r = c.get(f"{g}/loops", params={"agent_id": "a\u0000"}, headers=a)
+    assert r.status_code == 400 and r.json()["field"] == "query"
+    # inside JSON values (payload, metadata) U+0000 is kept as an escape: accepted
+    assert c.post(f"{g}/loops/{loop_id}/events", headers=a, json={"topic": "t", "payload": {"a\u0000": "\u0000"}}
+                  ).status_code == 202
+    assert c.post(f"{g}/agents", headers=a, json={"name": "ok", "metadata": {"k": "v\u0000"}}).status_code == 201
