@@ -157,7 +157,7 @@ class Intake:
         if known is not None:  # step 3: any status; the stored payload is kept
             return _accepted(event.event_id, True, known.payload_sha256 != event.payload_sha256)
         limits = self.node.config.limits
-        pending = (await tx.execute(sa.select(sa.func.count().label("n"), sa.func.max(E.c.received_ms).label("last"))
+        pending = (await tx.execute(sa.select(sa.func.count().label("n"))
                                     .where(E.c.loop_id == loop_id, E.c.status == "pending"))).one()
         if int(pending.n) >= limits.pending_events:  # step 4
             raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
@@ -167,8 +167,8 @@ class Intake:
             raise GroupBacklogFull(f"the group's pending events would exceed {limits.group_backlog_bytes} bytes",
                                    retry_after_s=BACKLOG_RETRY_S)
         now = await tx.now_ms()
-        last = pending.last
-        received = now if last is None or now > int(last) else int(last) + 1  # admission order = delivery order
+        last = await _last_received(tx, loop_id)
+        received = now if last is None or now > last else last + 1  # admission order = delivery order
         inserted = await tx.insert_if_absent(E, {
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
@@ -211,6 +211,14 @@ def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:
     if mismatch:
         answer["payload_mismatch"] = True
     return answer
+
+
+# the newest received_ms of the Loop's events in any status (one index probe per status)
+async def _last_received(tx: Tx, loop_id: str) -> int | None:
+    probes = [sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == loop_id, E.c.status == status)
+              .scalar_subquery() for status in ("pending", "acked", "discarded")]
+    found = [v for v in (await tx.execute(sa.select(*probes))).one() if v is not None]
+    return max(int(v) for v in found) if found else None
 
 
 # §10.2 step 5: pending bytes (as delivered) of the group's active Loops

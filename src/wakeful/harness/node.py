@@ -327,17 +327,29 @@ class Node:
             ).order_by(E.c.received_ms, E.c.event_id)
             pending = [r for r in await tx.execute(stmt) if r.event_id not in res.delivered]
         delivered = []
+        swallowed = False
         for event in pending:
             try:
-                await self.runtime.deliver(res.object_id, event.event_id, event.topic, jsontext.decode(event.payload))
+                done = await self.runtime.deliver(res.object_id, event.event_id, event.topic,
+                                                  jsontext.decode(event.payload))
             except (MailboxFull, Busy, ObjectNotFound, InvalidParams):
+                break
+            if done.duplicate and event.event_id not in res.delivered:
+                swallowed = True  # an id re-admitted after the dedup retention, still among the object's last 128
                 break
             res.delivered.add(event.event_id)
             res.delivered_ns.setdefault(event.event_id, self.clock.monotonic_ns())
             delivered.append(event.event_id)
         if delivered:
             await self._stamp_delivery(loop_id, delivered)
+        if swallowed:  # only a fresh object can receive it (§11): reload, keeping the order
+            self.spawn(self._reload_swallowed(res))
         return len(delivered)
+
+    async def _reload_swallowed(self, res: Resident) -> None:
+        if self.residents.get(res.loop_id) is res:
+            log.info("reloading %s: the runtime took a re-admitted event id for a repeat", res.loop_id)
+            await self.try_load(res.loop_id)
 
     # §11: the first delivery stamps first_delivered_ms and deadline_ms if unset
     async def _stamp_delivery(self, loop_id: str, event_ids: list[str]) -> None:

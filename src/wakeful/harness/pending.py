@@ -169,9 +169,11 @@ class PendingEvents:
             return []
         stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.deadline_ms).where(E.c.status == "pending").order_by(
             E.c.loop_id, E.c.received_ms, E.c.event_id)
+        known = {loop_id: (res, set(res.delivered)) for loop_id, res in node.residents.items()}
         async with node.store.tx(readonly=True) as tx:
             now_ms = await tx.now_ms()
             rows = list(await tx.execute(stmt))
+        _forget_settled(known, rows)
         mono = node.clock.monotonic_ns()
         window_ns = node.config.limits.ack_deadline_s * 1_000_000_000
         replay: set[str] = set()
@@ -228,6 +230,20 @@ class PendingEvents:
         self._pruned_ns = mono
         if removed:
             log.info("pruned %d settled events past the dedup retention", removed)
+
+
+# ids delivered before the scan and no longer pending are settled for good: the per-object memory of §11's
+# no-re-trigger rule only needs pending ids, so a long-lived object does not accumulate every id it ever saw
+def _forget_settled(known: dict[str, tuple[Resident, set[str]]], rows: list[Any]) -> None:
+    pending: dict[str, set[str]] = {}
+    for r in rows:
+        pending.setdefault(r.loop_id, set()).add(r.event_id)
+    for loop_id, (res, before) in known.items():
+        settled = before - pending.get(loop_id, set())
+        if settled:
+            res.delivered -= settled
+            for event_id in settled:
+                res.delivered_ns.pop(event_id, None)
 
 
 def _delivered_ns(res: Resident, event_id: str, default: int) -> int:

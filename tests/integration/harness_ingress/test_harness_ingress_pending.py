@@ -315,3 +315,28 @@ async def test_events_list_pages_and_refuses_bad_arguments(
                 await h.events(loop)  # type: ignore[arg-type]
     finally:
         await h.stop()
+
+
+async def test_an_id_readmitted_after_the_dedup_retention_reaches_the_guest_again(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.send_event(loop_id, "t", {"day": 1}, "daily")
+
+        async def acked() -> bool:
+            return (await statuses(h, loop_id)).get("daily") == "acked"
+
+        await until(acked)
+        await h.tick()
+        store_clock.advance(s=86_400 + 3_600)
+        await h.tick()  # prunes the settled row (and the node forgets the id it delivered)
+        assert await statuses(h, loop_id) == {}
+        assert (await h.send_event(loop_id, "t", {"day": 2}, "daily"))["duplicate"] is False
+        # the runtime still holds the id among this object's last 128: the node reloads so a fresh object gets it
+        await until(acked)
+        assert await seen(h, loop_id) == ["daily", "daily"]
+        assert (await loop_row(h, loop_id)).incarnation == 2
+    finally:
+        await h.stop()
