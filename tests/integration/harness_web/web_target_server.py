@@ -77,7 +77,11 @@ class TargetServer:
                     time.sleep(float(query.get("s", "2")))
                     self._send(200, b"late")
                 elif path == "/redirect":
+                    time.sleep(float(query.get("delay", "0")))
                     self._send(int(query.get("status", "302")), b"", extra={"Location": query["to"]})
+                elif path == "/headers":  # n distinct headers, then one name twice
+                    many = {f"X-H{i:02d}": str(i) for i in range(int(query.get("n", "40")))}
+                    self._send(200, b"h", extra=many)
                 elif path.startswith("/chain/"):
                     left = int(path.rsplit("/", 1)[1])
                     if left == 0:
