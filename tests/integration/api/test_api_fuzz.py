@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from live_api import LiveApi, make_loop, tenant
 
 pytestmark = pytest.mark.integration
-PER_OPERATION = 12  # a few hundred requests in all, well under the 90 s budget
+PER_OPERATION = 8  # a few hundred requests per store, well under the 90 s budget
 STATUSES: list[int] = []  # every status seen, for the coverage check
 SKIP = ("/stream",)  # an endless text/event-stream; covered by test_api_routes
 
