@@ -32,6 +32,9 @@ async def create(ctx: Ctx) -> None:
             raise ControlRefused("unknown_actor", f"agent {actor.id} is not an active agent of this group")
     ctx.goal.update(title=cmd["title"], objective=cmd["objective"], claim_mode=cmd.get("claim_mode", "soft"),
                     subjects=cmd.get("subjects", {}), budget=cmd.get("budget"))
+    from wakeful.control.kernel import goal_values
+
+    await ctx.tx.execute(S.goal.insert().values(**goal_values(ctx.goal)))  # first: registrations reference it
     if actor.kind == "agent":  # an agent creator is registered
         await ctx.insert_row("registration", S.goal_agent, {
             "goal_id": ctx.goal_id, "agent_id": actor.id, "status": "active", "registered_ms": ctx.now,

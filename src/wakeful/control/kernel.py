@@ -346,13 +346,12 @@ async def _finish(ctx: Ctx, command_type: str, env: Mapping[str, Any], digest_no
     seq, tx, goal = ctx.seq, ctx.tx, ctx.goal
     G = S.goal
     new_goal = {**goal, **ctx.goal_changes, "revision": seq, "updated_ms": ctx.now}
-    values = {k: new_goal[k] for k in (c.name for c in G.columns)}
-    for name in ("subjects", "budget"):
-        values[name] = None if values[name] is None else canonical(values[name])
-    if command_type == "goal.create":
-        await tx.execute(G.insert().values(**values))
+    values = goal_values(new_goal)
+    if command_type == "goal.create":  # the handler inserted the row at revision 0 (rows referencing it follow)
+        await tx.execute(G.update().where(G.c.id == goal["id"]).values(**values))
         ctx._record("goal", goal["id"], "insert", {}, _goal_public(new_goal), seq, new_goal["status"])
         ctx.changed.sort(key=lambda c: c["entity"] != "goal")
+        ctx.events.insert(0, ctx.events.pop())  # the goal's insert comes first, as the rows were written
     else:
         await tx.execute(G.update().where(G.c.id == goal["id"]).values(**values))
         if ctx.goal_changes:
@@ -372,6 +371,14 @@ async def _finish(ctx: Ctx, command_type: str, env: Mapping[str, Any], digest_no
     ))
     goal.update(new_goal)
     return decode(canonical(receipt))  # type: ignore[no-any-return]
+
+
+def goal_values(goal: Mapping[str, Any]) -> dict[str, Any]:
+    """Column values of the ``goal`` table for a goal dict."""
+    values = {k: goal[k] for k in (c.name for c in S.goal.columns)}
+    for name in ("subjects", "budget"):
+        values[name] = None if values[name] is None else canonical(values[name])
+    return values
 
 
 def _goal_public(goal: Mapping[str, Any]) -> dict[str, Any]:

@@ -175,3 +175,17 @@ async def test_identity_and_shape_refusals(store) -> None:
     await kit.run(kit.person, {"type": "goal.resume"})
     await kit.run(a, {"type": "agent.register", "agent_id": a.id})
     await kit.run(a, {"type": "claim.acquire", "item": item, "key": "k"})
+
+
+async def test_an_agent_creates_a_goal_and_is_registered(store) -> None:
+    kit = await make_kit(store, register=False)
+    a = kit.agents[0]
+    receipt = await kit.control.submit(a, {"operation_id": "mine", "command": {
+        "type": "goal.create", "title": "agent goal", "objective": "o", "claim_mode": "hard"}})
+    assert receipt["seq"] == 1 and [c["entity"] for c in receipt["changed"]] == ["goal", "registration"]
+    goal = await kit.control.goal(receipt["goal_id"])
+    assert (goal["revision"], goal["claim_mode"], goal["created_by"]) == (1, "hard", a.id)
+    assert [(r["agent_id"], r["status"]) for r in goal["agents"]] == [(a.id, "active")]
+    commit = (await kit.control.commits(receipt["goal_id"]))[0]
+    assert commit["events"][0]["op"] == "insert" and commit["events"][0]["new"]["title"] == "agent goal"
+    assert commit["receipt"] == receipt
