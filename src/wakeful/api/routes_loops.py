@@ -198,7 +198,7 @@ async def list_events(
 ) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
     listed = await harness_of(request).events(loop_id, "list", include_payloads=payloads, status=status,
-                                              limit=limit, cursor=cursor)
+                                              limit=limit, cursor=cursor or None)
     return {"items": listed.get("events", []), "next_cursor": listed.get("next_cursor"),
             "pending_count": listed.get("pending_count")}
 

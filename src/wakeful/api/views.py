@@ -35,7 +35,7 @@ def parse_message_cursor(cursor: str | None, *, field: str = "after") -> tuple[i
     except InvalidRequest:
         raise InvalidRequest("the message cursor is not one this server issued", field=field) from None
     ms, sep, message_id = (text or "").partition(":")
-    if not sep or not ms.isdigit() or not 1 <= len(message_id) <= 200:
+    if not sep or not ms.isascii() or not ms.isdigit() or len(ms) > 18 or not 1 <= len(message_id) <= 200:
         raise InvalidRequest("the message cursor is not one this server issued", field=field)
     return int(ms), message_id
 

@@ -4,6 +4,7 @@ handled, artifacts, Loops and their events, logs and transitions; the OpenAPI do
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -164,6 +165,11 @@ def test_agents_sessions_messages_stream(live: LiveApi, compile_c: Any) -> None:
     assert done == {"handled": []}  # already handled by up_to: marking is idempotent
     assert c.get(f"{g}/sessions/{t['session']}/messages", params={"unhandled": "true"},
                  headers=auth(t["akey"])).json()["items"] == []
+    huge = base64.urlsafe_b64encode(b"99999999999999999999999:m").decode().rstrip("=")  # over a 64-bit integer
+    r = c.get(f"{g}/sessions/{t['session']}/messages", params={"after": huge}, headers=auth(t["akey"]))
+    assert r.status_code == 400 and r.json()["field"] == "after"
+    r = c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]), json={"up_to": huge})
+    assert r.status_code == 400 and r.json()["field"] == "up_to"
     r = c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]), json={"up_to": "!!"})
     assert r.status_code == 400 and r.json()["field"] == "up_to"
     r = c.post(f"{g}/sessions/{t['session']}/messages/handled", headers=auth(t["akey"]), json={})

@@ -56,7 +56,8 @@ def test_cursors() -> None:
 def test_message_cursor() -> None:
     assert parse_message_cursor(pages.encode_cursor("0000000000000012:msg_1")) == (12, "msg_1")
     assert parse_message_cursor(None) is None
-    for bad in (pages.encode_cursor("x:msg"), pages.encode_cursor("12"), "!!"):
+    for bad in (pages.encode_cursor("x:msg"), pages.encode_cursor("12"), "!!", pages.encode_cursor("9" * 19 + ":m"),
+                pages.encode_cursor("١٢:m")):
         with pytest.raises(InvalidRequest):
             parse_message_cursor(bad)
 
