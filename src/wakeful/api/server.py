@@ -54,7 +54,9 @@ def make_server(harness: Harness, host: str, port: int, *, node_name: str = "", 
                 public_docs: bool = True, access_log: bool = True, **uvicorn_options: Any) -> uvicorn.Server:
     """A uvicorn server for the harness's app (not started)."""
     app = create_app(harness, node_name=node_name, public_base_url=public_base_url, public_docs=public_docs)
-    logging.getLogger("uvicorn.access").addFilter(_RedactWebhooks())
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _RedactWebhooks) for f in access.filters):
+        access.addFilter(_RedactWebhooks())
     config = uvicorn.Config(app, host=host, port=port, access_log=access_log, log_config=None,
                             lifespan="off", server_header=False, **uvicorn_options)
     return _Server(config)
