@@ -16,6 +16,7 @@ from wakeful import __version__
 from wakeful.cli import (
     build_cmd,
     db_cmd,
+    decide_cmd,
     events_cmd,
     goal_cmd,
     loop_cmd,
@@ -62,6 +63,7 @@ serve_cmd.register(app)
 status_cmd.register(app)  # wakeful status: nodes and leases, Loops, pending, wakes (interfaces.md §4.2)
 mcp_cmd.register(app)
 script_cmd.register(app)
+decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
 for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
     app.add_typer(_sub, name=_name)
 
