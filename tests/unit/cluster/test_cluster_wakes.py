@@ -49,9 +49,9 @@ async def test_an_agent_with_unhandled_wakes_is_claimed_by_a_node_with_handlers(
         await until(handled)
         (message,) = await b.messages(session, kinds=("loop",))
         assert seen == [message.id] and message.handled_ms is not None
-        assert b.node.placement is not None and b.node.placement.holds(agent)
+        assert message.handled_by == b.node.node_id  # handled on the node that claimed the agent
         await b.tick()  # handled now and no active Loop: the idle lease is released
-        assert not b.node.placement.holds(agent)
+        assert b.node.placement is not None and not b.node.placement.holds(agent)
     finally:
         await b.stop()
         if a._store is not None:
