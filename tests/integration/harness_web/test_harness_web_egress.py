@@ -91,3 +91,28 @@ async def test_the_time_limit_spans_every_hop(harness_runner: Any, server: Targe
     result = await web.request({"url": url, "follow_redirects": True, "timeout_ms": 600})
     assert result["error"]["code"] == "timeout", result  # each hop fits 600 ms, the exchange does not
     assert server.hits["/redirect"] == 4 and server.hits["/ok"] == 1
+
+
+# harness.md §17.3: one address of every blocked class (IPv4, IPv6 and IPv6 forms embedding a blocked IPv4)
+CLASSES = {
+    "loopback": "127.0.0.1", "loopback-v6": "::1", "unspecified": "0.0.0.0", "unspecified-v6": "::",
+    "private-10": "10.1.2.3", "private-172": "172.16.0.1", "private-192": "192.168.1.1", "ula-v6": "fd00::1",
+    "link-local": "169.254.169.254", "link-local-v6": "fe80::1", "cgnat": "100.64.0.1", "multicast": "224.0.0.1",
+    "multicast-v6": "ff02::1", "broadcast": "255.255.255.255", "reserved": "240.0.0.1",
+    "benchmarking": "198.18.0.1", "v4-mapped": "::ffff:10.0.0.1", "nat64": "64:ff9b::a00:1",
+    "6to4": "2002:a00:1::", "v4-compatible": "::127.0.0.1",
+}
+
+
+@pytest.mark.parametrize("address", CLASSES.values(), ids=list(CLASSES))
+async def test_every_class_is_refused_by_name_and_by_redirect(
+    harness_runner: Any, server: TargetServer, address: str,
+) -> None:
+    web = client(target_example=[address], pair_example=["127.0.0.2", address])
+    for host in ("target.example", "pair.example"):  # alone, and next to an allowed address
+        direct = await web.request({"url": f"http://{host}:{server.port}/ok"})
+        assert direct["error"]["code"] == "blocked_destination", (host, direct)
+        hop = f"{server.base}/redirect?to=http://{host}:{server.port}/ok&status=302"
+        redirected = await web.request({"url": hop, "follow_redirects": True})
+        assert redirected["error"]["code"] == "blocked_destination", (host, redirected)
+    assert web.connects == 2 and server.hits["/redirect"] == 2 and server.hits["/ok"] == 0  # first hops only
