@@ -51,10 +51,29 @@ async def _check_refs(ctx: Ctx, fields: dict[str, Any], self_id: str | None = No
             if await rows.load_item(ctx.tx, ctx.goal_id, ref) is None:
                 raise ControlRefused("not_found", f"{name} names {ref}, which is not in this goal",
                                      field=f"command.{name}", id=ref)
+    if self_id is not None and fields.get("depends_on"):
+        await _refuse_cycle(ctx, self_id, fields["depends_on"])
     bound = fields.get("bound_agent")
     if bound is not None and await ctx.agent_status(bound) != "active":
         raise ControlRefused("not_registered", f"bound agent {bound} is not registered on this goal",
                              field="command.bound_agent")
+
+
+async def _refuse_cycle(ctx: Ctx, self_id: str, depends_on: list[str]) -> None:
+    """A dependency that (transitively) depends on the item itself would never become runnable."""
+    seen: set[str] = set()
+    stack = list(depends_on)
+    while stack:
+        ref = stack.pop()
+        if ref == self_id:
+            raise ControlRefused("invalid_command", "depends_on would make a dependency cycle",
+                                 field="command.depends_on")
+        if ref in seen or len(seen) > 2000:
+            continue
+        seen.add(ref)
+        dep = await rows.load_item(ctx.tx, ctx.goal_id, ref)
+        if dep is not None:
+            stack.extend(dep["depends_on"])
 
 
 async def _check_loop(ctx: Ctx, loop_id: str) -> None:

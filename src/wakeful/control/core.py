@@ -64,7 +64,10 @@ class Control:
         receipt = await commit_command(self.store, actor, envelope, claim_ttl_s=self.claim_ttl_s,
                                        intent_grace_s=self.intent_grace_s, clock=self.clock)
         if not receipt.get("replayed"):
-            await self._resume_due(receipt["goal_id"], actor.group_id)
+            try:  # post-commit: the command is applied whatever happens here; the sweep catches up
+                await self._resume_due(receipt["goal_id"], actor.group_id)
+            except Exception:
+                log.exception("resume conditions after %s could not be evaluated", receipt["operation_id"])
         return receipt
 
     async def _resume_due(self, goal_id: str, group_id: str) -> int:

@@ -189,3 +189,19 @@ async def test_an_agent_creates_a_goal_and_is_registered(store) -> None:
     commit = (await kit.control.commits(receipt["goal_id"]))[0]
     assert commit["events"][0]["op"] == "insert" and commit["events"][0]["new"]["title"] == "agent goal"
     assert commit["receipt"] == receipt
+
+
+async def test_dependency_cycles_are_refused(store) -> None:
+    kit = await make_kit(store)
+    first = await kit.add(title="first")
+    second = await kit.add(title="second", depends_on=[first])
+    third = await kit.add(title="third", depends_on=[second])
+    with pytest.raises(ControlRefused) as refused:
+        await kit.run(kit.person, {"type": "work.update", "item": first, "depends_on": [third]},
+                      expected={"item_revision": 1})
+    assert (refused.value.code, refused.value.details["field"]) == ("invalid_command", "command.depends_on")
+    with pytest.raises(ControlRefused):
+        await kit.run(kit.person, {"type": "work.update", "item": first, "depends_on": [first]},
+                      expected={"item_revision": 1})
+    await kit.run(kit.person, {"type": "work.update", "item": third, "depends_on": [first, second]},
+                  expected={"item_revision": 1})
