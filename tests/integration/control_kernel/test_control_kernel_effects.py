@@ -134,3 +134,33 @@ async def test_budget_spend_per_day(store, store_clock) -> None:
     assert (await kit.control.snapshot(kit.goal_id)).budget_spent_today == 10
     store_clock.advance(s=86_400)
     await kit.run(a, {"type": "budget.spend", "units": 10})
+
+
+async def test_stored_state_limits_are_budget_exceeded(store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§4.1 step 7, with the limits lowered so the test stays fast: items not done per goal, evidence per item,
+    subjects per goal."""
+    from wakeful.control import cmd_evidence, cmd_work
+
+    monkeypatch.setattr(cmd_work, "MAX_OPEN_ITEMS", 3)
+    monkeypatch.setattr(cmd_evidence, "MAX_EVIDENCE_PER_ITEM", 2)
+    kit = await make_kit(store)
+    items = [await kit.add(title=f"i{n}") for n in range(2)]  # the kit's goal has none yet
+    third = await kit.add(title="i2")
+    assert (await _refuse(kit.add(title="i3"))).code == "budget_exceeded"
+    await kit.run(kit.person, {"type": "work.cancel", "item": third}, expected={"item_revision": 1})
+    await kit.add(title="i3")  # done items do not count
+    obs = {"type": "evidence.add", "item": items[0], "kind": "observation", "verdict": "observed"}
+    await kit.run(kit.agents[0], obs)
+    await kit.run(kit.agents[0], obs)
+    assert (await _refuse(kit.run(kit.agents[0], obs))).code == "budget_exceeded"
+    for n in range(15):
+        await kit.run(kit.person, {"type": "subject.set", "name": f"s{n}", "revision": "v1"})
+    assert (await _refuse(kit.run(kit.person, {"type": "subject.set", "name": "one-more", "revision": "v"}))
+            ).code == "budget_exceeded"
+    await kit.run(kit.person, {"type": "subject.set", "name": "s0", "revision": "v2"})  # existing names change
+    # an agent of another group is not found; a person registers an agent of the group
+    other = await kit.control.submit(kit.person, {"operation_id": "other-goal", "command": {
+        "type": "goal.create", "title": "t", "objective": "o"}})
+    assert (await _refuse(kit.run(kit.person, {"type": "agent.register", "agent_id": "agt_nobody"},
+                                  goal_id=other["goal_id"]))).code == "not_found"
+    await kit.run(kit.person, {"type": "agent.register", "agent_id": kit.agents[2].id}, goal_id=other["goal_id"])
