@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from support.mcp_flow import mcp_http, mcp_stdio, structured
 
 from wakeful.control import Actor
@@ -134,9 +133,6 @@ async def test_control_tools_over_mcp(harness_runner: Any, tmp_path: Path) -> No
             assert refused(await client.call_tool("goal.status", {"goal_id": "goal_nope"})) == "not_found"
 
 
-@pytest.mark.xfail(strict=True, reason="kernel (control/cmd_goal.py create): an agent creator's goal_agent row is "
-                   "inserted before the goal row exists, a FOREIGN KEY failure reported as internal; remove this "
-                   "mark when the kernel inserts the goal first")
 async def test_goal_create_by_an_agent_over_mcp(harness_runner: Any, tmp_path: Path) -> None:
     async with node(tmp_path) as (h, url):
         group = await h.create_group("g")
