@@ -205,3 +205,46 @@ async def test_dependency_cycles_are_refused(store) -> None:
                       expected={"item_revision": 1})
     await kit.run(kit.person, {"type": "work.update", "item": third, "depends_on": [first, second]},
                   expected={"item_revision": 1})
+
+
+async def test_postgresql_connection_cut_mid_command(pg_schema: str) -> None:
+    """A real TCP cut between the kernel and PostgreSQL while a command's transaction is open: the command ends
+    as ``unavailable``, nothing is half-applied, and the retried envelope applies exactly once."""
+    from support.harness_fixtures import PgProxy
+
+    class CutBeforeCommit(Store):
+        proxy: Any = None
+        armed = False
+
+        @asynccontextmanager
+        async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
+            async with super().tx(readonly=readonly) as tx:
+                yield tx
+                if self.armed and not readonly:
+                    self.armed = False
+                    self.proxy.cut()
+
+    async with PgProxy() as proxy:
+        plain = await Store.open(proxy.url(pg_schema))
+        store = CutBeforeCommit(plain.target, plain.engine, plain.clock)
+        store.proxy = proxy
+        try:
+            kit = await make_kit(store)
+            item = await kit.add(title="x")
+            envelope = {"operation_id": "cut-1", "goal_id": kit.goal_id,
+                        "command": {"type": "claim.acquire", "item": item, "key": "k"}}
+            store.armed = True
+            with pytest.raises(StoreUnavailable) as lost:
+                await kit.control.submit(kit.agents[0], envelope)
+            assert lost.value.code == "unavailable"
+            proxy.restore()
+            view = await kit.control.item(kit.goal_id, item)
+            assert view["claim"] is None  # rolled back with the connection
+            receipt = await kit.control.submit(kit.agents[0], envelope)
+            assert "replayed" not in receipt and receipt["claim"]["epoch"] == 1
+            again = await kit.control.submit(kit.agents[0], envelope)
+            assert again["replayed"] is True
+            commits = await kit.control.commits(kit.goal_id, limit=200)
+            assert [c["seq"] for c in commits] == list(range(1, len(commits) + 1))
+        finally:
+            await plain.close()
