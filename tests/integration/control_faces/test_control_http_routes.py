@@ -124,6 +124,11 @@ def test_control_routes(store_url: str, tmp_path: Path) -> None:
         assert http.get(f"{GOAL}/work/w_nope", headers=person).status_code == 404
         assert http.get(f"{GOAL}/receipts/nope", headers=person).status_code == 404
 
+        # an agent creates a goal of its own and is registered on it
+        own = http.post(f"{G}/goals", json={"title": "mine", "objective": "o"}, headers=peer)
+        assert own.status_code == 201, own.text
+        assert [g["id"] for g in http.get(f"{G}/goals", headers=peer).json()["items"]] == [own.json()["goal"]["id"]]
+
         # reads
         got = http.get(GOAL, headers=person).json()
         assert got["goal"]["id"] == goal and got["status"]["kind"] == "status"
@@ -133,7 +138,7 @@ def test_control_routes(store_url: str, tmp_path: Path) -> None:
         assert [i["id"] for i in http.get(f"{GOAL}/work?status=open&class=advancement", headers=me).json()["items"]] \
             == [item]
         assert http.get(f"{GOAL}/work/{item}", headers=me).json()["id"] == item
-        assert http.get(f"{G}/goals", headers=person).json()["items"][0]["id"] == goal
+        assert goal in [g["id"] for g in http.get(f"{G}/goals", headers=person).json()["items"]]
         assert [g["id"] for g in http.get(f"{G}/goals", headers=me).json()["items"]] == [goal]
         assert http.get(f"{GOAL}/acceptance", headers=me).json()["status"] == "none"
         commits = http.get(f"{GOAL}/commits?after_seq=0&limit=2", headers=me).json()
