@@ -188,7 +188,11 @@ async def delete_loop(group_id: str, loop_id: str, request: Request, principal: 
 async def webhook(group_id: str, loop_id: str, body: WebhookIn, request: Request,
                   principal: MemberPrincipal) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
-    return await harness_of(request).webhook(loop_id, body.action)
+    from wakeful.harness.webhooks import webhook as loop_webhook
+
+    harness = harness_of(request)  # the harness's loop.webhook, with the caller recorded in the Loop log
+    return await loop_webhook(harness.store, loop_id, body.action, public_base_url=harness.config.public_base_url,
+                              actor=principal.actor)
 
 
 @router.get(G + "/loops/{loop_id}/events", summary="A page of the Loop's events (pending and recently settled)")
@@ -208,7 +212,7 @@ async def retry_pending(group_id: str, loop_id: str, request: Request, principal
                         body: EventIdsIn | None = None) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
     harness = harness_of(request)
-    out = await harness.events(loop_id, "retry", event_ids=body.event_ids if body else None)
+    out = await harness.events(loop_id, "retry", event_ids=body.event_ids if body else None, actor=principal.actor)
     if isinstance(out.get("loop"), dict):
         out["loop"] = await full_loop(harness, out["loop"])
     return out
@@ -218,7 +222,8 @@ async def retry_pending(group_id: str, loop_id: str, request: Request, principal
 async def discard_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
                           body: EventIdsIn | None = None) -> dict[str, Any]:
     await loop_in_scope(request, group_id, loop_id, principal)
-    return await harness_of(request).events(loop_id, "discard", event_ids=body.event_ids if body else None)
+    return await harness_of(request).events(loop_id, "discard", event_ids=body.event_ids if body else None,
+                                            actor=principal.actor)
 
 
 def _log(line: loops.LogLine) -> dict[str, Any]:

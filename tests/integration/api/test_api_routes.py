@@ -230,7 +230,7 @@ def test_loops_and_events_routes(live: LiveApi, compile_c: Any) -> None:
     assert {m["to_state"] for m in moves} >= {"active", "paused"}
     assert c.post(f"{g}/loops/{loop_id}/webhook", headers=auth(t["akey"]), json={"action": "enable"}).json()["enabled"]
     logs = c.get(f"{g}/loops/{loop_id}/logs", headers=auth(t["akey"])).json()
-    assert any(line["text"].endswith("webhook enabled") for line in logs["items"]), logs
+    assert any(line["text"] == f"agent:{t['agent']}: webhook enabled" for line in logs["items"]), logs
     later = c.get(f"{g}/loops/{loop_id}/logs", params={"after_seq": logs["next_after_seq"]}, headers=auth(t["akey"]))
     assert later.json()["items"] == []
     # archive pauses, unarchive resumes (group key only)
