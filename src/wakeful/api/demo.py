@@ -137,10 +137,16 @@ def demo_lines(info: DemoInfo, base_url: str) -> list[str]:
         "post an event that produces a wake (threshold_alert: cpu above 90):",
         f"  curl -sS -X POST -H 'Content-Type: application/json' -d '{{\"name\": \"cpu\", \"value\": 95}}' '{webhook}'",
         "",
-        "then read the wake in the demo session:",
-        f"  curl -sS -H 'Authorization: Bearer {info.keys['agent']}' '{messages}'",
+        "then read the wake in the demo session (keys are read from the credentials file, never printed):",
+        f"  curl -sS -H \"Authorization: Bearer $({_key_cmd(info.credentials, 'agent')})\" '{messages}'",
         "",
         "or post to the Loop with the group key:",
-        f"  curl -sS -X POST -H 'Authorization: Bearer {info.keys['group']}' -H 'Content-Type: application/json' "
+        f"  curl -sS -X POST -H \"Authorization: Bearer $({_key_cmd(info.credentials, 'group')})\" "
+        f"-H 'Content-Type: application/json' "
         f"-d '{{\"topic\": \"metric\", \"payload\": {{\"name\": \"cpu\", \"value\": 97}}}}' '{group_events}'",
     ]
+
+
+def _key_cmd(path: Path, role: str) -> str:
+    """A shell command printing one demo key from the credentials file."""
+    return f"python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"keys\"][\"{role}\"])' '{path}'"

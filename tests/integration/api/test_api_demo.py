@@ -59,7 +59,7 @@ class _Demo:
 def test_serve_demo_end_to_end(tmp_path: Path) -> None:
     demo = _Demo(tmp_path)
     try:
-        text = demo.output_until("then read the wake")
+        text = demo.output_until("-X POST -H \"Authorization")
         creds_path = tmp_path / ".wakeful-demo" / "demo" / "credentials.json"
         assert creds_path.stat().st_mode & 0o777 == 0o600
         creds = json.loads(creds_path.read_text())
@@ -80,6 +80,11 @@ def test_serve_demo_end_to_end(tmp_path: Path) -> None:
 
         found = wait_for(wakes, timeout=30)
         assert len(found) == 1 and found[0]["content"] == "cpu is 95, above 90"
+        assert all(key not in text for key in creds["keys"].values())  # keys only in the 0600 file
+        printed = next(line.strip() for line in text.splitlines() if "Authorization" in line and "GET" not in line
+                       and "-X POST" not in line)
+        shown = subprocess.run(["bash", "-c", printed], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        assert json.loads(shown.stdout)["items"][0]["content"] == "cpu is 95, above 90", shown.stderr
         loops = httpx.get(f"{base.group(1)}/v1/agent-groups/{creds['group_id']}/loops", headers=agent).json()
         assert {v["name"]: v["state"] for v in loops["items"]} == {
             "heartbeat": "active", "batch_summary": "active", "threshold_alert": "active"}
@@ -87,7 +92,7 @@ def test_serve_demo_end_to_end(tmp_path: Path) -> None:
         assert demo.stop() == 0
     again = _Demo(tmp_path)  # a restart reuses the tenant and the Loops, and prints a fresh webhook URL
     try:
-        text = again.output_until("then read the wake")
+        text = again.output_until("-X POST -H \"Authorization")
         assert json.loads(creds_path.read_text())["group_id"] == creds["group_id"]
         assert webhook.rsplit("/", 1)[1] not in text
         base = re.search(r"listening on (http://127\.0\.0\.1:\d+)", text)
