@@ -182,7 +182,8 @@ class RequestGuard:
             if size > limit:
                 return _too_large(limit)
         has_body = (length is not None and length.strip() != "0") or _header(scope, b"transfer-encoding") is not None
-        if method in ("POST", "PUT", "PATCH") and has_body and not _RAW.match(path):
+        # the JSON API only: mounted apps (/mcp, the /ui/ dashboard's forms) check their own content types
+        if method in ("POST", "PUT", "PATCH") and has_body and path.startswith("/v1/") and not _RAW.match(path):
             if not is_json_type(_header(scope, b"content-type")):
                 return error_response("json_required", "the body must be Content-Type: application/json")
         return None
