@@ -42,14 +42,16 @@ class Harness:
 
     def __init__(
         self, config: Config | None = None, *, db_url: str | None = None, data_dir: str | Path | None = None,
-        clock: Clock | None = None, sweeps: bool = True, tick_s: float = 10.0, limiter: Limiter | None = None,
+        clock: Clock | None = None, sweeps: bool = True, tick_s: float | None = None, limiter: Limiter | None = None,
     ) -> None:
         base = config or load_config()
         self.config = base.with_overrides(
             store_url=db_url, data_dir=None if data_dir is None else Path(data_dir),
         )
         self.clock = clock
-        self.sweeps, self.tick_s = sweeps, tick_s
+        self.sweeps = sweeps
+        self.tick_s = float(self.config.placement.tick_s) if tick_s is None else tick_s  # placement.tick_s (§19.3)
+        self._solo: Any = None  # SQLite: the one node's row (harness/placement/solo.py)
         self.registry = ToolRegistry()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
         self._store: Store | None = None
@@ -96,6 +98,11 @@ class Harness:
             await self._node.open()
             if self._node.placement is not None:  # register, renew, listen; claim and adopt stranded agents
                 await self._node.placement.start(sweeps=self.sweeps)
+            else:  # harness.md §19 on SQLite: one node, its row and heartbeat, no leases
+                from wakeful.harness.placement.solo import SoloNode
+
+                self._solo = SoloNode(self._node)
+                await self._solo.start()
         except BaseException:
             await self._store.close()
             raise
@@ -106,6 +113,9 @@ class Harness:
             loop = asyncio.get_running_loop()
             self._sweeps = [loop.create_task(self._every(self.tick_s, self.node.tick)),
                             loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs))]
+            if self._solo is not None:
+                beat = float(self.config.placement.heartbeat_s)
+                self._sweeps.append(loop.create_task(self._every(beat, self._solo.heartbeat)))
 
     async def stop(self) -> None:
         """Drain (harness.md §19.4, single node): end every incarnation, close the store."""
@@ -125,6 +135,9 @@ class Harness:
             self._scripts = None
         if self._node is not None and self._node.placement is not None:
             await self._node.placement.drain()  # §19.4: end incarnations, release leases, node gone
+        if self._solo is not None:
+            await self._solo.stop()
+            self._solo = None
         if self._node is not None:
             await self._node.close()
             await self._node.dispatch.decider.aclose()
