@@ -34,8 +34,10 @@ SUPPORT_GUESTS = Path(__file__).resolve().parents[2] / "support" / "guests"
 class LiveApi:
     """``with LiveApi(store_url, data_dir) as api: api.client.get(...)``."""
 
-    def __init__(self, store_url: str, data_dir: Path, *, limits: Limits | None = None, **config: Any) -> None:
+    def __init__(self, store_url: str, data_dir: Path, *, limits: Limits | None = None, clock: Any = None,
+                 **config: Any) -> None:
         self.config = Config(data_dir=data_dir, store_url=store_url, limits=limits or Limits(), **config)
+        self.clock = clock  # e.g. a TestClock: token buckets then refill only when the test says so
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.harness: Harness | None = None
@@ -75,7 +77,7 @@ class LiveApi:
         self.run(self._start())
 
     async def _start(self) -> None:
-        self.harness = Harness(self.config, tick_s=1.0)
+        self.harness = Harness(self.config, tick_s=1.0, clock=self.clock)
         await self.harness.start()
         self.server = make_server(self.harness, "127.0.0.1", self.port, access_log=False, timeout_graceful_shutdown=2)
         self._task = asyncio.get_running_loop().create_task(self.server.serve())

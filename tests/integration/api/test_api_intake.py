@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from live_api import LiveApi, auth, count_events, make_loop, seen, tenant, wait_for
+from support.harness_fixtures import TestClock
 
 from wakeful.harness.config import Limits
 from wakeful.harness.store import events
@@ -217,7 +218,8 @@ def test_webhook_route(live: LiveApi, compile_c: Any) -> None:
 
 def test_rate_limits_and_mailbox(store_url: str, tmp_path: Path, compile_c: Any) -> None:
     limits = Limits(pending_events=3, ingress_per_loop_per_min=8, ingress_global_per_min=12)
-    with LiveApi(store_url, tmp_path / "data", limits=limits) as live:
+    clock = TestClock()  # buckets refill on this clock only: no refill while the test runs, however slow
+    with LiveApi(store_url, tmp_path / "data", limits=limits, clock=clock) as live:
         t = live.call(tenant)
         loop_id = make_loop(live, t, compile_c)
         url = f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/events"
@@ -247,6 +249,9 @@ def test_rate_limits_and_mailbox(store_url: str, tmp_path: Path, compile_c: Any)
         assert c.post(url, headers=auth(foreign["gkey"]), json={"topic": "x"}).status_code == 404
         r = c.post(f"{live.url}/v1/loop-webhooks/short", json={})  # no shape check before the bucket either
         assert r.status_code == 429
+        clock.advance(s=60)  # a minute later both buckets are full again
+        r = c.post(url, headers=auth(t["gkey"]), json={"topic": "hold", "event_id": "h0"})
+        assert r.status_code == 202 and r.json()["duplicate"] is True
         assert count_events(live, loop_id) == 3
         recent = c.get(f"{live.url}/v1/info", headers=auth(t["admin"])).json()["recent_refusals"]
         assert recent["429"] >= 7 and recent["window_s"] == 3600  # every 429 answered above
