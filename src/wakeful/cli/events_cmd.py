@@ -216,7 +216,10 @@ def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: Json
             await loops.get_loop(tx, loop_id)
             start_log = (await tx.execute(sa.select(sa.func.max(LOG.c.seq)).where(LOG.c.loop_id == loop_id))).scalar()
             start_tr = (await tx.execute(sa.select(sa.func.max(TR.c.seq)).where(TR.c.loop_id == loop_id))).scalar()
-        cursor = {"log": max(0, int(start_log or 0) - 20), "transition": int(start_tr or 0)}  # the last 20 lines
+        # context first: the Loop's last 20 log lines and last 5 transitions (seqs are global, so fetch by rank)
+        async with store.tx(readonly=True) as tx:
+            cursor = {"log": await _rank(tx, LOG, loop_id, 20, start_log),
+                      "transition": await _rank(tx, TR, loop_id, 5, start_tr)}
 
         async def poll() -> None:
             async with store.tx(readonly=True) as tx:
@@ -276,6 +279,16 @@ def session_watch(
         await _follow(for_, poll)
 
     _stream(out, body)
+
+
+async def _rank(tx: Any, table: Any, loop_id: str, back: int, newest: Any) -> int:
+    """The seq just before the Loop's ``back``-th newest row (0 when it has fewer)."""
+    if newest is None:
+        return 0
+    stmt = (sa.select(table.c.seq).where(table.c.loop_id == loop_id).order_by(table.c.seq.desc())
+            .offset(back).limit(1))
+    found = (await tx.execute(stmt)).scalar()
+    return int(found) if found is not None else 0
 
 
 def _emit(out: Out, record: dict[str, Any]) -> None:

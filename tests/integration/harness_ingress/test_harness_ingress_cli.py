@@ -94,6 +94,7 @@ async def test_cli_sends_lists_retries_discards_and_follows(
         tail = _lines(_cli(store_url, home, "loop", "tail", loop_id, "--for", "0"))
         texts = [r["text"] for r in tail if r["type"] == "log"]
         assert "operator: webhook enabled" in texts and any("retry of 1" in t for t in texts)
+        assert [r["detail"] for r in tail if r["type"] == "transition"] == ["created"]  # context: last transitions
         watch = _lines(_cli(store_url, home, "session", "watch", session, "--from-start", "--for", "0"))
         assert [(m["kind"], m["content"]) for m in watch] == [("loop", "ev:w1")]
         missing = _cli(store_url, home, "loop", "events", "lp_00000000000000000000000000")
