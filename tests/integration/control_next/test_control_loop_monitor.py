@@ -101,6 +101,17 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     assert await bridge.sweep() == 1
     assert (await g.item(monitor))["observations"] == 5
 
+    # a wake committed while no bridge listens (a node restarting) is caught up by the sweep at install
+    await bridge.close()
+    await notify(h, bridge, loop_id, "e5", "while the bridge was away")
+    assert (await g.item(monitor))["observations"] == 5
+    bridge.install(sweep_every_s=3600)
+
+    async def caught_up() -> bool:
+        return bool((await g.item(monitor))["observations"] == 6)
+
+    await until(caught_up)
+
     # the Loop leaves active: the monitor becomes runnable; next hands it to the agent
     await g.cmd(person, "work.cancel", item=follow, expected={"item_revision": await g.revision(follow)})
     await h.pause_loop(loop_id)
