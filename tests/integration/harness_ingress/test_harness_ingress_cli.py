@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.ingress_harness import counter_loop, seen, statuses
 from support.loops_harness import started, until
 
@@ -41,8 +42,6 @@ async def test_cli_sends_lists_retries_discards_and_follows(
     home = tmp_path / "home"
     payload = tmp_path / "payload.json"
     payload.write_text('{"n": 1, "s": "é"}')
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"n": NaN}')
     h = await started(store_url, store_clock, tmp_path / "node")
     try:
         _, _, session, loop_id = await counter_loop(h, compile_c)
@@ -50,17 +49,12 @@ async def test_cli_sends_lists_retries_discards_and_follows(
         assert made["enabled"] is True and made["url"].startswith("/v1/loop-webhooks/")
         again = _ok(_cli(store_url, home, "loop", "webhook", loop_id, "enable"))
         assert again["url"] is None and again["hint"] == made["url"][-4:]
-        wrong = _cli(store_url, home, "loop", "webhook", loop_id, "explode")
-        assert wrong.returncode == 1 and json.loads(wrong.stdout)["error"] == "invalid_request"
 
         sent = _ok(_cli(store_url, home, "loop", "send", loop_id, "--topic", "hold", "--payload", str(payload),
                         "--event-id", "e1"))
         assert sent == {"status": "accepted", "event_id": "e1", "duplicate": False}
         dup = _ok(_cli(store_url, home, "loop", "send", loop_id, "--topic", "hold", "--event-id", "e1"))
         assert dup["duplicate"] is True and dup["payload_mismatch"] is True
-        refused = _cli(store_url, home, "loop", "send", loop_id, "--topic", "hold", "--payload", str(bad))
-        assert refused.returncode == 1
-        assert json.loads(refused.stdout)["error"] == "invalid_event"
         await h.tick()  # the running node delivers what the CLI admitted
 
         async def delivered() -> bool:
@@ -97,8 +91,6 @@ async def test_cli_sends_lists_retries_discards_and_follows(
         assert [r["detail"] for r in tail if r["type"] == "transition"] == ["created"]  # context: last transitions
         watch = _lines(_cli(store_url, home, "session", "watch", session, "--from-start", "--for", "0"))
         assert [(m["kind"], m["content"]) for m in watch] == [("loop", "ev:w1")]
-        missing = _cli(store_url, home, "loop", "events", "lp_00000000000000000000000000")
-        assert missing.returncode == 1 and json.loads(missing.stdout)["error"] == "not_found"
     finally:
         await h.stop()
 
@@ -107,3 +99,29 @@ def test_cli_events_exit_3_when_the_store_is_unreachable(tmp_path: Path) -> None
     proc = _cli("postgresql://postgres@127.0.0.1:9/none", tmp_path / "home", "loop", "send", "lp_x", "--topic", "t")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["error"] == "unavailable"
+
+
+def test_cli_refusals_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refusals exit 1 with the typed error as the one JSON document (in-process: no subprocess start-up)."""
+    from typer.testing import CliRunner
+
+    from wakeful.cli.main import app
+
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path))
+    monkeypatch.delenv("WAKEFUL_DB_URL", raising=False)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"n": NaN}')
+    cases = [
+        (["loop", "webhook", "lp_00000000000000000000000000", "explode"], "invalid_request"),
+        (["loop", "send", "lp_00000000000000000000000000", "--topic", "t", "--payload", str(bad)], "invalid_event"),
+        (["loop", "send", "lp_00000000000000000000000000", "--topic", ""], "invalid_event"),
+        (["loop", "events", "lp_00000000000000000000000000"], "not_found"),
+        (["loop", "retry", "lp_00000000000000000000000000"], "not_found"),
+        (["loop", "discard", "lp_00000000000000000000000000", "e1"], "not_found"),
+        (["loop", "tail", "lp_00000000000000000000000000", "--for", "0"], "not_found"),
+        (["session", "watch", "ses_00000000000000000000000000", "--for", "0"], "session_not_found"),
+    ]
+    for args, code in cases:
+        result = CliRunner().invoke(app, ["--json", *args])
+        assert result.exit_code == 1, (args, result.output)
+        assert json.loads(result.stdout)["error"] == code, (args, result.stdout)
