@@ -11,8 +11,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from wakeful.errors import GuestFault
 from wakeful.runtime import jsonval
@@ -83,12 +82,13 @@ def clamp_ms(milliseconds: int) -> int:
     return milliseconds if milliseconds < MAX_DURATION_MS else MAX_DURATION_MS
 
 
-@dataclass(frozen=True, slots=True)
-class HostCallRequest:
-    """A validated ``sf_host_call_raw`` (sdk.md §9.3 step 5): what the scheduler sends to the host."""
+class HostCallRequest(NamedTuple):
+    """A validated ``sf_host_call_raw`` (sdk.md §9.3 step 5): what the scheduler sends to the host.
+
+    A ``NamedTuple`` (one per host call; a frozen dataclass cost three times as much to build)."""
 
     capability: str
-    arguments: JsonValue  # an independent snapshot of the params handle's value
+    arguments: JsonValue  # an independent snapshot of the params handle's value (or the value itself, borrowed)
     timeout_ms: int  # clamped to 24 h, never 0
 
 
@@ -517,11 +517,12 @@ class GuestContext:
 
     # sdk.md §9.3 steps 1-5 with the policy of runtime-protocol.md §9.1
     def begin_host_call(self, cap: int, cap_len: int, params: int, timeout_ms: int,
-                        pending: int) -> int | HostCallRequest:
+                        pending: int, copy: bool = True) -> int | HostCallRequest:
         """Validate ``sf_host_call_raw``; ``pending`` is the runtime's count of pending host calls.
 
         Returns a negative status for the guest, or the request to send. Raises ``GuestFault`` for a bad
-        capability text (step 1).
+        capability text (step 1). ``copy=False`` hands the host the boxed value itself (boxes are never
+        mutated) for a host that only reads it before returning (the stdio server encodes it at once).
         """
         name = self._text(cap, cap_len, "sf_host_call_raw", "capability")
         box = self.table.json(params)
@@ -533,7 +534,7 @@ class GuestContext:
             return SF_LIMIT
         if timeout_ms == 0:
             return SF_TIMEOUT
-        snapshot: JsonValue = jsonval.copy_of(box)  # the host gets its own copy
+        snapshot: JsonValue = jsonval.copy_of(box) if copy else box.value  # the host gets its own copy
         return HostCallRequest(name, snapshot, clamp_ms(timeout_ms))
 
     # sdk.md §9.3 step 6, runtime-protocol.md §9.4: result → handle; over limits → SF_LIMIT; error → SF_HOST_ERROR

@@ -133,6 +133,9 @@ class HostCalls:
 
     def __init__(self, handler: HostHandler, scheduler: Scheduler, clock: Clock, *, session_id: str) -> None:
         self._handler = handler
+        # a handler that only reads ``call.arguments`` before it returns (``borrows_arguments = True``, the
+        # stdio server's) gets the guest's boxed value itself instead of a copy (boxes are never mutated)
+        self.copy_arguments = not getattr(handler, "borrows_arguments", False)
         self._scheduler = scheduler
         self._clock = clock
         self._session_id = session_id

@@ -420,8 +420,8 @@ class Scheduler:
         hostcalls = self.hostcalls
         if hostcalls is None:
             raise GuestFault("INTERNAL", "internal error: no host-call router")
-        request = run.ctx.begin_host_call(*args, pending=hostcalls.pending_count)
-        if isinstance(request, int):
+        request = run.ctx.begin_host_call(*args, pending=hostcalls.pending_count, copy=hostcalls.copy_arguments)
+        if type(request) is int:
             return (request, fuel)
         r0 = hostcalls.submit(run, request)
         if r0 is not None:

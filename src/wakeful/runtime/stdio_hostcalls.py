@@ -41,6 +41,8 @@ class OutgoingCalls:
     """The runtime's ``host_handler`` when it speaks over stdio (one ``HostReply`` per call: no future, no
     task, and a reply reaches the guest with no event-loop callback in between)."""
 
+    borrows_arguments = True  # ``call.arguments`` is only encoded, before __call__ returns (hostcall.py)
+
     def __init__(self, outbox: Outbox, *, detail: Callable[[], bool]) -> None:
         self._outbox = outbox
         self._detail = detail

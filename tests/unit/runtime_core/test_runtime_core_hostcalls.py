@@ -308,3 +308,29 @@ def test_host_reply_stop_while_pending_cancels_it(caller: bytes) -> None:
     assert rt.get_nowait(oid).state == "stopped"
     assert reply.cancelled() and reply.cancels == 1
     assert rt.stats_nowait()["host"]["pending_host_calls"] == 0
+
+
+def test_only_a_borrowing_handler_gets_the_guests_value_uncopied(caller: bytes) -> None:
+    """``borrows_arguments = True`` (the stdio server's handler) skips the host's snapshot copy; any other
+    handler gets its own copy, so mutating it cannot reach the guest's value."""
+    seen: list[Any] = []
+
+    class Borrowing:
+        borrows_arguments = True
+
+        def __call__(self, call: HostCall) -> Any:
+            seen.append(call.arguments)
+            return {"v": call.arguments["x"]}
+
+    def copying(call: HostCall) -> Any:
+        seen.append(call.arguments)
+        call.arguments["x"] = 1000  # the handler's own copy
+        return {"v": 2}
+
+    for handler, expected in ((Borrowing(), 8), (copying, 3)):
+        rt = g.make_runtime(ManualClock(), handler)
+        assert rt.hostcalls.copy_arguments is (handler is copying)
+        oid = g.load_started(rt, caller, capabilities=CAP, config={"x": 7})
+        rt.run_batch()
+        assert rt.get_nowait(oid).outcome == {"exit_code": expected}
+    assert seen[0] == {"x": 7} and seen[1] == {"x": 1000}

@@ -243,6 +243,12 @@ def test_begin_host_call_steps() -> None:
     assert isinstance(request, HostCallRequest)
     request.arguments["x"].append(3)  # type: ignore[index, union-attr]
     assert jsonval.dumps(ctx.table.json(params)) == '{"n":1,"x":[2]}'  # type: ignore[arg-type]
+    # a host that only reads before returning (the stdio server) borrows the box's own value: no copy
+    borrowed = ctx.begin_host_call(cap, 4, params, 10, pending=0, copy=False)
+    assert isinstance(borrowed, HostCallRequest)
+    assert borrowed.arguments is ctx.table.json(params).value  # type: ignore[union-attr]
+    copied = ctx.begin_host_call(cap, 4, params, 10, pending=0)
+    assert isinstance(copied, HostCallRequest) and copied.arguments is not borrowed.arguments
 
 
 # sdk.md §9.3 step 6, vm.md §9.1 item 21
