@@ -118,6 +118,21 @@ async def test_control_tools_over_mcp(harness_runner: Any, tmp_path: Path) -> No
             assert refused(await client.call_tool("work.add", {"goal_id": goal, "class": "epic",
                                                                "title": "x"})) == "invalid_request"
 
+            # hostile arguments: typed tool errors, never internal ones
+            for name, args in (
+                ("evidence.add", {"goal_id": goal, "kind": "test", "verdict": "pass", "summary": "s",
+                                  "criterion_ids": [1, {"x": 2}]}),
+                ("work.add", {"goal_id": goal, "class": "user_gate", "title": "g", "targets": ["not an id"]}),
+                ("work.update", {"goal_id": goal, "item_id": "w_" + "z" * 38, "expected_revision": 1,
+                                 "action": "defer"}),
+                ("work.claim", {"goal_id": goal, "item_id": item["id"], "key": "has spaces"}),
+                ("effect.settle", {"goal_id": goal, "request_key": "nope", "attempt": 1, "state": "succeeded"}),
+                ("goal.status", {"goal_id": "x" * 40}),
+                ("work.next", {"goal_id": "goal_" + "0" * 26}),
+            ):
+                code = refused(await client.call_tool(name, args))
+                assert code not in ("internal", "unknown_tool"), (name, code)
+
         # stdio thin client: the same tools through the HTTP routes
         env = {"WAKEFUL_API_KEY": key, "WAKEFUL_HOME": str(tmp_path / "client")}
         async with mcp_stdio(["--server", url, "--session", session.id], env) as client:
