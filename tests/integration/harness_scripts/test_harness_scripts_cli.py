@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.mcp_flow import fake_provider, live_node, tenant
 
+from wakeful.cli.main import main
 from wakeful.harness.config import Config
 from wakeful.harness.embed import Harness
 
@@ -36,16 +35,23 @@ SF_MAIN sf_i64 main(void) {
 """
 
 
-async def _wakeful(*args: str, env: dict[str, str]) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from wakeful.cli.main import main; raise SystemExit(main())", *args,
-        env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode()
+@pytest.fixture
+def wakeful(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``wakeful ARGS`` through the CLI's entry point, in a thread of its own (the command runs its own event
+    loop, as in a process; in-process saves an interpreter start and exit per call)."""
+    async def run(*args: str, env: dict[str, str]) -> tuple[int, str]:
+        for name in ("WAKEFUL_SERVER", "WAKEFUL_API_KEY", "WAKEFUL_CONFIG", "WAKEFUL_DB_URL"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        code = await asyncio.wait_for(asyncio.to_thread(main, list(args)), 120)
+        return code, capsys.readouterr().out
+
+    return run
 
 
-async def test_script_run_local_and_remote(harness_runner: Any, tmp_path: Path) -> None:
+async def test_script_run_local_and_remote(harness_runner: Any, tmp_path: Path, wakeful: Any) -> None:
     source = tmp_path / "check.c"
     source.write_text(SCRIPT)
     broken = tmp_path / "broken.c"
@@ -54,19 +60,19 @@ async def test_script_run_local_and_remote(harness_runner: Any, tmp_path: Path) 
     async with Harness(Config(data_dir=data), sweeps=False) as h:
         t = await tenant(h)
     home = {"WAKEFUL_HOME": str(data)}
-    code, out = await _wakeful("script", "run", str(source), "--agent", t.agent_id, "--env", "K=v", "--json",
+    code, out = await wakeful("script", "run", str(source), "--agent", t.agent_id, "--env", "K=v", "--json",
                                env=home)
     outcome = json.loads(out)
     assert code == 0 and outcome["state"] == "succeeded", out
     assert outcome["result"] == {"K": "v"} and outcome["console"] == ["done"]
     assert outcome["tool_calls"] == [{"tool": "loop.list", "ok": True}]
-    code, out = await _wakeful("script", "run", str(broken), "--agent", "agt_nope", "--json", env=home)
+    code, out = await wakeful("script", "run", str(broken), "--agent", "agt_nope", "--json", env=home)
     assert code == 1 and json.loads(out)["error"] == "agent_not_found"  # refused before any build
-    code, _ = await _wakeful("script", "run", str(source), env=home)
+    code, _ = await wakeful("script", "run", str(source), env=home)
     assert code == 2  # local mode needs --agent
     with fake_provider() as provider:
         async with live_node(tmp_path / "served", provider.settings) as live:
             remote = await tenant(live.harness)
-            code, out = await _wakeful("script", "run", str(source), "--env", "K=w", "--json", "--server", live.url,
+            code, out = await wakeful("script", "run", str(source), "--env", "K=w", "--json", "--server", live.url,
                                        env={"WAKEFUL_API_KEY": remote.agent_key})
             assert code == 0 and json.loads(out)["result"] == {"K": "w"}, out
