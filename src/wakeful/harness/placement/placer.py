@@ -370,7 +370,8 @@ class Placement:
     async def fence(self) -> int:
         """Unload, at once and without the store, every object whose agent lease this node cannot prove."""
         self.book.expire()
-        doomed = [res for res in list(self.node.residents.values()) if not self.holds(res.agent_id)]
+        held = self.book.snapshot() if self.state in ("alive", "draining") else {}
+        doomed = [res for res in list(self.node.residents.values()) if res.agent_id not in held]
         for res in doomed:
             if self.node.residents.get(res.loop_id) is not res:
                 continue
