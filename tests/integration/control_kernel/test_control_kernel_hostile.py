@@ -58,5 +58,11 @@ def test_hostile_envelopes_are_refused_cleanly(store, harness_runner: asyncio.Ru
     attempt()
     commits = harness_runner.run(kit.control.commits(kit.goal_id, limit=200))
     assert [c["seq"] for c in commits] == list(range(1, len(commits) + 1))
-    harness_runner.run(kit.run(kit.person, {"type": "work.update", "item": item, "detail": "still fine"},
-                               expected={"item_revision": harness_runner.run(kit.item_rev(item))}))
+    # the goal still works (random valid commands may have paused it, or even closed it)
+    status = harness_runner.run(kit.control.goal(kit.goal_id))["status"]
+    if status == "paused":
+        harness_runner.run(kit.run(kit.person, {"type": "goal.resume"}))
+    if status != "closed":
+        fresh = harness_runner.run(kit.add(title="after the storm"))
+        harness_runner.run(kit.run(kit.person, {"type": "work.update", "item": fresh, "detail": "still fine"},
+                                   expected={"item_revision": 1}))
