@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from support.harness_fixtures import TestClock, pg_url_with_schema
-from support.loops_harness import call, driver_loop, loop_row, snapshot, started
+from support.loops_harness import call, driver_loop, loop_row, send, snapshot, started
 
 
 async def test_a_lease_moves_only_after_store_clock_expiry_and_the_old_node_is_fenced(
@@ -75,6 +75,15 @@ async def test_an_operation_on_another_nodes_agent_signals_the_holder_instead_of
 
         await until(back)
         assert (await loop_row(a, loop_id)).node_id == a.node.node_id
+        await send(a, loop_id, "e1", "noop", {})  # delivered to a's object, never acked: stays pending
+        incarnation = (await loop_row(a, loop_id)).incarnation
+        await b.events(loop_id, "retry")  # a retry made on b retires a's object; a reloads it (§4.2 row 14)
+
+        async def reloaded() -> bool:
+            res = a.node.residents.get(loop_id)
+            return res is not None and res.incarnation == incarnation + 1 and loop_id not in b.node.residents
+
+        await until(reloaded)
     finally:
         await b.stop()
         await a.stop()

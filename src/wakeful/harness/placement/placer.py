@@ -434,9 +434,14 @@ class Placement:
             async with self.store.tx(readonly=True) as tx:
                 row = await loops.find_loop(tx, loop_id)
             res = self.node.residents.get(loop_id)
+            if self.node._lock(loop_id).locked():
+                return  # being loaded or unloaded here right now; that work re-reads the row
+            active_here = row is not None and row.state == lc.ACTIVE and self.holds(row.agent_id)
             if res is not None and (row is None or row.state != lc.ACTIVE or row.incarnation != res.incarnation):
                 await self.node.end_incarnation(loop_id)
-            elif res is None and row is not None and row.state == lc.ACTIVE and self.holds(row.agent_id):
+            elif res is not None and row is not None and row.object_id != res.object_id and active_here:
+                await self.node.try_load(loop_id)  # §4.2 row 14: a retry retired this object (object_id cleared)
+            elif res is None and active_here:
                 await self.node.try_load(loop_id, if_absent=True)
         except StoreUnavailable:
             pass
