@@ -2,7 +2,8 @@
  * cluster_echo.c — the Loop of the cluster tests (tests/integration/cluster/).
  *
  * For every event: optionally sleep payload.sleep_ms, then checkpoint {"inc": <incarnation>, "last": <event id>},
- * notify the agent with dedup_key = the event id (a wake derived from the event, as sdk.md teaches), and ack it.
+ * notify the agent with dedup_key = the event id (a wake derived from the event, as sdk.md teaches), optionally
+ * sleep payload.ack_after_ms, and ack it.
  * Each step logs "<step> <event id> -> <status or 1>" so a test can see refused calls.
  */
 #include <wakeful.h>
@@ -51,9 +52,11 @@ SF_MAIN sf_i64 main(void) {
         id[0] = 0;
         wf_json_get_str(ev, "event_id", id, sizeof id);
         sf_i64 delay = 0;
+        sf_i64 ack_after = 0;
         sf_handle payload = sf_json_get(ev, "payload");
         if (payload > 0) {
             wf_json_get_i64(payload, "sleep_ms", &delay);
+            wf_json_get_i64(payload, "ack_after_ms", &ack_after);
             sf_drop(payload);
         }
         if (delay > 0)
@@ -76,6 +79,8 @@ SF_MAIN sf_i64 main(void) {
         sf_json_set(n, "dedup_key", idv);
         log_step("notify", call("agent.notify", n));
         sf_drop(n);
+        if (ack_after > 0)
+            sf_sleep_ms((sf_u64)ack_after);
 
         sf_handle a = sf_json_object();
         sf_json_set(a, "event_id", idv);
