@@ -42,6 +42,7 @@ def _provider_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str) -> 
 def test_local_mode(tmp_path: Path, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
                     capsys: pytest.CaptureFixture[str]) -> None:
     state, questions = files
+    assert main(["decide", "--help"]) == 0 and "--questions" in capsys.readouterr().out
     with serving("openai") as fake:
         _provider_env(monkeypatch, tmp_path, fake.url)
         assert main(["decide", "--state", str(state), "--questions", str(questions), "--json"]) == 0
