@@ -55,10 +55,11 @@ class ServeNode:
     proc: asyncio.subprocess.Process | None = None
     url: str = ""
     node_id: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # overrides of ENV for this node
 
     async def start(self, timeout: float = 60) -> ServeNode:
         self.home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **ENV, "WAKEFUL_HOME": str(self.home)}
+        env = {**os.environ, **ENV, **self.env, "WAKEFUL_HOME": str(self.home)}
         env.pop("WAKEFUL_CONFIG", None)
         self.log = (self.home / "serve.log").open("wb")
         self.proc = await asyncio.create_subprocess_exec(
