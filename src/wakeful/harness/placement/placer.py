@@ -146,15 +146,6 @@ class Placement:
             with contextlib.suppress(StoreUnavailable):
                 await signals.notify(self.store, signals.LOOPS, f"* {self.node_id}")  # others sweep now, not next tick
 
-    async def stop_unclean(self) -> None:
-        """Stop threads and tasks without handing over (tests simulating a crash inside one process)."""
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
-        await asyncio.to_thread(self.renewer.stop)
-        await self.listener.stop()
-        self.state = "gone"
-
     # ------------------------------------------------------------------ what this node may do
 
     def holds(self, agent_id: str) -> bool:
