@@ -112,7 +112,9 @@ class Placement:
         """§19.4: draining → end every incarnation → release every lease → gone (bounded by 25 s)."""
         if self.state in ("draining", "gone"):
             return
-        self.state = "draining"
+        self.state = "draining"  # from here loads are refused, so a running tick ends quickly
+        with contextlib.suppress(TimeoutError):  # let it end rather than cutting its transactions
+            await asyncio.wait_for(self._tick_lock.acquire(), 10)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -133,6 +135,8 @@ class Placement:
             async with self.store.tx() as tx:
                 await nodes.set_state(tx, self.node_id, "gone")
         self.state = "gone"
+        if self._tick_lock.locked():
+            self._tick_lock.release()
 
     async def _hand_over(self) -> None:
         await self.node.settle()
@@ -246,6 +250,8 @@ class Placement:
         if self.state != "alive":
             return
         async with self._tick_lock:
+            if self.state != "alive":
+                return  # drained while this tick waited
             for step in (self.renew, self.fence, self._release_idle, self._sweep_stranded, self.poll_events, self._sweep_gone_nodes):
                 try:
                     await step()
