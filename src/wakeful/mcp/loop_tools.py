@@ -37,6 +37,56 @@ def _api(ctx: McpContext) -> Any:
     return ctx.api
 
 
+# interfaces.md §2.2 Loop objects, as the HTTP API answers them (so /mcp, --embedded and the thin client agree):
+# the harness view plus ``id``, ``node``, ``artifact``, and ``wakes``, ``reloads`` and ``runtime`` as objects
+async def _loop_objects(ctx: McpContext, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import loops, schema
+
+    h = ctx.harness
+    assert h is not None
+    ids = [str(view.get("loop_id")) for view in views]
+    rows: dict[str, Any] = {}
+    if ids:
+        async with h.store.tx(readonly=True) as tx:
+            found = await tx.execute(sa.select(schema.loop).where(schema.loop.c.id.in_(ids)))
+            rows = {row.id: loops.loop_from_row(row) for row in found}
+    return [_loop_object(h, view, rows.get(str(view.get("loop_id")))) for view in views]
+
+
+def _loop_object(h: Any, view: dict[str, Any], row: Any) -> dict[str, Any]:
+    out = dict(view)
+    out.setdefault("id", view.get("loop_id"))
+    out.setdefault("node", view.get("node_id"))
+    sha = view.get("artifact_sha256")
+    out.setdefault("artifact", f"sha256:{sha}" if sha else None)
+    if row is None:
+        return out
+    limits = h.config.limits
+    start = row.notify_window_start_ms
+    out["wakes"] = {"window_used": row.notify_window_count if start is not None else 0,
+                    "window_limit": limits.notify_per_window,
+                    "window_resets_ms": start + limits.notify_window_s * 1000 if start is not None else None,
+                    "limited_since_ms": row.notify_limited_since_ms, "last_ms": row.last_notified_ms}
+    out["reloads"] = {"count": row.reload_count, "window_start_ms": row.reload_window_start_ms}
+    runtime: dict[str, Any] = {"state": view.get("runtime"), "node": row.node_id, "object_state": None, "wait": None}
+    resident = h.node.residents.get(row.id)
+    if resident is not None and resident.incarnation == row.incarnation:
+        try:
+            status = h.node.runtime.get_nowait(resident.object_id)
+        except Exception:  # the object ended between the two reads: no object state to show
+            status = None
+        if status is not None:
+            runtime["object_state"], runtime["wait"] = status.state, status.wait
+    out["runtime"] = runtime
+    return out
+
+
+async def _loop_object_of(ctx: McpContext, view: dict[str, Any]) -> dict[str, Any]:
+    return (await _loop_objects(ctx, [view]))[0]
+
+
 # ---------------------------------------------------------------------- loop.sdk / loop.build
 
 
@@ -95,10 +145,10 @@ async def loop_create(args: dict[str, Any], ctx: McpContext) -> Any:
         body.update({k: args[k] for k in ("name", "config", "capabilities") if k in args})
         return await _api(ctx).request("POST", ctx.group_path + "/loops", json=body)
     await _own_session(ctx, session_id)
-    return await ctx.harness.loops.create(
+    return await _loop_object_of(ctx, await ctx.harness.loops.create(
         agent_id=ctx.agent_id, session_id=session_id, artifact=artifact, config=args.get("config"),
         capabilities=args.get("capabilities"), name=args.get("name"), creator=ctx.principal,
-    )
+    ))
 
 
 async def _own_session(ctx: McpContext, session_id: str) -> None:
@@ -128,7 +178,7 @@ async def loop_list(args: dict[str, Any], ctx: McpContext) -> Any:
     if cursor is not None:
         rows = [row for row in rows if row["id"] > cursor]
     page = rows[:limit]
-    return {"loops": page, "next_cursor": page[-1]["id"] if len(rows) > limit else None}
+    return {"loops": await _loop_objects(ctx, page), "next_cursor": page[-1]["id"] if len(rows) > limit else None}
 
 
 async def loop_get(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -136,7 +186,7 @@ async def loop_get(args: dict[str, Any], ctx: McpContext) -> Any:
     if ctx.harness is None:
         params = {"include": ",".join(include)} if include else None
         return await _api(ctx).request("GET", f"{ctx.group_path}/loops/{args['loop_id']}", params=params)
-    view = await ctx.harness.loops.get(args["loop_id"], agent_id=ctx.agent_id)
+    view = await _loop_object_of(ctx, await ctx.harness.loops.get(args["loop_id"], agent_id=ctx.agent_id))
     if include:
         view = {**view, **await _detail(ctx, args["loop_id"], include)}
     return view
@@ -167,19 +217,26 @@ async def _detail(ctx: McpContext, loop_id: str, include: list[str]) -> dict[str
 async def loop_pause(args: dict[str, Any], ctx: McpContext) -> Any:
     if ctx.harness is None:
         return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/pause")
-    return await ctx.harness.loops.pause(args["loop_id"], agent_id=ctx.agent_id, actor=ctx.principal)
+    return await _loop_object_of(ctx, await ctx.harness.loops.pause(args["loop_id"], agent_id=ctx.agent_id,
+                                                                     actor=ctx.principal))
 
 
 async def loop_resume(args: dict[str, Any], ctx: McpContext) -> Any:
     if ctx.harness is None:
         return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/resume")
-    return await ctx.harness.loops.resume(args["loop_id"], agent_id=ctx.agent_id, actor=ctx.principal)
+    return await _loop_object_of(ctx, await ctx.harness.loops.resume(args["loop_id"], agent_id=ctx.agent_id,
+                                                                      actor=ctx.principal))
 
 
 async def loop_delete(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        await _api(ctx).request("DELETE", f"{ctx.group_path}/loops/{args['loop_id']}")
-        return {"loop_id": args["loop_id"], "deleted": True}
+    if ctx.harness is None:  # idempotent as in-process: a Loop that is gone (or not yours) did not exist
+        try:
+            await _api(ctx).request("DELETE", f"{ctx.group_path}/loops/{args['loop_id']}")
+        except ToolRefusal as refusal:
+            if refusal.code != "not_found":
+                raise
+            return {"loop_id": args["loop_id"], "deleted": True, "existed": False}
+        return {"loop_id": args["loop_id"], "deleted": True, "existed": True}
     out = await ctx.harness.loops.delete(args["loop_id"], agent_id=ctx.agent_id, actor=ctx.principal)
     return {"loop_id": args["loop_id"], "deleted": True, "existed": bool(out.get("deleted"))}
 
