@@ -8,7 +8,12 @@
 3. a command presenting a stale claim epoch never commits;
 4. a replayed envelope returns the identical stored receipt and writes nothing;
 5. commit seqs are gapless and equal the goal revision;
-6. a done item never changes status again; an effect leaves ``unknown`` only through ``effect.readback``.
+6. a done item never changes status again; an effect leaves ``unknown`` only through ``effect.readback``;
+   a gate's cancel or defer, or any decision on a done target, leaves its targets untouched (§3.5).
+
+Commands: items (some gated), blockers, gates resolved at once or late, contracts with bindings, subjects,
+evidence, claims (acquire, renew, transfer, release, takeover after expiry, stale presentations), lifecycle
+commands, effects and replays.
 
 ``test_a_broken_kernel_is_caught`` runs the same machine against a kernel whose acceptance rule is removed and
 expects a failure, so the machine is shown able to fail.
@@ -163,12 +168,14 @@ class KernelMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ rules
 
-    @rule(who=st.integers(0, 3), scope=st.sampled_from(SCOPES), n=st.integers(0, 9))
-    def add_item(self, who: int, scope: tuple[str, ...], n: int) -> None:
+    @rule(who=st.integers(0, 3), scope=st.sampled_from(SCOPES), n=st.integers(0, 9), gated=st.booleans())
+    def add_item(self, who: int, scope: tuple[str, ...], n: int, gated: bool = False) -> None:
         actor = self.person if who == 3 else self.agents[who]
         title = f"item {n}"
-        r = self.submit(actor, {"type": "work.add", "class": "advancement", "title": title,
-                                "write_scopes": list(scope)})
+        body: dict[str, Any] = {"type": "work.add", "class": "advancement", "title": title, "write_scopes": list(scope)}
+        if gated:
+            body["required_scopes"] = ["production:goal:eu"]
+        r = self.submit(actor, body)
         assert isinstance(r, dict), r
         item = next(c["id"] for c in r["changed"] if c["entity"] == "item")
         self.items.append(item)
@@ -190,7 +197,7 @@ class KernelMachine(RuleBasedStateMachine):
         for idx, cids in binds:
             item = self.pick(idx)
             usable = [c for c in cids if c in ids]
-            if item is not None and usable:
+            if item is not None and usable and item not in getattr(self, "blockers", set()):
                 bindings[item] = usable
         rev = 0 if self.contract is None else self.contract["rev"]
         r = self.submit(self.person, {"type": "acceptance.set", "document": {"criteria": criteria},
@@ -375,6 +382,55 @@ class KernelMachine(RuleBasedStateMachine):
             if op == "transfer":
                 grants.append((self.agents[to].id, r["claim"]["epoch"], body["key"]))
                 assert r["claim"]["epoch"] == claim["epoch"] + 1
+
+    @rule(aim=st.lists(st.integers(0, 20), min_size=1, max_size=2, unique=True),
+          outcome=st.sampled_from(["approve", "approve", "reject", "cancel", "defer"]), later=st.booleans())
+    def gate(self, aim: list[int], outcome: str, later: bool) -> None:
+        """A person's gate over some items, resolved now or (late) after other steps changed its targets."""
+        ids = sorted({t for t in (self.pick(i) for i in aim) if t is not None})
+        if not ids:
+            return
+        r = self.submit(self.agents[0], {"type": "work.add", "class": "user_gate", "title": "ship?",
+                                         "scope": "production:project:*", "targets": ids, "question": "EU?"})
+        assert isinstance(r, dict), r
+        gate = next(c["id"] for c in r["changed"] if c["entity"] == "item")
+        self.gates = [*getattr(self, "gates", []), (gate, outcome)]
+        if not later:
+            self.resolve_gate(len(self.gates) - 1)
+
+    @rule(index=st.integers(0, 20))
+    def resolve_gate(self, index: int) -> None:
+        gates = getattr(self, "gates", [])
+        if not gates:
+            return
+        gate, outcome = gates[index % len(gates)]
+        view = self.item_view(gate)
+        before = {t: self.item_view(t) for t in view["targets"]}
+        body: dict[str, Any] = {"type": "gate.resolve", "item": gate, "outcome": outcome}
+        if outcome == "defer":
+            body["resume_when"] = [f"time:{self.clock.unix_ms() + 600_000}"]
+        r = self.submit(self.person, body, {"item_revision": view["revision"]})
+        if isinstance(r, ControlRefused):
+            assert view["status"] not in ("open",) or outcome == "defer", r
+            return
+        for t, old in before.items():
+            new = self.item_view(t)
+            if old["status"] == "done" or outcome in ("cancel", "defer"):  # §3.5: untouched
+                assert {k: v for k, v in new.items() if k != "claim"} == {
+                    k: v for k, v in old.items() if k != "claim"}, (outcome, old, new)
+
+    @rule(blocks=st.lists(st.integers(0, 20), min_size=1, max_size=2, unique=True))
+    def add_blocker(self, blocks: list[int]) -> None:
+        ids = sorted({t for t in (self.pick(i) for i in blocks) if t is not None})
+        if not ids:
+            return
+        r = self.submit(self.agents[1], {"type": "work.add", "class": "blocker", "title": "missing creds",
+                                         "recovery": "ask ops", "blocks": ids})
+        assert isinstance(r, dict), r
+        blocker = next(c["id"] for c in r["changed"] if c["entity"] == "item" and c["revision"] == 1)
+        self.items.append(blocker)
+        self.titles[blocker] = "missing creds"
+        self.blockers = {*getattr(self, "blockers", set()), blocker}
 
     @rule(s=st.integers(0, 900))
     def advance_clock(self, s: int) -> None:
