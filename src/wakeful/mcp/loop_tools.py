@@ -260,10 +260,14 @@ async def loop_events(args: dict[str, Any], ctx: McpContext) -> Any:
         if action == "list":
             params = {"payloads": "true"} if args.get("include_payloads") else None
             page = await api.request("GET", base + "/events", params=params)
-            return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor")}
+            return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
+                    "pending_count": page.get("pending_count")}
         return await api.request("POST", f"{base}/pending/{action}", json={"event_ids": ids})
-    return await ctx.harness.events(loop_id, action, event_ids=ids,
-                                    include_payloads=bool(args.get("include_payloads")), agent_id=ctx.agent_id)
+    out = await ctx.harness.events(loop_id, action, event_ids=ids,
+                                   include_payloads=bool(args.get("include_payloads")), agent_id=ctx.agent_id)
+    if isinstance(out.get("loop"), dict):  # retry answers the reloaded Loop
+        out["loop"] = await _loop_object_of(ctx, out["loop"])
+    return out
 
 
 async def loop_send(args: dict[str, Any], ctx: McpContext) -> Any:
