@@ -77,6 +77,7 @@ class Placement:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._tick_lock = asyncio.Lock()
+        self._replaying: set[str] = set()  # Loops with a replay queued by a signal
         self.wants_messages: Callable[[], bool] = lambda: False  # set by the Harness: wake handlers exist
         self.claimed_hooks: list[Callable[[str], Any]] = []  # agent id → called after a claim (wake offers)
         self.fenced_loops = 0  # objects unloaded by self-fencing (tests, status)
@@ -414,16 +415,23 @@ class Placement:
 
     def _on_signal(self, channel: str, message: str) -> None:
         payload, _, sender = message.partition(" ")
-        if self.state != "alive" or sender == self.node_id:
-            return
+        if self.state != "alive" or sender == self.node_id or len(payload) > 40:
+            return  # ids are at most 40 characters; anything else is not ours to act on
         if channel == signals.EVENTS:
-            if payload in self.node.residents:
-                self.node.spawn(self.node.replay(payload))
+            if payload in self.node.residents and payload not in self._replaying:
+                self._replaying.add(payload)  # one queued replay per Loop however many signals arrive
+                self.node.spawn(self._replay(payload))
         elif channel == signals.LOOPS:
             if payload == "*":
-                self.node.spawn(self.tick())
+                if not self._tick_lock.locked():
+                    self.node.spawn(self.tick())
             elif not self._busy_here(payload) or payload in self.node.residents:
                 self.node.spawn(self._reconsider(payload))
+
+    async def _replay(self, loop_id: str) -> None:
+        self._replaying.discard(loop_id)  # admissions from now on are covered by this replay's read or the next
+        with contextlib.suppress(StoreUnavailable):  # the placement tick polls for undelivered events
+            await self.node.replay(loop_id)
 
     async def _reconsider(self, loop_id: str) -> None:
         """A Loop changed on another node: end a stale object here, or adopt it if its agent is ours."""
