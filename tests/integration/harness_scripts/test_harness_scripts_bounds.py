@@ -130,3 +130,35 @@ async def test_malformed_capability_calls_do_not_end_the_script(harness_runner: 
         out = await h.run_script(agent, src)
     assert out["state"] == "succeeded", out
     assert out["result"] == "still running" and out["tool_calls"] == []  # refused calls ran no tool
+
+
+async def test_decide_from_a_script_fails_fast_when_the_group_buckets_are_empty(
+    harness_runner: Any, tmp_path: Path,
+) -> None:
+    from wakeful.harness.decide import DecideSettings
+
+    asked: list[Any] = []
+
+    async def provider(request: Any, deadline: float) -> Any:  # an embedder's provider object (interfaces.md §5)
+        asked.append(request)
+        return {"model": "local-1", "answers": {"q": {"noul": 0.75}}}
+
+    src = script(r"""
+        sf_handle both = sf_json_array();
+        for (int i = 0; i < 2; i++) {
+            sf_handle d = tool("decide", "{\"state\":\"x\",\"questions\":{\"q\":{\"type\":\"noul\","
+                                         "\"instructions\":\"Is it?\"}}}");
+            if (d < 0) return 2;
+            sf_handle v = sf_json_get(d, "value");
+            sf_json_push(both, v);
+        }
+        result(both);
+        return 0;""")
+    async with node(tmp_path, decide=DecideSettings(per_minute=1)) as (h, agent):  # one token a minute
+        h.set_decide_provider(provider)
+        out = await h.run_script(agent, src)
+    assert out["state"] == "succeeded", out
+    first, second = out["result"]
+    assert first == {"model": "local-1", "answers": {"q": {"type": "noul", "probability_bp": 7500}}}
+    assert second["error"]["code"] == "rate_limited" and second["error"]["retry_after_s"] >= 1
+    assert len(asked) == 1  # the refused call never reached the provider
