@@ -161,3 +161,62 @@ async def test_gate_resolution_rows(store) -> None:
         await kit.run(kit.agents[0], {"type": "gate.resolve", "item": g6, "outcome": "approve"},
                       expected={"item_revision": 2})
     assert refused.value.code == "forbidden"
+
+
+async def test_completion_rules_each_with_its_own_code(store) -> None:
+    """§3.3: dependencies, gates, unsettled effects, continuation, acceptance — and a blocker's completion reopens
+    what it blocked, in the same commit."""
+    kit = await make_kit(store, n_agents=1)
+    a = kit.agents[0]
+
+    async def complete(item: str, **body: Any) -> dict[str, Any]:
+        return await kit.run(a, {"type": "work.complete", "item": item, **body},
+                             expected={"item_revision": await kit.item_rev(item)})
+
+    dep = await kit.add(title="first")
+    later = await kit.add(title="second", depends_on=[dep])
+    gated = await kit.add(title="prod", required_scopes=["production:goal:eu"])
+    for item, code in ((later, "dependencies_open"), (gated, "gate_required")):
+        with pytest.raises(ControlRefused) as refused:
+            await complete(item)
+        assert refused.value.code == code
+    with pytest.raises(ControlRefused) as refused:
+        await complete(dep, continuation="successor")
+    assert refused.value.code == "continuation_invalid"
+    with pytest.raises(ControlRefused) as refused:
+        await complete(dep, continuation="no_followup", successors=[later])
+    assert refused.value.code == "continuation_invalid"
+    done = await complete(dep, continuation="successor", successors=[later])
+    assert done["changed"][0]["status"] == "done"
+    view = await kit.control.item(kit.goal_id, dep)
+    assert (view["continuation"], view["successors"], view["completed_by"]) == ("successor", [later], a.id)
+    await complete(later)  # its dependency is done(completed) now
+    # a cancelled dependency never satisfies depends_on
+    dropped = await kit.add(title="dropped")
+    orphan = await kit.add(title="orphan", depends_on=[dropped])
+    await kit.run(kit.person, {"type": "work.cancel", "item": dropped}, expected={"item_revision": 1})
+    with pytest.raises(ControlRefused) as refused:
+        await complete(orphan)
+    assert (refused.value.code, refused.value.details["items"]) == ("dependencies_open", [dropped])
+    # a blocker blocks the items it lists and reopens them when it completes
+    x, y = await kit.add(title="x"), await kit.add(title="y")
+    blocker = await kit.add(a, **{"class": "blocker", "title": "no creds", "recovery": "ask ops", "blocks": [x, y]})
+    assert {(await kit.control.item(kit.goal_id, i))["blocked_reason"] for i in (x, y)} == {f"blocker:{blocker}"}
+    await kit.run(kit.person, {"type": "work.reopen", "item": y}, expected={"item_revision": 2})
+    await kit.run(kit.person, {"type": "work.block", "item": y, "reason": "something else"},
+                  expected={"item_revision": 3})
+    receipt = await complete(blocker)
+    assert {c["id"] for c in receipt["changed"] if c["entity"] == "item"} == {blocker, x}
+    assert (await kit.control.item(kit.goal_id, x))["status"] == "open"
+    assert (await kit.control.item(kit.goal_id, y))["blocked_reason"] == "something else"  # not its block
+    # a person may complete a user_action; an agent may not; a gate is never "completed"
+    action = await kit.add(**{"class": "user_action", "title": "renew the cert"})
+    with pytest.raises(ControlRefused) as refused:
+        await complete(action)
+    assert refused.value.code == "forbidden"
+    await kit.run(kit.person, {"type": "work.complete", "item": action}, expected={"item_revision": 1})
+    gate = await kit.add(**{"class": "user_gate", "title": "g", "scope": "production:goal:eu", "targets": [gated],
+                            "question": "EU?"})
+    with pytest.raises(ControlRefused) as refused:
+        await kit.run(kit.person, {"type": "work.complete", "item": gate}, expected={"item_revision": 1})
+    assert refused.value.code == "illegal_transition"
