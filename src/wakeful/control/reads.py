@@ -30,6 +30,19 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and len(value) <= 200 else None
 
 
+def _filters(**values: object) -> None:
+    """Filters are strings of at most 200 characters or absent (hostile types never reach the driver)."""
+    for name, value in values.items():
+        if value is not None and _text(value) is None:
+            raise ControlRefused("invalid_command", f"{name} must be a short string", field=name)
+
+
+def _count(name: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ControlRefused("invalid_command", f"{name} must be an integer in {lo}..{hi}", field=name)
+    return value
+
+
 async def _goal(tx: Tx, goal_id: object) -> dict[str, Any]:
     gid = _text(goal_id)
     found = None if gid is None else await rows.load_goal(tx, gid)
@@ -49,6 +62,7 @@ async def goal(tx: Tx, goal_id: str) -> dict[str, Any]:
 
 
 async def goals(tx: Tx, group_id: str, *, status: str | None = None, agent_id: str | None = None) -> list[dict[str, Any]]:
+    _filters(group_id=group_id, status=status, agent_id=agent_id)
     G, GA = S.goal, S.goal_agent
     stmt = sa.select(G).where(G.c.group_id == group_id).order_by(G.c.created_ms, G.c.id)
     if status is not None:
@@ -64,6 +78,7 @@ def item_public(item: dict[str, Any]) -> dict[str, Any]:
 
 
 async def items(tx: Tx, goal_id: str, *, status: str | None = None, cls: str | None = None) -> list[dict[str, Any]]:
+    _filters(status=status, cls=cls)
     await _goal(tx, goal_id)
     return [item_public(i) for i in await rows.load_items(tx, goal_id, status=status, cls=cls)]
 
@@ -110,6 +125,7 @@ async def acceptance(tx: Tx, goal_id: str, *, revision: int | None = None) -> di
 
 async def evidence(tx: Tx, goal_id: str, *, item: str | None = None, criterion: str | None = None) -> list[dict[str, Any]]:
     """Evidence rows with ``applicability``: per named criterion, None (counts now) or the §5 reason."""
+    _filters(item=item, criterion=criterion)
     g = await _goal(tx, goal_id)
     rev = int(g["acceptance_revision"])
     contract = await rows.load_contract(tx, goal_id, rev) if rev else None
@@ -127,16 +143,18 @@ async def evidence(tx: Tx, goal_id: str, *, item: str | None = None, criterion: 
 
 
 async def effects(tx: Tx, goal_id: str, *, state: str | None = None) -> list[dict[str, Any]]:
+    _filters(state=state)
     await _goal(tx, goal_id)
     return await rows.load_effects(tx, goal_id, state=state)
 
 
 async def commits(tx: Tx, goal_id: str, *, after_seq: int = 0, limit: int = 50) -> list[dict[str, Any]]:
     """The commit log after ``after_seq``, oldest first, at most ``limit`` (1..200) entries."""
+    after_seq = _count("after_seq", after_seq, 0, 2**62)
+    limit = _count("limit", limit, 1, 200)
     await _goal(tx, goal_id)
     K = S.control_commit
-    limit = max(1, min(int(limit), 200))
-    stmt = (sa.select(K).where(K.c.goal_id == goal_id, K.c.seq > int(after_seq)).order_by(K.c.seq).limit(limit))
+    stmt = (sa.select(K).where(K.c.goal_id == goal_id, K.c.seq > after_seq).order_by(K.c.seq).limit(limit))
     out = []
     for r in (await tx.execute(stmt)).all():
         row = dict(r._mapping)

@@ -66,3 +66,27 @@ def test_hostile_envelopes_are_refused_cleanly(store, harness_runner: asyncio.Ru
         fresh = harness_runner.run(kit.add(title="after the storm"))
         harness_runner.run(kit.run(kit.person, {"type": "work.update", "item": fresh, "detail": "still fine"},
                                    expected={"item_revision": 1}))
+
+
+async def test_hostile_read_arguments(store) -> None:
+    """Reads take ids and filters from faces: other types and sizes are refused or not found before any query."""
+    import pytest
+
+    kit = await make_kit(store, n_agents=1)
+    c = kit.control
+    calls = [
+        (c.goal({"x": 1}), "not_found"), (c.item(kit.goal_id, ["w_"]), "not_found"),
+        (c.items(kit.goal_id, status={"$ne": 1}), "invalid_command"),  # type: ignore[arg-type]
+        (c.evidence(kit.goal_id, item=7), "invalid_command"),  # type: ignore[arg-type]
+        (c.effects(kit.goal_id, state="x" * 5000), "invalid_command"),
+        (c.commits(kit.goal_id, limit=0), "invalid_command"), (c.commits(kit.goal_id, after_seq="1"), "invalid_command"),
+        (c.receipt(kit.goal_id, None), "not_found"),  # type: ignore[arg-type]
+        (c.acceptance(kit.goal_id, revision="1"), "not_found"),  # type: ignore[arg-type]
+        (c.goals(kit.group_id, agent_id=3), "invalid_command"),  # type: ignore[arg-type]
+        (c.snapshot("goal_" + "0" * 26), "not_found"),
+    ]
+    for call, code in calls:
+        with pytest.raises(ControlRefused) as refused:
+            await call
+        assert refused.value.code == code
+    assert await c.items(kit.goal_id, status="no-such-status") == []
