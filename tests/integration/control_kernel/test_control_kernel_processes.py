@@ -76,3 +76,57 @@ async def test_processes_race_for_the_same_items(store, store_url: str, tmp_path
     commits = await kit.control.commits(kit.goal_id, limit=200)
     assert [c["seq"] for c in commits] == list(range(1, len(commits) + 1))
     assert sum(c["command_type"] == "claim.acquire" for c in commits) == N_ITEMS
+
+
+CHAOS_CHILD = r"""
+import asyncio, os, sys
+from wakeful.control import Actor, Control
+from wakeful.harness.store import Store
+
+async def main(url, goal, group, agent, item, d):
+    store = await Store.open(url)
+    control = Control(store)
+    me = Actor("agent", agent, group)
+    n = 0
+    while True:
+        rev = (await control.item(goal, item))["revision"]
+        await control.submit(me, {"operation_id": f"chaos-{n}", "goal_id": goal, "expected": {"item_revision": rev},
+                                  "command": {"type": "work.update", "item": item, "detail": f"step {n}"}})
+        n += 1
+        if n == 3:
+            open(os.path.join(d, "ready"), "w").close()
+
+asyncio.run(main(*sys.argv[1:7]))
+"""
+
+
+async def test_a_process_killed_mid_command_leaves_no_half_commit(store, store_url: str, tmp_path: Path) -> None:
+    """Chaos: SIGKILL a process that commits as fast as it can; whatever it was doing is either fully in the log
+    or not at all, and the goal keeps working."""
+    import signal
+
+    kit = await make_kit(store, n_agents=1)
+    item = await kit.add(title="hammered")
+    proc = subprocess.Popen([sys.executable, "-c", CHAOS_CHILD, store_url, kit.goal_id, kit.group_id,
+                             kit.agents[0].id, item, str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    commits = await kit.control.commits(kit.goal_id, limit=200)
+    seqs = [c["seq"] for c in commits]
+    assert seqs == list(range(1, len(seqs) + 1))
+    updates = [c for c in commits if c["command_type"] == "work.update"]
+    assert len(updates) >= 3
+    assert [c["operation_id"] for c in updates] == [f"chaos-{n}" for n in range(len(updates))]
+    view = await kit.control.item(kit.goal_id, item)
+    assert view["revision"] == 1 + len(updates) and view["detail"] == f"step {len(updates) - 1}"
+    assert (await kit.control.goal(kit.goal_id))["revision"] == seqs[-1]
+    # the next operation id was not applied, or it would be in the log: its retry applies it now
+    receipt = await kit.run(kit.agents[0], {"type": "work.update", "item": item, "detail": "after"},
+                            op=f"chaos-{len(updates)}", expected={"item_revision": view["revision"]})
+    assert "replayed" not in receipt and receipt["seq"] == seqs[-1] + 1
