@@ -1,16 +1,19 @@
 """``wakeful status`` (interfaces.md §4.2): nodes and leases, Loops by state and reason, pending events and the
 oldest deadline, wakes in the last hour — read from the store (local mode), as a table or one JSON document.
+Remote mode (``--server`` / ``$WAKEFUL_SERVER`` with an admin key) shows the nodes of ``GET /v1/nodes``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
-from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, escape
+from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, UsageError, escape
+from wakeful.errors import WakefulError
 from wakeful.harness.errors import StoreUnavailable
 
 __all__ = ["register", "status_command"]
@@ -24,24 +27,36 @@ def register(app: typer.Typer) -> None:
 def status(
     ctx: typer.Context,
     json_: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode; $WAKEFUL_SERVER).")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="Admin API key (remote mode; $WAKEFUL_API_KEY).")] = None,
 ) -> None:
     """Nodes and leases, Loops by state and reason, pending events, wakes in the last hour."""
     base = ctx.find_root().obj
     out = base if isinstance(base, Out) else Out()
     if json_ and not out.json:
         out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
-    raise CliExit(status_command(out))
+    raise CliExit(status_command(out, server=server or os.environ.get("WAKEFUL_SERVER"),
+                                 key=key or os.environ.get("WAKEFUL_API_KEY")))
 
 
-def status_command(out: Out) -> int:
+def status_command(out: Out, *, server: str | None = None, key: str | None = None) -> int:
     from wakeful.cli.db_cmd import store_url
     from wakeful.harness.config import load_config
 
-    dead_after_ms = load_config().placement.dead_after_s * 1000
     try:
-        doc = asyncio.run(_read(store_url(), dead_after_ms))
+        if server:
+            if not key:
+                raise UsageError("remote mode needs --key or $WAKEFUL_API_KEY (an admin key)")
+            doc = asyncio.run(_remote(server, key))
+        else:
+            dead_after_ms = load_config().placement.dead_after_s * 1000
+            doc = asyncio.run(_read(store_url(), dead_after_ms))
     except StoreUnavailable as exc:
         out.fail(Unavailable(exc.message))
+    except UsageError:
+        raise
+    except WakefulError as exc:
+        out.fail(exc)
     if out.json:
         out.document(doc)
     else:
@@ -58,6 +73,34 @@ async def _read(url: str, dead_after_ms: int) -> dict[str, Any]:
         return await read_status(store, dead_after_ms)
     finally:
         await store.close()
+
+
+async def _remote(server: str, key: str) -> dict[str, Any]:
+    """The nodes part over HTTP (the rest of the status is read from the store in local mode only)."""
+    import httpx
+
+    items: list[Any] = []
+    cursor: str | None = None
+    try:
+        async with httpx.AsyncClient(base_url=server.rstrip("/"), timeout=10,
+                                     headers={"Authorization": f"Bearer {key}"}) as client:
+            while True:
+                resp = await client.get("/v1/nodes", params={"limit": 200, **({"cursor": cursor} if cursor else {})})
+                if resp.status_code != 200:
+                    body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+                    error = WakefulError(str(body.get("message") or f"GET /v1/nodes answered {resp.status_code}"))
+                    error.code = str(body.get("error") or "unavailable")
+                    raise error
+                page = resp.json()
+                items.extend(page["items"])
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+    except httpx.TransportError as exc:
+        raise Unavailable(f"{server} is unreachable: {type(exc).__name__}") from None
+    held = sum(int(n["leases_held"]) for n in items)
+    return {"nodes": items, "leases": {"held": held, "expired": None, "by_node": {n["id"]: n["leases_held"]
+            for n in items}, "agents_without_lease": None}, "loops": None, "pending": None, "wakes_last_hour": None}
 
 
 def _when(ms: int | None) -> str:
@@ -82,6 +125,9 @@ def _print(out: Out, doc: dict[str, Any]) -> None:
     elif not doc["nodes"]:
         out.text("nodes: none registered")
     leases = doc["leases"]
+    if doc["loops"] is None:  # remote mode: the API shows the nodes only
+        out.text(f"leases: {leases['held']} held (remote mode shows nodes only; run locally for the rest)")
+        return
     out.text(f"leases: {leases['held']} held, {leases['expired']} expired, "
              f"{leases['agents_without_lease']} agents with active Loops and no lease")
     loops = ", ".join(f"{k} {v}" for k, v in doc["loops"].items()) or "none"

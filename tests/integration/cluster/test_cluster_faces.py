@@ -70,6 +70,21 @@ async def test_nodes_and_leases_in_the_api_and_in_wakeful_status(
         )
         out, err = await proc.communicate()
         assert proc.returncode == 0 and b"east-1" in out and b"leases: 2 held" in out, (out, err)
+
+        remote = await asyncio.create_subprocess_exec(  # remote mode: the nodes of GET /v1/nodes
+            sys.executable, "-m", "wakeful.cli.main", "status", "--json", "--server", nodes[1].url,
+            "--key", tenant.admin_key, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await remote.communicate()
+        assert remote.returncode == 0, err.decode()
+        doc = json.loads(out)
+        assert sorted(n["name"] for n in doc["nodes"]) == ["east-1", "west-1"] and doc["leases"]["held"] == 2
+        refused = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "wakeful.cli.main", "status", "--json", "--server", nodes[1].url,
+            "--key", tenant.key, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await refused.communicate()
+        assert refused.returncode == 1 and json.loads(out)["error"] == "forbidden", out
     finally:
         await asyncio.gather(*(n.close() for n in nodes))
         await probe.close()
