@@ -96,11 +96,14 @@ async def _remote(server: str, key: str) -> dict[str, Any]:
                 cursor = page.get("next_cursor")
                 if not cursor:
                     break
+            info = await client.get("/v1/info")  # the answering node's 429/503 counts of the last hour
+            refusals = info.json().get("recent_refusals") if info.status_code == 200 else None
     except httpx.TransportError as exc:
         raise Unavailable(f"{server} is unreachable: {type(exc).__name__}") from None
     held = sum(int(n["leases_held"]) for n in items)
     return {"nodes": items, "leases": {"held": held, "expired": None, "by_node": {n["id"]: n["leases_held"]
-            for n in items}, "agents_without_lease": None}, "loops": None, "pending": None, "wakes_last_hour": None}
+            for n in items}, "agents_without_lease": None}, "loops": None, "pending": None, "wakes_last_hour": None,
+            "recent_refusals": refusals}
 
 
 def _when(ms: int | None) -> str:
@@ -125,8 +128,11 @@ def _print(out: Out, doc: dict[str, Any]) -> None:
     elif not doc["nodes"]:
         out.text("nodes: none registered")
     leases = doc["leases"]
-    if doc["loops"] is None:  # remote mode: the API shows the nodes only
+    if doc["loops"] is None:  # remote mode: the API shows the nodes and the answering node's refusals
         out.text(f"leases: {leases['held']} held (remote mode shows nodes only; run locally for the rest)")
+        refusals = doc.get("recent_refusals") or {}
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(refusals.items()) if k != "window_s") or "none"
+        out.text(f"recent refusals on the answering node (last hour): {counts}")
         return
     out.text(f"leases: {leases['held']} held, {leases['expired']} expired, "
              f"{leases['agents_without_lease']} agents with active Loops and no lease")

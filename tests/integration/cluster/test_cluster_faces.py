@@ -79,6 +79,7 @@ async def test_nodes_and_leases_in_the_api_and_in_wakeful_status(
         assert remote.returncode == 0, err.decode()
         doc = json.loads(out)
         assert sorted(n["name"] for n in doc["nodes"]) == ["east-1", "west-1"] and doc["leases"]["held"] == 2
+        assert doc["recent_refusals"]["window_s"] == 3600  # the answering node's 429/503 counts
         refused = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "wakeful.cli.main", "status", "--json", "--server", nodes[1].url,
             "--key", tenant.key, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
