@@ -12,9 +12,9 @@ __all__ = ["Harness", "__version__"]
 
 def __getattr__(name: str) -> Any:
     """``wakeful.Harness`` is imported on first use, so ``import wakeful`` stays light (interfaces.md §5); it is
-    the harness node with ``h.control`` (``wakeful.control.embed``)."""
+    the harness node with ``h.control`` and ``h.serve_http`` (``wakeful.embed``)."""
     if name == "Harness":
-        from wakeful.control.embed import Harness
+        from wakeful.embed import Harness
 
         return Harness
     raise AttributeError(f"module 'wakeful' has no attribute {name!r}")

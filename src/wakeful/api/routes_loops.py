@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import ConfigDict, Field
 
@@ -18,8 +17,9 @@ from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.routes_agents import agent_in_group, session_in_group
 from wakeful.harness.errors import NotFound, SessionNotFound
-from wakeful.harness.store import loops, schema
+from wakeful.harness.store import loops
 from wakeful.harness.store.ids import lookup_text
+from wakeful.harness.views import loop_object, loop_objects, loop_rows
 
 __all__ = ["api_loop", "router"]
 
@@ -51,48 +51,17 @@ class EventIdsIn(Body):
 
 
 def api_loop(view: dict[str, Any], row: loops.Loop | None = None, harness: Any = None) -> dict[str, Any]:
-    """The harness's Loop view with the names of interfaces.md §2.2: ``id``, ``node``, ``artifact``, and — given
-    the row and the harness — ``wakes``, ``reloads`` and ``runtime`` as objects."""
-    out = dict(view)
-    out.setdefault("id", view.get("loop_id"))
-    out.setdefault("node", view.get("node_id"))
-    sha = view.get("artifact_sha256")
-    out.setdefault("artifact", f"sha256:{sha}" if sha else None)
-    if row is None or harness is None:
-        return out
-    limits = harness.config.limits
-    start = row.notify_window_start_ms
-    out["wakes"] = {"window_used": row.notify_window_count if start is not None else 0,
-                    "window_limit": limits.notify_per_window,
-                    "window_resets_ms": start + limits.notify_window_s * 1000 if start is not None else None,
-                    "limited_since_ms": row.notify_limited_since_ms, "last_ms": row.last_notified_ms}
-    out["reloads"] = {"count": row.reload_count, "window_start_ms": row.reload_window_start_ms}
-    runtime: dict[str, Any] = {"state": view.get("runtime"), "node": row.node_id, "object_state": None,
-                               "wait": None}
-    resident = harness.node.residents.get(row.id)
-    if resident is not None and resident.incarnation == row.incarnation:
-        try:
-            status = harness.node.runtime.get_nowait(resident.object_id)
-        except Exception:  # the object ended between the two reads: no object state to show
-            status = None
-        if status is not None:
-            runtime["object_state"], runtime["wait"] = status.state, status.wait
-    out["runtime"] = runtime
-    return out
+    """The harness's Loop object (interfaces.md §2.2, ``wakeful.harness.views.loop_object``)."""
+    return loop_object(harness, view, row)
 
 
 async def rows_of(harness: Any, ids: list[str]) -> dict[str, loops.Loop]:
     """The Loop rows of one page, in one query."""
-    if not ids:
-        return {}
-    stmt = sa.select(schema.loop).where(schema.loop.c.id.in_(ids))
-    async with harness.store.tx(readonly=True) as tx:
-        return {r.id: loops.loop_from_row(r) for r in await tx.execute(stmt)}
+    return await loop_rows(harness.store, ids)
 
 
 async def full_loop(harness: Any, view: dict[str, Any]) -> dict[str, Any]:
-    loop_id = str(view.get("loop_id") or view.get("id"))
-    return api_loop(view, (await rows_of(harness, [loop_id])).get(loop_id), harness)
+    return (await loop_objects(harness, [view]))[0]
 
 
 async def loop_in_scope(request: Request, group_id: str, loop_id: str, principal: Principal) -> loops.Loop:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -151,13 +150,6 @@ class Harness:
         """Start and run until cancelled."""
         async with self:
             await asyncio.Event().wait()
-
-    async def serve_http(self, host: str = "127.0.0.1", port: int = 8470, **options: Any) -> None:
-        """interfaces.md §5: also serve the HTTP API from this started harness until cancelled. The face is
-        loaded by name (``wakeful.api.server.serve``): the harness layer never imports the faces above it."""
-        serve = importlib.import_module("wakeful.api.server").serve
-        await serve(self, host, port, node_name=self.config.node_name or "",
-                    public_base_url=self.config.public_base_url, public_docs=self.config.public_docs, **options)
 
     async def tick(self) -> None:
         """One placement/reconcile tick now (tests drive time with an injected clock)."""

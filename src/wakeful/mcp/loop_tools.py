@@ -38,49 +38,13 @@ def _api(ctx: McpContext) -> Any:
 
 
 # interfaces.md §2.2 Loop objects, as the HTTP API answers them (so /mcp, --embedded and the thin client agree):
-# the harness view plus ``id``, ``node``, ``artifact``, and ``wakes``, ``reloads`` and ``runtime`` as objects
+# built once in the harness (``wakeful.harness.views.loop_objects``), since the faces may not import each other
 async def _loop_objects(ctx: McpContext, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    import sqlalchemy as sa
-
-    from wakeful.harness.store import loops, schema
+    from wakeful.harness.views import loop_objects
 
     h = ctx.harness
     assert h is not None
-    ids = [str(view.get("loop_id")) for view in views]
-    rows: dict[str, Any] = {}
-    if ids:
-        async with h.store.tx(readonly=True) as tx:
-            found = await tx.execute(sa.select(schema.loop).where(schema.loop.c.id.in_(ids)))
-            rows = {row.id: loops.loop_from_row(row) for row in found}
-    return [_loop_object(h, view, rows.get(str(view.get("loop_id")))) for view in views]
-
-
-def _loop_object(h: Any, view: dict[str, Any], row: Any) -> dict[str, Any]:
-    out = dict(view)
-    out.setdefault("id", view.get("loop_id"))
-    out.setdefault("node", view.get("node_id"))
-    sha = view.get("artifact_sha256")
-    out.setdefault("artifact", f"sha256:{sha}" if sha else None)
-    if row is None:
-        return out
-    limits = h.config.limits
-    start = row.notify_window_start_ms
-    out["wakes"] = {"window_used": row.notify_window_count if start is not None else 0,
-                    "window_limit": limits.notify_per_window,
-                    "window_resets_ms": start + limits.notify_window_s * 1000 if start is not None else None,
-                    "limited_since_ms": row.notify_limited_since_ms, "last_ms": row.last_notified_ms}
-    out["reloads"] = {"count": row.reload_count, "window_start_ms": row.reload_window_start_ms}
-    runtime: dict[str, Any] = {"state": view.get("runtime"), "node": row.node_id, "object_state": None, "wait": None}
-    resident = h.node.residents.get(row.id)
-    if resident is not None and resident.incarnation == row.incarnation:
-        try:
-            status = h.node.runtime.get_nowait(resident.object_id)
-        except Exception:  # the object ended between the two reads: no object state to show
-            status = None
-        if status is not None:
-            runtime["object_state"], runtime["wait"] = status.state, status.wait
-    out["runtime"] = runtime
-    return out
+    return await loop_objects(h, views)
 
 
 async def _loop_object_of(ctx: McpContext, view: dict[str, Any]) -> dict[str, Any]:

@@ -19,9 +19,15 @@ SRC = Path(__file__).resolve().parents[3] / "src"
 def test_import_wakeful_stays_light_and_harness_is_lazy() -> None:
     code = (
         "import sys, wakeful\n"
-        "assert 'sqlalchemy' not in sys.modules and 'wakeful.harness' not in sys.modules\n"
-        "from wakeful.harness.embed import Harness\n"
-        "assert wakeful.Harness is Harness\n"
+        "heavy = ('sqlalchemy', 'wakeful.harness', 'wakeful.control', 'wakeful.embed', 'fastapi', 'uvicorn')\n"
+        "assert not [m for m in heavy if m in sys.modules], sorted(sys.modules)\n"
+        "H = wakeful.Harness\n"  # first use: the public class, with h.control (control) and h.serve_http
+        "from wakeful.embed import Harness\n"
+        "from wakeful.control.embed import Harness as ControlHarness\n"
+        "from wakeful.harness.embed import Harness as NodeHarness\n"
+        "assert H is Harness and issubclass(H, ControlHarness) and issubclass(H, NodeHarness)\n"
+        "assert 'sqlalchemy' in sys.modules and callable(H.serve_http) and isinstance(H.control, property)\n"
+        "assert 'fastapi' not in sys.modules and 'uvicorn' not in sys.modules\n"  # the HTTP face: on serve_http
         "try:\n    wakeful.Nope\nexcept AttributeError:\n    print('ok')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -25,7 +25,8 @@ RANK = {
     "api": 6,
     "mcp": 6,
     "bench": 6,
-    "cli": 7,  # the `wakeful` command fronts every other face (serve → api, mcp, bench)
+    "embed": 7,  # wakeful.Harness: the node with h.control (control) and h.serve_http (the api face)
+    "cli": 8,  # the `wakeful` command fronts every other face (serve → api, mcp, bench)
 }
 FACES = {"api", "mcp", "bench"}
 STDLIB_ONLY = {"errors", "vm", "build", "runtime", "sdk"}
