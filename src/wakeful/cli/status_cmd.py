@@ -70,9 +70,26 @@ async def _read(url: str, dead_after_ms: int) -> dict[str, Any]:
 
     store = await Store.open(url)  # the version rules of every local-mode command (harness.md §3)
     try:
-        return await read_status(store, dead_after_ms)
+        doc = await read_status(store, dead_after_ms)
+        doc["goals_needing_person"] = await _goals_needing_person(store)
+        return doc
     finally:
         await store.close()
+
+
+async def _goals_needing_person(store: Any) -> list[dict[str, Any]]:
+    """Goals with open ``user_gate`` / ``user_action`` items (control-plane.md §8 ``needs_person``)."""
+    import sqlalchemy as sa
+
+    from wakeful.control import schema as cs
+
+    G, W = cs.goal, cs.work_item
+    stmt = (sa.select(G.c.id, G.c.title, sa.func.count().label("n"))
+            .select_from(G.join(W, W.c.goal_id == G.c.id))
+            .where(W.c.status == "open", W.c["class"].in_(("user_gate", "user_action")))
+            .group_by(G.c.id, G.c.title).order_by(G.c.id))
+    async with store.tx(readonly=True) as tx:
+        return [{"goal_id": r.id, "title": r.title, "items": int(r.n)} for r in await tx.execute(stmt)]
 
 
 async def _remote(server: str, key: str) -> dict[str, Any]:
@@ -141,3 +158,7 @@ def _print(out: Out, doc: dict[str, Any]) -> None:
     pending = doc["pending"]
     out.text(f"pending events: {pending['total']}, oldest deadline {_when(pending['oldest_deadline_ms'])}")
     out.text(f"wakes in the last hour: {doc['wakes_last_hour']}")
+    goals = doc.get("goals_needing_person") or []
+    out.text("goals needing a person: " + (", ".join(f"{escape(g['title'])} ({g['goal_id']}, {g['items']})"
+                                                       for g in goals) or "none"))
+    out.text("recent 429/503 counts: see `wakeful status --server URL --key KEY` (kept in each node's memory)")
