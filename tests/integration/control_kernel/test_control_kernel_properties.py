@@ -432,6 +432,18 @@ class KernelMachine(RuleBasedStateMachine):
         self.titles[blocker] = "missing creds"
         self.blockers = {*getattr(self, "blockers", set()), blocker}
 
+    @rule()
+    def sweep(self) -> None:
+        """The 60 s sweep: afterwards no deferred item has a fired time: condition, and each resume committed
+        once under its ``resume:<item>:<revision>`` id."""
+        self.run(self.control.tick())
+        now = self.clock.unix_ms()
+        for it in self.run(self.control.items(self.goal_id, status="deferred")):
+            assert not any(c.startswith("time:") and int(c[5:]) <= now for c in it["resume_when"]), it
+        commits = self.all_commits()
+        resumes = [c["operation_id"] for c in commits if c["command_type"] == "work.resume"]
+        assert len(resumes) == len(set(resumes)) and all(r.startswith("resume:") for r in resumes)
+
     @rule(s=st.integers(0, 900))
     def advance_clock(self, s: int) -> None:
         self.clock.advance(s=s)
@@ -470,6 +482,14 @@ class KernelMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ invariants after every step
 
+    def all_commits(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.run(self.control.commits(self.goal_id, after_seq=len(out), limit=200))
+            out.extend(page)
+            if len(page) < 200:
+                return out
+
     def _commit_count(self) -> int:
         async def count() -> int:
             async with self.store.tx(readonly=True) as tx:
@@ -483,7 +503,7 @@ class KernelMachine(RuleBasedStateMachine):
     def commit_log_is_gapless(self) -> None:
         if not hasattr(self, "goal_id"):
             return
-        commits = self.run(self.control.commits(self.goal_id, limit=200))
+        commits = self.all_commits()
         seqs = [c["seq"] for c in commits]
         assert seqs == list(range(1, len(seqs) + 1))
         assert self.run(self.control.goal(self.goal_id))["revision"] == len(seqs)
