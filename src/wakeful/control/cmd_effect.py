@@ -42,6 +42,10 @@ def _may_act(ctx: Ctx, effect: dict[str, Any]) -> None:
 
 async def _write(ctx: Ctx, effect: dict[str, Any], **changes: Any) -> dict[str, Any]:
     new = {**effect, **changes, "updated_ms": ctx.now}
+    if effect["state"] == "unknown" and new["state"] != "unknown" and ctx.command_type != "effect.readback":
+        # §4.3 #6: an effect leaves unknown only through a readback
+        raise ControlRefused("readback_required", "the outcome is unknown: read it back first",
+                             request_key=effect["request_key"])
     values = {k: (canonical(v) if k in ("outcome", "readback") and v is not None else v) for k, v in changes.items()}
     await ctx.update_row("effect", F, F.c.id == effect["id"], effect, {**values, "updated_ms": ctx.now},
                          row_id=effect["id"], revision=new["attempt"], status=new["state"])

@@ -42,6 +42,7 @@ class Ctx:
     expected: dict[str, Any]
     claim_ttl_s: int
     intent_grace_s: int
+    command_type: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)
     goal_changes: dict[str, Any] = field(default_factory=dict)
@@ -155,6 +156,10 @@ class Ctx:
         new = {**item, **changes}
         if all(item.get(k) == v for k, v in changes.items()):
             return item
+        if item["status"] == "done" and (new["status"], new["done_kind"]) != ("done", item["done_kind"]):
+            # §4.3 #6, enforced here once for every command: a done item never changes status again
+            raise ControlRefused("illegal_transition", f"item {item['id']} is done ({item['done_kind']})",
+                                 status="done", done_kind=item["done_kind"])
         new["revision"] = int(item["revision"]) + (1 if bump else 0)
         new["updated_ms"] = self.now
         if new["status"] != item["status"]:
@@ -295,7 +300,7 @@ async def commit_command(
             replayed = await _replay(tx, goal["id"], env["operation_id"], digest_now)  # step 2
             if replayed is not None:
                 return replayed
-        ctx = Ctx(tx, now, actor, goal, command, env.get("expected") or {}, claim_ttl_s, intent_grace_s)
+        ctx = Ctx(tx, now, actor, goal, command, env.get("expected") or {}, claim_ttl_s, intent_grace_s, spec.type)
         if spec.type != "goal.create":
             await _identity(ctx, spec.type)
         if actor.kind not in spec.who and not (actor.kind == "operator" and "person" in spec.who):

@@ -220,3 +220,20 @@ async def test_completion_rules_each_with_its_own_code(store) -> None:
     with pytest.raises(ControlRefused) as refused:
         await kit.run(kit.person, {"type": "work.complete", "item": gate}, expected={"item_revision": 1})
     assert refused.value.code == "illegal_transition"
+
+
+async def test_the_kernel_guards_done_items_for_every_handler(store) -> None:
+    """§4.3 #6 is enforced once in the kernel's row writer, below every command handler."""
+    from wakeful.control import rows
+    from wakeful.control.kernel import Ctx
+
+    kit = await make_kit(store, n_agents=1)
+    item = await _in_state(kit, "done")
+    with pytest.raises(ControlRefused) as refused:
+        async with store.tx() as tx:
+            goal = await rows.load_goal(tx, kit.goal_id, for_update=True)
+            ctx = Ctx(tx, 0, kit.person, goal, {}, {}, 1800, 60, "work.reopen")
+            row = await ctx.item(item)
+            await ctx.write_item(row, status="open", done_kind=None)
+    assert refused.value.code == "illegal_transition"
+    assert (await kit.control.item(kit.goal_id, item))["status"] == "done"
