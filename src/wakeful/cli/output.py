@@ -119,9 +119,14 @@ class Out:
 
 
 def _details(error: WakefulError) -> dict[str, Any]:
+    """The error's structured extras: a harness or control refusal's ``details`` (``field``, ``retry_after_s``,
+    ``scope``/``limit``, ``state``, …, as the HTTP face answers them) and a bundle error's ``rule``/``path``."""
     rule = getattr(error, "rule", None)
     path = getattr(error, "path", None)
+    details = getattr(error, "details", None)
     found: dict[str, Any] = {}
+    if isinstance(details, dict):
+        found.update((str(k), v) for k, v in details.items() if k not in ("error", "message"))
     if rule:
         found["rule"] = rule
     if path:

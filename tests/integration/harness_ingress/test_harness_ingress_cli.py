@@ -111,17 +111,24 @@ def test_cli_refusals_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("WAKEFUL_DB_URL", raising=False)
     bad = tmp_path / "bad.json"
     bad.write_text('{"n": NaN}')
-    cases = [
-        (["loop", "webhook", "lp_00000000000000000000000000", "explode"], "invalid_request"),
-        (["loop", "send", "lp_00000000000000000000000000", "--topic", "t", "--payload", str(bad)], "invalid_event"),
-        (["loop", "send", "lp_00000000000000000000000000", "--topic", ""], "invalid_event"),
-        (["loop", "events", "lp_00000000000000000000000000"], "not_found"),
-        (["loop", "retry", "lp_00000000000000000000000000"], "not_found"),
-        (["loop", "discard", "lp_00000000000000000000000000", "e1"], "not_found"),
-        (["loop", "tail", "lp_00000000000000000000000000", "--for", "0"], "not_found"),
-        (["session", "watch", "ses_00000000000000000000000000", "--for", "0"], "session_not_found"),
+    long_id = "e" * 129
+    cases: list[tuple[list[str], str, dict[str, Any]]] = [
+        (["loop", "webhook", "lp_00000000000000000000000000", "explode"], "invalid_request", {"field": "action"}),
+        (["loop", "send", "lp_00000000000000000000000000", "--topic", "t", "--payload", str(bad)], "invalid_event",
+         {"field": "payload"}),
+        (["loop", "send", "lp_00000000000000000000000000", "--topic", ""], "invalid_event", {"field": "topic"}),
+        (["loop", "send", "lp_00000000000000000000000000", "--topic", "t", "--event-id", long_id], "invalid_event",
+         {"field": "event_id"}),
+        (["loop", "events", "lp_00000000000000000000000000"], "not_found", {}),
+        (["loop", "retry", "lp_00000000000000000000000000"], "not_found", {}),
+        (["loop", "discard", "lp_00000000000000000000000000", "e1"], "not_found", {}),
+        (["loop", "tail", "lp_00000000000000000000000000", "--for", "0"], "not_found", {}),
+        (["session", "watch", "ses_00000000000000000000000000", "--for", "0"], "session_not_found", {}),
     ]
-    for args, code in cases:
+    for args, code, details in cases:
         result = CliRunner().invoke(app, ["--json", *args])
         assert result.exit_code == 1, (args, result.output)
-        assert json.loads(result.stdout)["error"] == code, (args, result.stdout)
+        doc = json.loads(result.stdout)
+        assert doc["error"] == code, (args, result.stdout)
+        # the harness's details (field, …) reach the JSON document as the HTTP face answers them
+        assert {k: doc.get(k) for k in details} == details, (args, result.stdout)
