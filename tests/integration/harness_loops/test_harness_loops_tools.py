@@ -21,13 +21,19 @@ from wakeful.harness.errors import (
     InvalidRequest,
     NotFound,
     QuotaExceeded,
+    StoreUnavailable,
 )
 
 
 async def test_fifty_concurrent_creates_admit_exactly_twenty(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
-    """SQLite: one node; PostgreSQL: two nodes on one database, 25 creates through each (§21)."""
+    """SQLite: one node; PostgreSQL: two nodes on one database, 25 creates through each (§21).
+
+    All 50 wait on the group's quota lock at once, while the same event loop loads the admitted Loops; on a loaded
+    machine the last waiters can pass PostgreSQL's 5 s lock timeout and are refused ``unavailable`` (503, harness.md
+    §3: nothing written). A client retries those, so the test does too: every create ends admitted or
+    ``quota_exceeded``, and the rows are exactly the admitted creates (a 503 that wrote a row would show here)."""
     h = await started(store_url, store_clock, tmp_path / "data")
     nodes = [h]
     try:
@@ -35,17 +41,23 @@ async def test_fifty_concurrent_creates_admit_exactly_twenty(
         art = await driver(h, agent, compile_c)
         if store_url.startswith("postgresql"):
             nodes.append(await started(store_url, store_clock, tmp_path / "data2"))
-        results = await asyncio.gather(
-            *(nodes[i % len(nodes)].create_loop(agent_id=agent, session_id=session, artifact=art)
-              for i in range(50)),
-            return_exceptions=True,
-        )
+        results: list[Any] = [None] * 50
+        for _ in range(10):  # bounded: each round some creates get the lock in time
+            todo = [i for i, r in enumerate(results) if r is None or isinstance(r, StoreUnavailable)]
+            if not todo:
+                break
+            done = await asyncio.gather(
+                *(nodes[i % len(nodes)].create_loop(agent_id=agent, session_id=session, artifact=art) for i in todo),
+                return_exceptions=True,
+            )
+            for i, r in zip(todo, done, strict=True):
+                results[i] = r
         admitted = [r for r in results if isinstance(r, dict)]
         refused = [r for r in results if isinstance(r, QuotaExceeded)]
         assert len(admitted) == 20 and len(refused) == 30, [r for r in results if isinstance(r, Exception)][:3]
         assert all(e.details == {"scope": "agent", "limit": 20} for e in refused)
         assert len(await h.list_loops(agent_id=agent, state="active")) == 20
-        assert len(await h.list_loops()) == 20  # refused creates left no row behind
+        assert sorted(r["id"] for r in await h.list_loops()) == sorted(r["id"] for r in admitted)  # refused: no row
 
         async def all_resident() -> bool:  # §19: on the lease holder; creates through the other node signal it
             return sum(len(n.node.residents) for n in nodes) == 20 and sum(bool(n.node.residents) for n in nodes) == 1
