@@ -158,6 +158,8 @@ def _topic(value: object) -> str:
         raise InvalidEvent(f"topic: {value.reason}", field="topic")
     if not isinstance(value, str) or _has_surrogate(value) or not 1 <= len(value.encode()) <= MAX_TOPIC_BYTES:
         raise InvalidEvent(f"topic must be 1-{MAX_TOPIC_BYTES} bytes of UTF-8", field="topic")
+    if "\x00" in value:  # valid UTF-8, but no store keeps it as text (every intake path, not only HTTP)
+        raise InvalidEvent("topic must not contain U+0000", field="topic")
     return value
 
 

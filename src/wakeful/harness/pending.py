@@ -269,6 +269,8 @@ def _names(event_ids: Sequence[str] | None) -> list[str] | None:
     for value in event_ids:
         if not isinstance(value, str) or not 1 <= len(value) <= 128:
             raise InvalidRequest("event ids are strings of 1-128 characters", field="event_ids")
+        if "\x00" in value:  # no event id holds it (and PostgreSQL text cannot): refused before any query
+            raise InvalidRequest("event ids must not contain U+0000", field="event_ids")
     return list(dict.fromkeys(event_ids))
 
 

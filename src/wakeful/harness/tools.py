@@ -148,6 +148,9 @@ class LoopTools:
 
     async def list(self, *, agent_id: str | None = None, group_id: str | None = None,
                    state: str | None = None) -> list[dict[str, Any]]:
+        for field, value in (("agent_id", agent_id), ("group_id", group_id), ("state", state)):
+            if isinstance(value, str) and "\x00" in value:  # no text column holds it: refused before any query
+                raise InvalidRequest(f"{field} must not contain U+0000", field=field)
         counts = sa.select(E.c.loop_id, sa.func.count().label("n")).where(E.c.status == "pending").group_by(E.c.loop_id)
         async with self.store.tx(readonly=True) as tx:
             rows = await loops.list_loops(tx, agent_id=agent_id, group_id=group_id, state=state)

@@ -17,11 +17,12 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from wakeful.harness.errors import HarnessError
+from wakeful.harness.errors import HarnessError, InvalidRequest
 from wakeful.harness.store.clock import WallClock, read_store_ms
 from wakeful.harness.store.engine import (
     EngineTarget,
     NodeLock,
+    is_nul_text,
     is_unavailable,
     make_engine,
     parse_url,
@@ -130,6 +131,8 @@ class Store:
         except Exception as exc:
             if is_unavailable(exc):
                 raise unavailable_from(exc, "a transaction") from exc
+            if is_nul_text(exc):  # a text value with U+0000 that no entry check caught: a typed refusal, not a crash
+                raise InvalidRequest("text values must not contain U+0000") from exc
             raise
 
     async def now_ms(self) -> int:

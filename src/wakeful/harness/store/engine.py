@@ -20,7 +20,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from wakeful.harness.errors import InvalidRequest, NodeLocked, StoreUnavailable
 
-__all__ = ["EngineTarget", "NodeLock", "is_unavailable", "make_engine", "parse_url", "unavailable_from"]
+__all__ = ["EngineTarget", "NodeLock", "is_nul_text", "is_unavailable", "make_engine", "parse_url", "unavailable_from"]
 
 # harness.md §3: the SQLite pragmas applied on every connection
 SQLITE_PRAGMAS = (
@@ -140,6 +140,11 @@ def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
             if isinstance(value, str):
                 return value
     return None
+
+
+def is_nul_text(exc: BaseException) -> bool:
+    """PostgreSQL refused a text value holding U+0000 (SQLSTATE 22021: character not in repertoire)."""
+    return isinstance(exc, sa_exc.DBAPIError) and _sqlstate(exc) == "22021"
 
 
 def unavailable_from(exc: BaseException, what: str) -> StoreUnavailable:

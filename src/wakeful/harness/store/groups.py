@@ -70,6 +70,8 @@ def check_name(name: object, *, field: str = "name", limit: int = MAX_NAME) -> s
     """§2: names are non-blank strings of at most ``limit`` characters."""
     if not isinstance(name, str) or not name.strip() or len(name) > limit:
         raise InvalidRequest(f"{field} must be a non-blank string of at most {limit} characters", field=field)
+    if "\x00" in name:  # PostgreSQL text cannot hold it: refused the same on both stores, before any query
+        raise InvalidRequest(f"{field} must not contain U+0000", field=field)
     return name
 
 

@@ -57,8 +57,8 @@ def is_id(value: object, prefix: str) -> bool:
 
 def lookup_text(value: object, *, limit: int = 400) -> str | None:
     """``value`` when it can name a row (a string of at most ``limit`` chars), else None: hostile ids of other
-    types or sizes are "not found" without reaching the database driver."""
-    return value if isinstance(value, str) and len(value) <= limit else None
+    types or sizes, or holding U+0000 (no text column can store it), are "not found" without reaching the driver."""
+    return value if isinstance(value, str) and len(value) <= limit and "\x00" not in value else None
 
 
 def shown(value: object) -> str:

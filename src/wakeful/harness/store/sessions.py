@@ -99,6 +99,8 @@ def lifecycle_message_id(loop_id: str, kind: str, incarnation: int) -> str:
 async def create_session(tx: Tx, *, agent_id: str, title: str = "") -> Session:
     if not isinstance(title, str) or len(title) > MAX_TITLE:
         raise InvalidRequest(f"title must be a string of at most {MAX_TITLE} characters", field="title")
+    if "\x00" in title:  # PostgreSQL text cannot hold it: refused the same on both stores
+        raise InvalidRequest("title must not contain U+0000", field="title")
     agent = await get_agent(tx, agent_id)
     now = await tx.now_ms()
     session = Session(new_id("ses", now), agent_id, agent.group_id, title, now)
