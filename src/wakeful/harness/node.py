@@ -481,7 +481,8 @@ class _LogBuffer:
         tokens, last = self._tokens.get(loop_id, (float(self.BURST), mono_ns))
         tokens = min(float(self.BURST), tokens + (mono_ns - last) / 1e9)
         if tokens >= 1.0:
-            self._lines.setdefault(loop_id, []).append((incarnation, text[:1024]))
+            # U+0000 (a guest's raw bytes may hold it) cannot be stored as text: shown as U+FFFD, the batch kept
+            self._lines.setdefault(loop_id, []).append((incarnation, text[:1024].replace("\x00", "\ufffd")))
             tokens -= 1.0
         else:
             self._dropped[loop_id] = self._dropped.get(loop_id, 0) + 1

@@ -52,6 +52,8 @@ def _content(value: Any) -> str:
     size = _utf8_len(value)
     if not 1 <= size <= MAX_CONTENT_BYTES:
         raise _refuse(f"agent.notify content is {size} bytes; 1..{MAX_CONTENT_BYTES} allowed")
+    if "\x00" in value:  # message content is text; no store keeps U+0000 in text
+        raise _refuse("agent.notify content must not contain U+0000")
     return value
 
 
@@ -88,6 +90,8 @@ def log_text(args: Any) -> str:
     text = args.get("message", args.get("text"))
     if not isinstance(text, str):
         raise _refuse("loop.log needs message (or text): a string")
+    if "\x00" in text:  # log lines are text; no store keeps U+0000 in text
+        raise _refuse("loop.log message must not contain U+0000")
     if len(text) > MAX_LOG_CHARS:
         text = text[: MAX_LOG_CHARS - 1] + "…"
     return text

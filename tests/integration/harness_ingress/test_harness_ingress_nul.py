@@ -70,3 +70,32 @@ async def _groups(h: Any) -> list[Any]:
 
     async with h.store.tx(readonly=True) as tx:
         return list(await groups.list_groups(tx))
+
+
+async def test_guest_text_with_nul_never_breaks_the_store(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """A guest's raw log bytes may hold U+0000: the line is kept (as U+FFFD) with the rest of its flush batch;
+    ``agent.notify`` content and ``loop.log`` text holding it are refused as the guest's invalid arguments."""
+    from support.loops_harness import guest_lines
+
+    from wakeful.harness import wake_args
+    from wakeful.harness.errors import HostCallRefused
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.flush_logs()
+        res = h.node.residents[loop_id]
+        h.node._logs.add(loop_id, res.incarnation, "before", 0)
+        h.node._logs.add(loop_id, res.incarnation, NUL, 0)
+        h.node._logs.add(loop_id, res.incarnation, "after", 0)
+        await h.node.flush_logs()
+        assert (await guest_lines(h, loop_id))[-3:] == ["before", "a\ufffdb", "after"]
+    finally:
+        await h.stop()
+    for call in (lambda: wake_args.notify_args({"content": NUL, "dedup_key": "k"}),
+                 lambda: wake_args.log_text({"message": NUL})):
+        with pytest.raises(HostCallRefused) as refused:
+            call()
+        assert refused.value.code == "invalid_arguments"
