@@ -1,4 +1,5 @@
-"""``wakeful.Harness``: the Python embedding API — a node inside the embedder's own process.
+"""The harness node of the Python embedding API — a node inside the embedder's own process (``wakeful.Harness``
+extends it with ``h.control`` and ``h.serve_http`` in ``wakeful.embed``, above the layers it reaches).
 
 interfaces.md §5: open a store, run the runtime in-process, administer tenants, drive Loops, register wake
 handlers per agent and extra tools.
