@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support.control_next_support import Ctl, changed_id
 
-from wakeful.control import projections
+from wakeful.control import projections, reads
 from wakeful.control.canonical import canonical
 from wakeful.control.errors import ControlRefused
 
@@ -69,9 +69,13 @@ async def test_seed_scenario(store: Any) -> None:
     evidence = await ctl.ctl_reads_evidence(goal)
     assert [e["id"] for e in evidence] == [changed_id(rA_evidence, "evidence")]  # history is kept, never edited
     status = await projections.read(store, goal, "status")
-    assert status["acceptance"]["status"] != "accepted"  # rA's evidence cannot satisfy v2
-    assert status["acceptance"]["criteria"][0]["status"] in ("stale", "missing")
+    assert status["acceptance"]["status"] == "stale"  # rA's evidence cannot satisfy v2
+    assert status["acceptance"]["criteria"][0]["status"] == "stale"  # evidence exists, none applies
     assert status["acceptance"]["criteria"][0]["deciding_evidence"] is None
+    async with store.tx(readonly=True) as tx:
+        history = await reads.evidence(tx, goal)
+    assert [(e["acceptance_revision"], e["verdict"], e["applicability"]) for e in history] == [
+        (1, "pass", {"latency": "stale_acceptance"})]  # kept as recorded under v1; it no longer counts
 
     offered = await ctl.next(goal)
     assert (offered["decision"], offered["action"], offered["item"]["id"]) == ("deliver", "start", mixed)
@@ -82,6 +86,16 @@ async def test_seed_scenario(store: Any) -> None:
     with pytest.raises(ControlRefused) as unmet:
         await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
     assert unmet.value.code == "acceptance_unmet"
+    # re-running the isolated microbenchmark on rA under v2 does not count either: wrong workload
+    rerun = changed_id(await g.cmd(agent, "evidence.add", item=mixed, criterion_ids=["latency"], kind="test",
+                                   subject="repo", artifact_revision="git:rA", workload=ISOLATED, verdict="pass",
+                                   summary="isolated p99 3.0 ms, again"), "evidence")
+    async with store.tx(readonly=True) as tx:
+        rerun_row = next(e for e in await reads.evidence(tx, goal) if e["id"] == rerun)
+    assert rerun_row["applicability"] == {"latency": "workload_mismatch"}
+    with pytest.raises(ControlRefused) as still_unmet:
+        await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
+    assert still_unmet.value.code == "acceptance_unmet"
     await g.cmd(agent, "evidence.add", item=mixed, criterion_ids=["latency"], kind="test", subject="repo",
                 artifact_revision="git:rA", workload=MIXED, verdict="pass", summary="mixed p99 4.2 ms")
     await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
