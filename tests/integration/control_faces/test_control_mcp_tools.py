@@ -62,6 +62,9 @@ async def test_control_tools_over_mcp(harness_runner: Any, tmp_path: Path) -> No
             listed = [t.name for t in (await client.list_tools()).tools]
             assert [n for n in listed if n in SPEC_TOOLS] == SPEC_TOOLS
             assert not set(PERSON_ONLY) & set(listed)
+            assert not {"goal.close", "goal.pause", "goal.resume", "work.cancel"} & set(listed)
+            for person_only in PERSON_ONLY:  # not callable by name either
+                assert refused(await client.call_tool(person_only, {"goal_id": "goal_x"})) == "unknown_tool"
 
             async def tool(tool_name: str, /, **args: Any) -> Any:
                 return structured(await client.call_tool(tool_name, args))
@@ -138,6 +141,9 @@ async def test_control_tools_over_mcp(harness_runner: Any, tmp_path: Path) -> No
         async with mcp_stdio(["--server", url, "--session", session.id], env) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert set(SPEC_TOOLS) <= set(names)
+            assert not set(PERSON_ONLY) & set(names)  # the thin client offers no person-only command either
+            for person_only in PERSON_ONLY:
+                assert refused(await client.call_tool(person_only, {"goal_id": goal})) == "unknown_tool"
             assert [g["id"] for g in structured(await client.call_tool("goal.list", {}))["goals"]] == [goal]
             nxt = structured(await client.call_tool("work.next", {"goal_id": goal, "claim": True}))
             assert nxt["claim"]["claim"]["holder"] == agent.id
