@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import Out, Unavailable, UsageError, escape
+from wakeful.cli.output import EXIT_FAILED, CliExit, Out, Unavailable, UsageError, escape
 from wakeful.control import Actor, Control
 from wakeful.errors import WakefulError
 from wakeful.harness.errors import StoreUnavailable
@@ -281,11 +281,24 @@ def goal_commits(
 @goal_app.command("rebuild")
 def goal_rebuild(ctx: typer.Context,
                  goal: Annotated[str | None, typer.Argument(help="Only this goal (default: all).")] = None,
+                 check_log: Annotated[bool, typer.Option(
+                     "--check-log", help="Also rebuild from the commit log alone and compare (exit 1 on a "
+                     "difference).")] = False,
                  json_: JsonOpt = False) -> None:
     """Drop the projection cache and recompute it (nothing is lost: projections are pure)."""
     out = out_of(ctx, json_)
-    done = run_control(out, None, lambda c: c.control.rebuild(goal))
-    show(out, done, lambda d: [f"rebuilt {d['projections']} projections of {d['goals']} goals"])
+    done = run_control(out, None, lambda c: c.control.rebuild(goal, check_log=check_log))
+
+    def lines(d: dict[str, Any]) -> list[str]:
+        text = [f"rebuilt {d['projections']} projections of {d['goals']} goals"]
+        if "log_mismatches" in d:
+            text += [f"commit log disagrees: {m['goal_id']} ({', '.join(m['kinds'])})" for m in d["log_mismatches"]]
+            text += [] if d["log_mismatches"] else ["the commit log gives the same projections"]
+        return text
+
+    show(out, done, lines)
+    if done.get("log_mismatches"):
+        raise CliExit(EXIT_FAILED)
 
 
 @acceptance_app.command("set")

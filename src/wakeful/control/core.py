@@ -164,6 +164,7 @@ class Control:
         """The §8 board (control/projections.py), from the cache when it is current."""
         return await projections.read(self.store, goal_id, "board")
 
-    async def rebuild(self, goal_id: str | None = None) -> dict[str, Any]:
-        """Drop the projection cache (of one goal or all) and recompute it (``wakeful goal rebuild``)."""
-        return await projections.rebuild(self.store, goal_id)
+    async def rebuild(self, goal_id: str | None = None, *, check_log: bool = False) -> dict[str, Any]:
+        """Drop the projection cache (of one goal or all) and recompute it (``wakeful goal rebuild``);
+        ``check_log`` also compares each goal's projections with a rebuild from its commit log alone."""
+        return await projections.rebuild(self.store, goal_id, check_log=check_log)

@@ -24,7 +24,7 @@ from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.store.core import Store, Tx
 
 __all__ = ["DONE_COLUMN_MAX", "KINDS", "GoalRows", "board", "build", "fold_commits", "from_log", "read",
-           "read_commits", "read_rows", "rebuild", "status"]
+           "log_mismatches", "read_commits", "read_rows", "rebuild", "status"]
 
 log = logging.getLogger("wakeful.control.projections")
 
@@ -260,8 +260,12 @@ async def _store(store: Store, goal_id: str, kind: str, body: dict[str, Any], no
         log.info("projection cache write for %s/%s skipped", goal_id, kind)
 
 
-async def rebuild(store: Store, goal_id: str | None = None) -> dict[str, Any]:
-    """``wakeful goal rebuild``: drop the cache rows (of one goal or all) and recompute every projection."""
+async def rebuild(store: Store, goal_id: str | None = None, *, check_log: bool = False) -> dict[str, Any]:
+    """``wakeful goal rebuild``: drop the cache rows (of one goal or all) and recompute every projection.
+
+    ``check_log`` also rebuilds each goal's projections from its commit log alone and lists, under
+    ``log_mismatches``, the goals whose tables and log disagree (``[{goal_id, kinds}]``; empty when all agree).
+    """
     P, G = S.projection, S.goal
     async with store.tx() as tx:
         await tx.execute(P.delete() if goal_id is None else P.delete().where(P.c.goal_id == goal_id))
@@ -269,10 +273,31 @@ async def rebuild(store: Store, goal_id: str | None = None) -> dict[str, Any]:
         ids = [str(r[0]) for r in (await tx.execute(stmt if goal_id is None else stmt.where(G.c.id == goal_id)))]
     if goal_id is not None and not ids:
         raise ControlRefused("not_found", f"goal {goal_id} not found", resource="goal")
+    mismatches: list[dict[str, Any]] = []
     for gid in ids:
         for kind in KINDS:
             await read(store, gid, kind)
-    return {"goals": len(ids), "projections": len(ids) * len(KINDS)}
+        if check_log and (kinds := await log_mismatches(store, gid)):
+            mismatches.append({"goal_id": gid, "kinds": kinds})
+    done: dict[str, Any] = {"goals": len(ids), "projections": len(ids) * len(KINDS)}
+    if check_log:
+        done["log_mismatches"] = mismatches
+    return done
+
+
+async def log_mismatches(store: Store, goal_id: str) -> list[str]:
+    """The projection kinds whose body folded from the goal's commit log differs byte for byte from the body
+    computed from its tables (empty when they agree). Both are read under the goal's commit lock, so no commit
+    falls between them."""
+    async with store.tx() as tx:
+        goal = await R.load_goal(tx, goal_id, for_update=True)
+        if goal is None:
+            raise ControlRefused("not_found", f"goal {goal_id} not found", resource="goal")
+        rows = await read_rows(tx, goal_id)
+        folded = fold_commits(await read_commits(tx, goal_id))
+    assert rows is not None
+    return [kind for kind in KINDS
+            if folded is None or canonical(build(kind, rows)) != canonical(build(kind, folded))]
 
 
 # ---------------------------------------------------------------- rows folded from the commit log
