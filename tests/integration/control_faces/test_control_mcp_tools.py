@@ -75,8 +75,18 @@ async def test_control_tools_over_mcp(harness_runner: Any, tmp_path: Path) -> No
             assert (await tool("goal.list"))["goals"] == []  # not registered yet
             assert (await tool("goal.join", goal_id=goal))["command_type"] == "agent.register"
             assert [g["id"] for g in (await tool("goal.list"))["goals"]] == [goal]
-            item = (await tool("work.add", goal_id=goal, **{"class": "advancement"}, title="measure"))["item"]
+            added = await tool("work.add", goal_id=goal, **{"class": "advancement"}, title="measure",
+                               operation_id="mcp-add-1")
+            item = added["item"]
             assert item["revision"] == 1
+            # a retry after a lost reply, with the same operation_id: the original receipt, no second item
+            retried = await tool("work.add", goal_id=goal, **{"class": "advancement"}, title="measure",
+                                 operation_id="mcp-add-1")
+            assert retried["receipt"] == {**added["receipt"], "replayed": True}
+            assert retried["item"]["id"] == item["id"]
+            assert refused(await client.call_tool("work.add", {"goal_id": goal, "class": "advancement",
+                                                               "title": "other", "operation_id": "mcp-add-1"})) \
+                == "operation_id_conflict"
             decision = await tool("work.next", goal_id=goal, claim=True)
             assert (decision["action"], decision["claim"]["claim"]["holder"]) == ("start", agent.id)
             await tool("work.renew", goal_id=goal, item_id=item["id"])  # presents the current claim itself
