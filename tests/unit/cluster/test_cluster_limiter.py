@@ -50,9 +50,12 @@ async def test_two_nodes_sharing_a_bucket_never_overshoot(pg_store: Any, pg_sche
     other = await Store.open(pg_url_with_schema(pg_schema), clock=store_clock, migrate=False)
     try:
         nodes = [PgLimiter(pg_store), PgLimiter(other)]
-        answers = await asyncio.gather(*(nodes[i % 2].take("ingress:global", 10, 0.001) for i in range(40)))
+        # every take ends before the stores close (return_exceptions): no transaction is left open behind
+        answers = await asyncio.gather(*(nodes[i % 2].take("ingress:global", 10, 0.001) for i in range(24)),
+                                       return_exceptions=True)
+        assert not [a for a in answers if isinstance(a, BaseException)], answers
         assert sum(a is None for a in answers) == 10
-        assert all(a is None or a > 0 for a in answers)
+        assert all(a is None or (isinstance(a, float) and a > 0) for a in answers)
     finally:
         await other.close()
 
