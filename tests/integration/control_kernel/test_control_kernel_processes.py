@@ -13,7 +13,7 @@ from pathlib import Path
 from support.control_kernel import make_kit
 
 CHILD = r"""
-import asyncio, json, os, sys
+import asyncio, json, os, sys, time
 from wakeful.control import Actor, Control, ControlRefused
 from wakeful.harness.store import Store
 
@@ -21,7 +21,11 @@ async def main(url, goal, group, agent, items_json, d, i):
     store = await Store.open(url)
     control = Control(store)
     open(os.path.join(d, f"ready-{i}"), "w").close()
+    deadline = time.monotonic() + 180  # an orphan (the test process died) gives up and closes its connections
     while not os.path.exists(os.path.join(d, "go")):
+        if time.monotonic() > deadline:
+            await store.close()
+            sys.exit(3)
         await asyncio.sleep(0.002)
     out = {}
     for item in json.loads(items_json):
@@ -42,26 +46,37 @@ N_PROCS = 4
 N_ITEMS = 4
 
 
+def _reap(procs: list[subprocess.Popen[str]]) -> None:
+    """SIGKILL and wait for the children still running (each holds PostgreSQL connections while alive)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=30)
+
+
 async def test_processes_race_for_the_same_items(store, store_url: str, tmp_path: Path) -> None:
     kit = await make_kit(store, n_agents=N_PROCS, claim_mode="hard")
     items = [await kit.add(title=f"item {i}") for i in range(N_ITEMS)]
-    procs = []
-    for i, agent in enumerate(kit.agents):
-        order = items[i:] + items[:i]  # every process starts on a different item, then meets the others
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", CHILD, store_url, kit.goal_id, kit.group_id, agent.id, json.dumps(order),
-             str(tmp_path), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("ready-*"))) < N_PROCS:
-        assert time.monotonic() < deadline, [p.poll() for p in procs]
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll() is not None]
-        time.sleep(0.01)
-    (tmp_path / "go").touch()
+    procs: list[subprocess.Popen[str]] = []
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for i, agent in enumerate(kit.agents):
+            order = items[i:] + items[:i]  # every process starts on a different item, then meets the others
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", CHILD, store_url, kit.goal_id, kit.group_id, agent.id, json.dumps(order),
+                 str(tmp_path), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("ready-*"))) < N_PROCS:
+            assert time.monotonic() < deadline, [p.poll() for p in procs]
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs if p.poll() is not None]
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        _reap(procs)  # a failed start must not leave children polling for "go" with their connections open
     for item in items:
         outcomes = [r[item] for r in results]
         winners = [i for i, o in enumerate(outcomes) if o[0] == "won"]
@@ -79,7 +94,7 @@ async def test_processes_race_for_the_same_items(store, store_url: str, tmp_path
 
 
 CHAOS_CHILD = r"""
-import asyncio, os, sys
+import asyncio, os, sys, time
 from wakeful.control import Actor, Control
 from wakeful.harness.store import Store
 
@@ -88,7 +103,8 @@ async def main(url, goal, group, agent, item, d):
     control = Control(store)
     me = Actor("agent", agent, group)
     n = 0
-    while True:
+    deadline = time.monotonic() + 180  # the test SIGKILLs it long before; an orphan stops by itself
+    while time.monotonic() < deadline:
         rev = (await control.item(goal, item))["revision"]
         await control.submit(me, {"operation_id": f"chaos-{n}", "goal_id": goal, "expected": {"item_revision": rev},
                                   "command": {"type": "work.update", "item": item, "detail": f"step {n}"}})
@@ -109,14 +125,17 @@ async def test_a_process_killed_mid_command_leaves_no_half_commit(store, store_u
     item = await kit.add(title="hammered")
     proc = subprocess.Popen([sys.executable, "-c", CHAOS_CHILD, store_url, kit.goal_id, kit.group_id,
                              kit.agents[0].id, item, str(tmp_path)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "ready").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "ready").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        _reap([proc])  # never leave the hammering child running after a failed wait
     commits = await kit.control.commits(kit.goal_id, limit=200)
     seqs = [c["seq"] for c in commits]
     assert seqs == list(range(1, len(seqs) + 1))
