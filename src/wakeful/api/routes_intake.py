@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from wakeful.api.auth import authenticate
 from wakeful.api.body import read_bounded, require_json
 from wakeful.api.context import harness_of
-from wakeful.harness.errors import InvalidEvent, NotFound
+from wakeful.harness.errors import InvalidEvent, NotFound, StoreUnavailable
 
 __all__ = ["router"]
 
@@ -44,6 +44,14 @@ _GROUP_BODY = {"requestBody": {"required": True, "content": {"application/json":
 _WEBHOOK_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 
+def _refuse_while_draining(request: Request) -> None:
+    """harness.md §19.4: a draining cluster node stops accepting intake — ``503 unavailable`` before any other
+    check (interfaces.md §2.1 "node draining"); the client retries on another node."""
+    placement = harness_of(request).node.placement
+    if placement is not None and not placement.accepting:
+        raise StoreUnavailable("this node is draining; send the event to another node")
+
+
 def _idempotency_keys(request: Request) -> list[str]:
     return request.headers.getlist("idempotency-key")
 
@@ -52,6 +60,7 @@ def _idempotency_keys(request: Request) -> list[str]:
              summary="Hand an event to a Loop (group or agent key); 202 means it is durably kept",
              responses={202: _ACCEPTED, **_ERRORS}, openapi_extra=_GROUP_BODY)
 async def post_event(group_id: str, loop_id: str, request: Request) -> JSONResponse:
+    _refuse_while_draining(request)
     principal = await authenticate(request)  # 1
     if not principal.covers_group(group_id):  # 2
         raise NotFound("no such Loop")
@@ -78,6 +87,7 @@ async def post_event(group_id: str, loop_id: str, request: Request) -> JSONRespo
              responses={202: _ACCEPTED, **{k: v for k, v in _ERRORS.items() if k != "401"}},
              openapi_extra=_WEBHOOK_BODY)
 async def post_webhook(secret: str, request: Request) -> JSONResponse:
+    _refuse_while_draining(request)
     intake = harness_of(request).intake
     await intake.take_global()  # 1
     loop_id, digest = await intake.resolve_webhook(secret)  # 2, 3

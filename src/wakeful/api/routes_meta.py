@@ -30,7 +30,16 @@ async def healthz(request: Request) -> JSONResponse:
     if not store_ok:
         return JSONResponse({"status": "unavailable", "error": "unavailable", "message": "the store is unreachable",
                              "node": node, "store": "unavailable"}, status_code=503)
+    if not _accepting(harness):  # interfaces.md §2.2 / harness.md §19.4: a draining node answers 503
+        return JSONResponse({"status": "draining", "error": "unavailable", "message": "this node is draining",
+                             "node": node, "store": "ok"}, status_code=503)
     return JSONResponse({"status": "ok", "node": node, "store": "ok"})
+
+
+def _accepting(harness: Any) -> bool:
+    """False once a cluster node's placement left ``alive`` (draining or gone); a single node always accepts."""
+    placement = harness.node.placement
+    return placement is None or bool(placement.accepting)
 
 
 @router.get("/v1/info", summary="Versions, node, store kind, compiler availability and limits")
