@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.ingress_harness import counter_loop, seen, statuses
+from support.ingress_harness import counter_loop, event_rows, seen, statuses
 from support.loops_harness import started, until
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -53,6 +53,7 @@ async def test_cli_sends_lists_retries_discards_and_follows(
         sent = _ok(_cli(store_url, home, "loop", "send", loop_id, "--topic", "hold", "--payload", str(payload),
                         "--event-id", "e1"))
         assert sent == {"status": "accepted", "event_id": "e1", "duplicate": False}
+        assert [(r.event_id, r.source) for r in await event_rows(h, loop_id)] == [("e1", "operator")]  # §10.5
         dup = _ok(_cli(store_url, home, "loop", "send", loop_id, "--topic", "hold", "--event-id", "e1"))
         assert dup["duplicate"] is True and dup["payload_mismatch"] is True
         await h.tick()  # the running node delivers what the CLI admitted
