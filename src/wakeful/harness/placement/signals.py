@@ -12,13 +12,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import sqlalchemy as sa
 
 from wakeful.harness.store.core import Store
 
-__all__ = ["EVENTS", "LOOPS", "Listener", "notify"]
+__all__ = ["EVENTS", "LOOPS", "Listener", "connect_kwargs", "notify"]
 
 log = logging.getLogger("wakeful.placement")
 
@@ -32,9 +31,15 @@ async def notify(store: Store, channel: str, payload: str) -> None:
         await tx.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
 
 
-def _dsn(store: Store) -> str:
-    parts = urlsplit(store.url_text)
-    return urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
+_SA_ONLY = ("async_creator_fn", "prepared_statement_cache_size", "prepared_statement_name_func")
+
+
+def connect_kwargs(store: Store) -> dict[str, Any]:
+    """asyncpg ``connect`` arguments for the LISTEN connection, translated from the store URL exactly as the
+    pool's connections are (host, port, user, password, database and every query option such as ``ssl``), so
+    TLS and the other options of the URL hold for it too; options only SQLAlchemy's adapter takes are dropped."""
+    _, opts = store.engine.dialect.create_connect_args(store.engine.url)
+    return {k: v for k, v in dict(opts).items() if k not in _SA_ONLY}
 
 
 class Listener:
@@ -69,7 +74,7 @@ class Listener:
         while True:
             conn: Any = None
             try:
-                conn = await asyncpg.connect(_dsn(self.store), timeout=10)
+                conn = await asyncpg.connect(**connect_kwargs(self.store), timeout=10)
                 await conn.add_listener(EVENTS, self._received)
                 await conn.add_listener(LOOPS, self._received)
                 self.connected.set()
