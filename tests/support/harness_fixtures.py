@@ -83,6 +83,18 @@ def require_pg() -> None:
     pytest.skip(reason)
 
 
+DROP_LOCK_TIMEOUT = "5s"  # a drop that waits longer is blocked by a backend the test left behind
+_HOLDERS = """
+SELECT DISTINCT l.pid, a.state, left(coalesce(a.query, ''), 200) AS query
+FROM pg_locks l JOIN pg_namespace n ON n.nspname = $1
+LEFT JOIN pg_class c ON l.locktype = 'relation' AND c.oid = l.relation
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.pid <> pg_backend_pid() AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND (c.relnamespace = n.oid OR (l.locktype = 'object' AND l.objid = n.oid)
+       OR l.pid = ANY(pg_blocking_pids(pg_backend_pid())))
+"""
+
+
 async def _pg_schema(action: str, name: str) -> None:
     import asyncpg
 
@@ -91,9 +103,33 @@ async def _pg_schema(action: str, name: str) -> None:
         if action == "create":
             await conn.execute(f'CREATE SCHEMA "{name}"')
         else:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            await _drop_schema(conn, name)
     finally:
         await conn.close()
+
+
+async def _drop_schema(conn: Any, name: str) -> None:
+    """``DROP SCHEMA … CASCADE`` under a lock timeout. A backend the test left holding locks in the schema (an
+    open transaction of a store never closed, a node process not stopped) would block the drop — and the whole
+    run — forever: it is terminated and the drop retried, and the teardown then fails naming what was left, so
+    the leak is reported rather than hidden."""
+    import asyncpg
+
+    await conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+    terminated: list[str] = []
+    for _ in range(5):
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            break
+        except asyncpg.exceptions.LockNotAvailableError:
+            for row in await conn.fetch(_HOLDERS, name):
+                if await conn.fetchval("SELECT pg_terminate_backend($1)", row["pid"]):
+                    terminated.append(f"pid {row['pid']} ({row['state']}): {row['query']!r}")
+    else:
+        raise RuntimeError(f"schema {name} could not be dropped; still blocked after terminating {terminated}")
+    if terminated:
+        raise RuntimeError(f"the test left backends holding locks in schema {name} (terminated so the run goes "
+                           f"on): {'; '.join(terminated)}")
 
 
 def pg_url_with_schema(schema_name: str) -> str:
