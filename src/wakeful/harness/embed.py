@@ -51,6 +51,11 @@ class Harness:
         self.clock = clock
         self.sweeps = sweeps
         self.tick_s = float(self.config.placement.tick_s) if tick_s is None else tick_s  # placement.tick_s (§19.3)
+        # placement.reconcile_s (§11, §19.3): the reconcile runs on every n-th sweep tick; a tick_s passed here
+        # (tests) shortens the reconcile period to it too, so a forced period drives all periodic work
+        reconcile_s = float(self.config.placement.reconcile_s)
+        self.reconcile_s = reconcile_s if tick_s is None else min(reconcile_s, tick_s)
+        self._ticks = 0  # sweep ticks so far; the reconcile runs on ticks 0, n, 2n, …
         self._solo: Any = None  # SQLite: the one node's row (harness/placement/solo.py)
         self.registry = ToolRegistry()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
@@ -111,7 +116,7 @@ class Harness:
             await self._offer_unhandled()
         if self.sweeps:
             loop = asyncio.get_running_loop()
-            self._sweeps = [loop.create_task(self._every(self.tick_s, self.node.tick)),
+            self._sweeps = [loop.create_task(self._every(self.tick_s, self._sweep_tick)),
                             loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs))]
             if self._solo is not None:
                 beat = float(self.config.placement.heartbeat_s)
@@ -164,6 +169,13 @@ class Harness:
         await self.node.settle()
         while self._wake_tasks:
             await asyncio.gather(*list(self._wake_tasks), return_exceptions=True)
+
+    async def _sweep_tick(self) -> None:
+        """One periodic node tick; the reconcile only when ``reconcile_s`` worth of ticks went by."""
+        every = max(1, round(self.reconcile_s / self.tick_s)) if self.tick_s > 0 else 1
+        due = self._ticks % every == 0
+        self._ticks += 1
+        await self.node.tick(reconcile=due)
 
     @staticmethod
     async def _every(seconds: float, work: Callable[[], Awaitable[None]]) -> None:

@@ -362,8 +362,10 @@ class Node:
 
     # ------------------------------------------------------------------ placement tick
 
-    async def tick(self) -> None:
-        """Due reloads (§7), capacity waits (§4.3 step 3), and reconcile (§19.3 single node)."""
+    async def tick(self, *, reconcile: bool = True) -> None:
+        """Due reloads (§7), capacity waits (§4.3 step 3), and — with ``reconcile`` — the reconcile (§19.3):
+        unload/adopt, replay pending events, ack deadlines. The Harness's sweep passes ``reconcile`` only every
+        ``placement.reconcile_s`` (60 s) while ticking every ``placement.tick_s`` (10 s)."""
         await self.settle()
         now = self.clock.monotonic_ns()
         for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
@@ -371,8 +373,9 @@ class Node:
                 await self.try_load(loop_id, if_absent=True)
         for loop_id in sorted(self.waiting_capacity):
             await self.try_load(loop_id, if_absent=True)
-        await self._reconcile()
-        await self.pending.reconcile()
+        if reconcile:
+            await self._reconcile()
+            await self.pending.reconcile()
         await self.flush_logs()
         await self.settle()
 
