@@ -8,16 +8,14 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from wakeful.cli.output import EXIT_OK, Out, Unavailable
 from wakeful.errors import WakefulError
-from wakeful.harness.errors import StoreUnavailable
-from wakeful.harness.store import Store
-from wakeful.harness.store.backup import backup
-from wakeful.harness.store.migrations import HEAD, stored_version
-from wakeful.harness.store.retention import prune_all
+
+if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
+    from wakeful.harness.store import Store
 
 __all__ = ["backup_command", "prune_command", "store_url", "upgrade_command", "version_command"]
 
@@ -51,6 +49,8 @@ def _redacted(url: str) -> str:
 
 def _run(out: Out, body: Callable[[], Awaitable[T]]) -> T:
     """Run the command's coroutine; a store that cannot be reached exits 3 (interfaces.md §4.1)."""
+    from wakeful.harness.errors import StoreUnavailable
+
     try:
         return asyncio.run(_as_coroutine(body))
     except StoreUnavailable as exc:
@@ -61,7 +61,20 @@ async def _as_coroutine(body: Callable[[], Awaitable[T]]) -> T:
     return await body()
 
 
+async def _open(url: str, **options: Any) -> Store:
+    from wakeful.harness.store import Store
+
+    return await Store.open(url, **options)
+
+
+def _head() -> int:
+    from wakeful.harness.store.migrations import HEAD
+
+    return HEAD
+
+
 def _status(stored: int | None) -> str:
+    HEAD = _head()
     if stored is None:
         return "empty"
     return "equal" if stored == HEAD else ("older" if stored < HEAD else "newer")
@@ -72,13 +85,16 @@ def version_command(out: Out) -> int:
     url = store_url()
 
     async def body() -> int | None:
-        store = await Store.open(url, migrate=False)
+        from wakeful.harness.store.migrations import stored_version
+
+        store = await _open(url, migrate=False)
         try:
             return await stored_version(store)
         finally:
             await store.close()
 
     stored = _run(out, body)
+    HEAD = _head()
     report: dict[str, Any] = {
         "store": _redacted(url),
         "stored": stored,
@@ -98,7 +114,7 @@ def upgrade_command(out: Out) -> int:
 
     async def body() -> dict[str, Any]:
         # node_lock: a running node on the same SQLite file refuses the upgrade (harness.md §3)
-        store = await Store.open(url, upgrade=True, node_lock=True)
+        store = await _open(url, upgrade=True, node_lock=True)
         try:
             done = store.migration
             assert done is not None
@@ -127,7 +143,9 @@ def prune_command(out: Out, *, retention_s: int, messages_older_than_days: int |
     url = store_url()
 
     async def body() -> dict[str, int]:
-        store = await Store.open(url)
+        from wakeful.harness.store.retention import prune_all
+
+        store = await _open(url)
         try:
             async with store.tx() as tx:
                 report = await prune_all(
@@ -153,7 +171,9 @@ def backup_command(out: Out, target: Path) -> int:
     url = store_url()
 
     async def body() -> Path:
-        store = await Store.open(url)
+        from wakeful.harness.store.backup import backup
+
+        store = await _open(url)
         try:
             return await backup(store, target)
         finally:

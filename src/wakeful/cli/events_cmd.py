@@ -11,17 +11,17 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import sqlalchemy as sa
 import typer
 
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import Out, Unavailable, UsageError
 from wakeful.errors import WakefulError
-from wakeful.harness.config import Config, load_config
-from wakeful.harness.errors import StoreUnavailable
-from wakeful.harness.store import Store, loops, schema
+
+if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
+    from wakeful.harness.config import Config
+    from wakeful.harness.store import Store
 
 __all__ = [
     "loop_discard", "loop_events", "loop_retry", "loop_send", "loop_tail", "loop_webhook", "register",
@@ -52,6 +52,10 @@ def _out(ctx: typer.Context, json_: bool) -> Out:
 
 def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
     """Open the configured store as the operator, run ``body``, close; typed errors exit 1, unavailable 3."""
+    from wakeful.harness.config import load_config
+    from wakeful.harness.errors import StoreUnavailable
+    from wakeful.harness.store import Store
+
     async def go() -> T:
         config = load_config()
         store = await Store.open(store_url())
@@ -208,6 +212,10 @@ async def _follow(seconds: float | None, poll: Callable[[], Awaitable[None]]) ->
 
 def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: JsonOpt = False) -> None:
     """Follow a Loop's log lines and transitions live (Ctrl-C stops); JSON Lines with --json."""
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import loops, schema
+
     out = _out(ctx, json_)
     LOG, TR = schema.loop_log, schema.loop_transition
 
@@ -251,7 +259,9 @@ def session_watch(
     json_: JsonOpt = False,
 ) -> None:
     """Follow the wakes arriving in a session (Ctrl-C stops); JSON Lines with --json."""
-    from wakeful.harness.store import sessions
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import schema, sessions
 
     out = _out(ctx, json_)
     M = schema.message
@@ -283,6 +293,8 @@ def session_watch(
 
 async def _rank(tx: Any, table: Any, loop_id: str, back: int, newest: Any) -> int:
     """The seq just before the Loop's ``back``-th newest row (0 when it has fewer)."""
+    import sqlalchemy as sa
+
     if newest is None:
         return 0
     stmt = (sa.select(table.c.seq).where(table.c.loop_id == loop_id).order_by(table.c.seq.desc())

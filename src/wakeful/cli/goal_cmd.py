@@ -12,16 +12,16 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import EXIT_FAILED, CliExit, Out, Unavailable, UsageError, escape
-from wakeful.control import Actor, Control
 from wakeful.errors import WakefulError
-from wakeful.harness.errors import StoreUnavailable
-from wakeful.harness.store import Store
+
+if TYPE_CHECKING:  # the control plane, the harness and SQLAlchemy load when a command runs, not at CLI start
+    from wakeful.control import Actor, Control
 
 __all__ = ["GoalCli", "apps", "goal_app", "run_control"]
 
@@ -61,6 +61,8 @@ class GoalCli:
         self.control, self.agent = control, agent
 
     async def actor(self, goal_id: str | None = None, group_id: str | None = None) -> Actor:
+        from wakeful.control import Actor
+
         if group_id is None:
             if goal_id is None:
                 raise UsageError("--group is required")
@@ -85,6 +87,8 @@ def new_operation_id() -> str:
 
 def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
     """Open the store, run ``body``, close; typed errors exit 1 (refused), 2 (usage) or 3 (unavailable)."""
+    from wakeful.harness.errors import StoreUnavailable
+
     try:
         return asyncio.run(_with_control(agent, body))
     except StoreUnavailable as exc:
@@ -94,6 +98,9 @@ def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable
 
 
 async def _with_control(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
+    from wakeful.control import Control
+    from wakeful.harness.store import Store
+
     store = await Store.open(store_url())
     try:
         control = Control(store)

@@ -10,18 +10,16 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError
 from wakeful.errors import WakefulError
-from wakeful.harness.config import load_config
-from wakeful.harness.errors import StoreUnavailable
-from wakeful.harness.node import Node
-from wakeful.harness.store import Store, agents, groups, sessions
-from wakeful.harness.tools import LoopTools
+
+if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
+    from wakeful.harness.tools import LoopTools
 
 __all__ = ["agent_app", "apps", "group_app", "key_app", "loop_app", "session_app"]
 
@@ -53,6 +51,8 @@ def apps() -> dict[str, typer.Typer]:
 
 def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
     """Open the store, run ``body`` with the operator's Loop tools, close; typed errors exit 1 or 3."""
+    from wakeful.harness.errors import StoreUnavailable
+
     try:
         return asyncio.run(_with_tools(body))
     except StoreUnavailable as exc:
@@ -62,6 +62,11 @@ def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
 
 
 async def _with_tools(body: Callable[[LoopTools], Awaitable[T]]) -> T:
+    from wakeful.harness.config import load_config
+    from wakeful.harness.node import Node
+    from wakeful.harness.store import Store
+    from wakeful.harness.tools import LoopTools
+
     store = await Store.open(store_url())
     try:
         node = Node(store, load_config())
@@ -230,12 +235,16 @@ def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]])
 @group_app.command("create")
 def group_create(ctx: typer.Context, name: str, json_: JsonOpt = False) -> None:
     """Create a group."""
+    from wakeful.harness.store import groups
+
     _admin(ctx, json_, lambda tx: groups.create_group(tx, name=name))
 
 
 @group_app.command("list")
 def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """List groups."""
+    from wakeful.harness.store import groups
+
     _admin(ctx, json_, groups.list_groups)
 
 
@@ -243,6 +252,8 @@ def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
 def agent_create(ctx: typer.Context, name: str,
                  group: Annotated[str, typer.Option("--group", help="Group id.")], json_: JsonOpt = False) -> None:
     """Create an agent in a group."""
+    from wakeful.harness.store import agents
+
     _admin(ctx, json_, lambda tx: agents.create_agent(tx, group_id=group, name=name))
 
 
@@ -250,6 +261,8 @@ def agent_create(ctx: typer.Context, name: str,
 def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
                json_: JsonOpt = False) -> None:
     """List agents."""
+    from wakeful.harness.store import agents
+
     _admin(ctx, json_, lambda tx: agents.list_agents(tx, group_id=group))
 
 
@@ -273,6 +286,8 @@ def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -
 def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent")],
                    title: Annotated[str, typer.Option("--title")] = "", json_: JsonOpt = False) -> None:
     """Create a session (an inbox) for an agent."""
+    from wakeful.harness.store import sessions
+
     _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title))
 
 
@@ -280,12 +295,16 @@ def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--age
 def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("--agent")] = None,
                  json_: JsonOpt = False) -> None:
     """List sessions."""
+    from wakeful.harness.store import sessions
+
     _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent))
 
 
 @session_app.command("messages")
 def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False) -> None:
     """Messages of a session, oldest first."""
+    from wakeful.harness.store import sessions
+
     _admin(ctx, json_, lambda tx: sessions.list_messages(tx, session_id=session_id, limit=1000))
 
 
@@ -295,6 +314,8 @@ def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", h
                agent: Annotated[str | None, typer.Option("--agent")] = None,
                label: Annotated[str | None, typer.Option("--label")] = None, json_: JsonOpt = False) -> None:
     """Create an API key; its text is printed once."""
+    from wakeful.harness.store import groups
+
     async def make(tx: Any) -> dict[str, Any]:
         key, text = await groups.create_key(tx, role=role, group_id=group, agent_id=agent, label=label)
         return {**key.__dict__, "key": text}
@@ -306,12 +327,16 @@ def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", h
 def key_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
              json_: JsonOpt = False) -> None:
     """List API keys (never their secrets)."""
+    from wakeful.harness.store import groups
+
     _admin(ctx, json_, lambda tx: groups.list_keys(tx, group_id=group))
 
 
 @key_app.command("revoke")
 def key_revoke(ctx: typer.Context, key_id: str, json_: JsonOpt = False) -> None:
     """Revoke an API key."""
+    from wakeful.harness.store import groups
+
     async def revoke(tx: Any) -> dict[str, Any]:
         return {"key_id": key_id, "revoked": await groups.revoke_key(tx, key_id)}
 

@@ -14,7 +14,6 @@ import typer
 
 from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, UsageError, escape
 from wakeful.errors import WakefulError
-from wakeful.harness.errors import StoreUnavailable
 
 __all__ = ["register", "status_command"]
 
@@ -42,6 +41,7 @@ def status(
 def status_command(out: Out, *, server: str | None = None, key: str | None = None) -> int:
     from wakeful.cli.db_cmd import store_url
     from wakeful.harness.config import load_config
+    from wakeful.harness.errors import StoreUnavailable  # the harness loads when the command runs
 
     try:
         if server:
