@@ -83,7 +83,11 @@ async def test_the_33rd_pending_event_is_mailbox_full_and_nothing_is_written(
         async def all_seen() -> bool:
             return len(await seen(h, loop_id)) == 32
 
+        async def all_stamped() -> bool:  # the delivery stamps (§11) are written after the deliver call returns
+            return all(r.first_delivered_ms is not None for r in await event_rows(h, loop_id))
+
         await until(all_seen)  # the guest is idle again (it pops, checkpoints, never acks "hold")
+        await until(all_stamped)
         before = await snapshot(h)
         with pytest.raises(MailboxFull) as refused:
             await h.send_event(loop_id, "hold", {"i": 32}, "e32")
