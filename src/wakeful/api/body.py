@@ -12,8 +12,9 @@ from wakeful.harness.errors import InvalidRequest, JsonRequired, PayloadTooLarge
 __all__ = ["read_bounded", "require_json"]
 
 
-async def read_bounded(request: Request, limit: int) -> bytes:
-    """The whole body, or ``PayloadTooLarge`` as soon as it is known to exceed ``limit`` bytes."""
+async def read_bounded(request: Request, limit: int, *, too_large: str | None = None) -> bytes:
+    """The whole body, or ``PayloadTooLarge`` (message ``too_large``) as soon as it is known to exceed ``limit``."""
+    message = too_large or f"the body is over this route's limit of {limit} bytes"
     length = request.headers.get("content-length")
     if length is not None:
         try:
@@ -21,17 +22,17 @@ async def read_bounded(request: Request, limit: int) -> bytes:
         except ValueError:
             raise InvalidRequest("Content-Length is not a number", field="content-length") from None
         if declared > limit:
-            raise PayloadTooLarge(f"the body is over this route's limit of {limit} bytes", limit=limit)
+            raise PayloadTooLarge(message, limit=limit)
     chunks: list[bytes] = []
     size = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise PayloadTooLarge(f"the body is over this route's limit of {limit} bytes", limit=limit)
+                raise PayloadTooLarge(message, limit=limit)
             chunks.append(chunk)
     except ClientDisconnect:
-        raise PayloadTooLarge(f"the body is over this route's limit of {limit} bytes", limit=limit) from None
+        raise PayloadTooLarge(message, limit=limit) from None
     return b"".join(chunks)
 
 

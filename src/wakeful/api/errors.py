@@ -29,30 +29,16 @@ __all__ = [
 
 log = logging.getLogger("wakeful.api")
 
-# code -> HTTP status. The harness table first, then the codes only faces and the kernel raise.
+# code -> HTTP status: the harness table, plus the codes only faces and the kernel raise (listed once).
 STATUS: dict[str, int] = {
     **HARNESS_STATUS,
-    "invalid_request": 400,
     "invalid_command": 400,
-    "invalid_bundle": 400,
-    "unauthorized": 401,
     "forbidden": 403,
     "not_registered": 403,
     "excluded": 403,
-    "not_found": 404,
     "method_not_allowed": 405,
-    "conflict": 409,
     "throttled": 429,
-    "payload_too_large": 413,
-    "json_required": 415,
-    "rate_limited": 429,
-    "mailbox_full": 429,
-    "group_backlog_full": 429,
-    "busy": 429,
-    "unavailable": 503,
-    "compiler_unavailable": 503,
     "draining": 503,
-    "internal": 500,
 }
 
 # the runtime/build layer's upper-case codes as they surface at a face (README "Error codes")

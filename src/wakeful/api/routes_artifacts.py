@@ -12,15 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import ConfigDict, Field
-from starlette.requests import ClientDisconnect
 
 from wakeful.api.auth import GroupPrincipal, MemberPrincipal, Principal
+from wakeful.api.body import read_bounded
 from wakeful.api.context import harness_of
 from wakeful.api.errors import ApiError
 from wakeful.api.models import Body
 from wakeful.api.routes_agents import agent_in_group
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
-from wakeful.harness.errors import ArtifactNotFound, InvalidRequest, PayloadTooLarge
+from wakeful.harness.errors import ArtifactNotFound, InvalidRequest
 from wakeful.harness.store import artifacts
 
 __all__ = ["router"]
@@ -106,19 +106,10 @@ async def upload(
     if kind != "application/octet-stream":
         raise ApiError("json_required", "upload the ELF as Content-Type: application/octet-stream")
     actor_agent = acting_agent(principal, agent_id)
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_ELF:
-                raise PayloadTooLarge(f"an artifact is at most {MAX_ELF} bytes", limit=MAX_ELF)
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise PayloadTooLarge(f"an artifact is at most {MAX_ELF} bytes", limit=MAX_ELF) from None
+    elf = await read_bounded(request, MAX_ELF, too_large=f"an artifact is at most {MAX_ELF} bytes")
     async with harness.store.tx(readonly=True) as tx:
         await agent_in_group(tx, group_id, actor_agent, principal)
-    stored = await harness.loops.upload(agent_id=actor_agent, elf=b"".join(chunks), path=path,
+    stored = await harness.loops.upload(agent_id=actor_agent, elf=elf, path=path,
                                         creator=principal.actor)
     return {"artifact": stored["artifact"], "size": stored["size"], "path": stored["path"]}
 
