@@ -26,6 +26,7 @@ from wakeful.cli.output import (
     Out,
     UsageError,
     escape,
+    out_for,
 )
 from wakeful.errors import WakefulError
 
@@ -49,10 +50,7 @@ def decide(
     json_: Annotated[bool, typer.Option("--json", help="The answer (or error) as one JSON document.")] = False,
 ) -> None:
     """Ask the configured decision model typed questions; answers are integers (basis points, milli)."""
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    if json_ and not out.json:
-        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
+    out = out_for(ctx, json_)
     request = {"state": _state(_read(state, "--state")), "questions": _questions(_read(questions, "--questions"))}
     url = server or os.environ.get("WAKEFUL_SERVER")
     try:

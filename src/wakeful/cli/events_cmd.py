@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import Out, Unavailable, UsageError
+from wakeful.cli.output import Out, Unavailable, UsageError, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -42,12 +42,6 @@ def register(loop_app: typer.Typer, session_app: typer.Typer) -> None:
                      ("discard", loop_discard), ("send", loop_send), ("tail", loop_tail)):
         loop_app.command(name)(fn)
     session_app.command("watch")(session_watch)
-
-
-def _out(ctx: typer.Context, json_: bool) -> Out:
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
 
 
 def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
@@ -96,7 +90,7 @@ def loop_webhook(
     """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
     from wakeful.harness.webhooks import webhook
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     result = _run(out, lambda store, config: webhook(store, loop_id, action, public_base_url=config.public_base_url,
                                                      actor=OPERATOR))
     lines = [f"enabled: {str(result['enabled']).lower()}"]
@@ -127,7 +121,7 @@ def loop_events(
     """Pending and recently settled events of a Loop, in delivery order."""
     from wakeful.harness.pending import PendingEvents
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).list_events(
         loop_id, include_payloads=payloads, status=status, limit=limit))
     lines = [_event_line(e) for e in result["events"]] or ["no events"]
@@ -142,7 +136,7 @@ def loop_retry(
     """Clear deadlines of pending events; an active Loop is reloaded by its node at a new incarnation."""
     from wakeful.harness.pending import PendingEvents
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).retry(
         loop_id, events or None, actor=OPERATOR))
     _show(out, result, [f"retried: {', '.join(result['retried']) or 'none'}",
@@ -157,7 +151,7 @@ def loop_discard(
     """Discard pending events (their ids stay known for dedup)."""
     from wakeful.harness.pending import PendingEvents
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).discard(
         loop_id, events or None, actor=OPERATOR))
     _show(out, result, [f"discarded: {', '.join(result['discarded']) or 'none'}"])
@@ -174,7 +168,7 @@ def loop_send(
     from wakeful.harness.eventbody import parse_value
     from wakeful.harness.intake import Intake
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     raw = _read(payload) if payload is not None else b""
 
     async def send(store: Store, config: Config) -> dict[str, Any]:
@@ -216,7 +210,7 @@ def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: Json
 
     from wakeful.harness.store import loops, schema
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     LOG, TR = schema.loop_log, schema.loop_transition
 
     async def body(store: Store, config: Config) -> None:
@@ -263,7 +257,7 @@ def session_watch(
 
     from wakeful.harness.store import schema, sessions
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     M = schema.message
 
     async def body(store: Store, config: Config) -> None:

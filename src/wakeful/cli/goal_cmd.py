@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import EXIT_FAILED, CliExit, Out, Unavailable, UsageError, escape
+from wakeful.cli.output import EXIT_FAILED, CliExit, Out, Unavailable, UsageError, escape, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the control plane, the harness and SQLAlchemy load when a command runs, not at CLI start
@@ -43,12 +43,6 @@ GoalArg = Annotated[str, typer.Argument(help="Goal id (goal_…).")]
 def apps() -> dict[str, typer.Typer]:
     """The command groups this module adds to `wakeful`."""
     return {"goal": goal_app}
-
-
-def out_of(ctx: typer.Context, json_: bool) -> Out:
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
 
 
 # ---------------------------------------------------------------- one command against the store
@@ -167,7 +161,7 @@ def goal_create(
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Create a goal (an agent creator is registered on it)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "goal.create", "title": title, "objective": objective}
     if claim_mode is not None:
         command["claim_mode"] = claim_mode
@@ -194,7 +188,7 @@ def goal_list(
     json_: JsonOpt = False,
 ) -> None:
     """List the group's goals."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     goals = run_control(out, None, lambda c: c.control.goals(group, status=status, agent_id=agent))
     show(out, goals, lambda gs: [f"{g['id']}  {g['status']}  rev {g['revision']}  {g['title']}" for g in gs]
          or ["(no goals)"])
@@ -203,7 +197,7 @@ def goal_list(
 @goal_app.command("show")
 def goal_show(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
     """The goal and its status summary."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
 
     async def body(c: GoalCli) -> dict[str, Any]:
         return {"goal": await c.control.goal(goal), "status": await c.control.status(goal)}
@@ -231,7 +225,7 @@ def status_lines(s: dict[str, Any]) -> list[str]:
 @goal_app.command("status")
 def goal_status(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
     """The status projection (control-plane.md §8)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     show(out, run_control(out, None, lambda c: c.control.status(goal)), status_lines)
 
 
@@ -249,7 +243,7 @@ def board_lines(b: dict[str, Any]) -> list[str]:
 @goal_app.command("board")
 def goal_board(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
     """The board projection (control-plane.md §8)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     show(out, run_control(out, None, lambda c: c.control.board(goal)), board_lines)
 
 
@@ -258,7 +252,7 @@ def _goal_command(kind: str, doc: str) -> None:
     def command(ctx: typer.Context, goal: GoalArg,
                 reason: Annotated[str | None, typer.Option("--reason", help="Why.")] = None,
                 agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
-        out = out_of(ctx, json_)
+        out = out_for(ctx, json_)
         body: dict[str, Any] = {"type": f"goal.{kind}"}
         if reason:
             body["reason"] = reason
@@ -279,7 +273,7 @@ def goal_commits(
     json_: JsonOpt = False,
 ) -> None:
     """The goal's commit log."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     commits = run_control(out, None, lambda c: c.control.commits(goal, after_seq=after_seq, limit=limit))
     show(out, commits, lambda cs: [f"{c['seq']}  {c['command_type']}  {c['operation_id']}" for c in cs]
          or ["(no commits)"])
@@ -293,7 +287,7 @@ def goal_rebuild(ctx: typer.Context,
                      "difference).")] = False,
                  json_: JsonOpt = False) -> None:
     """Drop the projection cache and recompute it (nothing is lost: projections are pure)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     done = run_control(out, None, lambda c: c.control.rebuild(goal, check_log=check_log))
 
     def lines(d: dict[str, Any]) -> list[str]:
@@ -317,7 +311,7 @@ def acceptance_set(
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Set a new acceptance revision (a person command: the operator)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     data = read_json_file(file, "acceptance")
     if not isinstance(data, dict):
         raise UsageError("the acceptance file must hold a JSON object")
@@ -341,7 +335,7 @@ def acceptance_show(
     json_: JsonOpt = False,
 ) -> None:
     """The contract with criterion statuses."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     show(out, run_control(out, None, lambda c: c.control.acceptance(goal, revision=revision)))
 
 
@@ -353,7 +347,7 @@ def subject_set(
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Record a subject's current revision (evidence of older revisions stops counting)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command = {"type": "subject.set", "name": name, "revision": revision}
     show(out, run_control(out, agent, lambda c: c.submit(goal, command, operation_id=operation_id)),
          receipt_lines)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import CliExit, Out, Unavailable, UsageError
+from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -33,12 +33,6 @@ session_app = typer.Typer(help="Sessions (agent inboxes) and their messages.", n
 key_app = typer.Typer(help="API keys (the key text is printed once).", no_args_is_help=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-
-
-def _out(ctx: typer.Context, json_: bool) -> Out:
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ else out
 
 
 def apps() -> dict[str, typer.Typer]:
@@ -123,7 +117,7 @@ def loop_create(
     json_: JsonOpt = False,
 ) -> None:
     """Create a Loop (the running node loads it on its next tick)."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     if (artifact is None) == (elf is None):
         raise UsageError("give exactly one of --artifact or --elf")
     cfg, caps = _read_json(config, "config"), _read_json(capabilities, "capabilities")
@@ -153,13 +147,13 @@ def loop_list(
     json_: JsonOpt = False,
 ) -> None:
     """List Loops, oldest first."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     views = _run(out, lambda tools: tools.list(agent_id=agent, state=state))
     _show(out, views, lambda vs: [_loop_line(v) for v in vs] or ["no Loops"])
 
 
 def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
 
     async def body(tools: LoopTools) -> dict[str, Any]:
         if op == "get":
@@ -200,7 +194,7 @@ def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
     """Stored log lines of a Loop, oldest first."""
     from wakeful.harness.store import loops
 
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
 
     async def body(tools: LoopTools) -> list[dict[str, Any]]:
         async with tools.store.tx(readonly=True) as tx:
@@ -226,7 +220,7 @@ def _record(value: Any) -> Any:
 
 
 def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]]) -> None:
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     value = _record(_run(out, lambda tools: _tx(tools, fn)))
     rows = value if isinstance(value, list) else [value]
     _show(out, value, lambda _: [json.dumps(r, default=str) for r in rows] or ["none"])
@@ -269,7 +263,7 @@ def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--
 @agent_app.command("archive")
 def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
     """Archive an agent: its active Loops become paused(archive)."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     _show(out, _run(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR)),
           lambda r: [f"{k}: {v}" for k, v in r.items()])
 
@@ -277,7 +271,7 @@ def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> 
 @agent_app.command("unarchive")
 def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
     """Unarchive an agent: its archived Loops are re-admitted within quota, oldest first."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     _show(out, _run(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR)),
           lambda r: [f"{k}: {v}" for k, v in r.items()])
 

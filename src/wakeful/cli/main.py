@@ -38,6 +38,7 @@ from wakeful.cli.output import (
     Unavailable,
     UsageError,
     exit_code_for,
+    out_for,
 )
 from wakeful.errors import WakefulError
 
@@ -94,14 +95,6 @@ def _globals(
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
 
 
-def _out(ctx: typer.Context, json_: bool = False) -> Out:
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    if json_ and not out.json:
-        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
-    return out
-
-
 # ---- commands ----
 
 
@@ -117,7 +110,7 @@ def build(
     json_: JsonOpt = False,
 ) -> None:
     """Compile a C bundle to a verified BPF ELF, or verify one with --check."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     if (check is None) == (not files):
         raise UsageError("give either FILE… to build or --check ELF")
     if check is not None:
@@ -141,7 +134,7 @@ def run_cmd(
     json_: JsonOpt = False,
 ) -> None:
     """Run one program locally against a scripted host (no store, no server)."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     request = run.parse_request(program, config, event or [], host_replies, engine, timeout)
     raise CliExit(run.run_command(out, request))
 
@@ -154,25 +147,25 @@ def vm_dump(
     json_: JsonOpt = False,
 ) -> None:
     """Print the verifier report, disassembly and generated Python of a program."""
-    raise CliExit(vm_cmd.dump_command(_out(ctx, json_), obj, function))
+    raise CliExit(vm_cmd.dump_command(out_for(ctx, json_), obj, function))
 
 
 @sdk_app.command("header")
 def sdk_header(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print wakeful.h."""
-    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "header"))
+    raise CliExit(sdk_cmd.text_command(out_for(ctx, json_), "header"))
 
 
 @sdk_app.command("guide")
 def sdk_guide(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print the Loop programming guide."""
-    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "guide"))
+    raise CliExit(sdk_cmd.text_command(out_for(ctx, json_), "guide"))
 
 
 @sdk_app.command("script-guide")
 def sdk_script_guide(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print the script programming guide."""
-    raise CliExit(sdk_cmd.text_command(_out(ctx, json_), "script-guide"))
+    raise CliExit(sdk_cmd.text_command(out_for(ctx, json_), "script-guide"))
 
 
 @sdk_app.command("examples")
@@ -182,19 +175,19 @@ def sdk_examples(
     json_: JsonOpt = False,
 ) -> None:
     """Write the examples and their host-replies files into DIR."""
-    raise CliExit(sdk_cmd.examples_command(_out(ctx, json_), directory))
+    raise CliExit(sdk_cmd.examples_command(out_for(ctx, json_), directory))
 
 
 @db_app.command("version")
 def db_version(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print the store's schema version and the code's."""
-    raise CliExit(db_cmd.version_command(_out(ctx, json_)))
+    raise CliExit(db_cmd.version_command(out_for(ctx, json_)))
 
 
 @db_app.command("upgrade")
 def db_upgrade(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Create or upgrade the store's schema to this version (harness.md §3)."""
-    raise CliExit(db_cmd.upgrade_command(_out(ctx, json_)))
+    raise CliExit(db_cmd.upgrade_command(out_for(ctx, json_)))
 
 
 @db_app.command("backup")
@@ -204,7 +197,7 @@ def db_backup(
     json_: JsonOpt = False,
 ) -> None:
     """Write a consistent copy of the SQLite store to PATH."""
-    raise CliExit(db_cmd.backup_command(_out(ctx, json_), path))
+    raise CliExit(db_cmd.backup_command(out_for(ctx, json_), path))
 
 
 @db_app.command("prune")
@@ -219,7 +212,7 @@ def db_prune(
     json_: JsonOpt = False,
 ) -> None:
     """Remove what retention allows (settled events, idle buckets, unreferenced artifacts)."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     raise CliExit(
         db_cmd.prune_command(out, retention_s=retention_s, messages_older_than_days=messages_days)
     )
@@ -246,7 +239,7 @@ def runtime_cmd(
 @app.command("version")
 def version(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Package, SDK, protocol and schema versions."""
-    out = _out(ctx, json_)
+    out = out_for(ctx, json_)
     doc = versions()
     if out.json:
         out.document(doc)

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape as _markup_escape
 
 from wakeful.errors import BuildUnavailable, InvalidParams, WakefulError
+
+if TYPE_CHECKING:
+    import typer
 
 # interfaces.md §4.1: exit codes
 EXIT_OK = 0
@@ -132,3 +135,10 @@ def _details(error: WakefulError) -> dict[str, Any]:
     if path:
         found["path"] = path
     return found
+
+
+def out_for(ctx: typer.Context, json_: bool = False) -> Out:
+    """The root command's ``Out``, switched to JSON when this command got its own ``--json``."""
+    base = ctx.find_root().obj
+    out = base if isinstance(base, Out) else Out()
+    return Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose) if json_ and not out.json else out

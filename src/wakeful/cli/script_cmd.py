@@ -15,7 +15,17 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from wakeful.cli.output import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, CliExit, Out, UsageError, dumps, escape
+from wakeful.cli.output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CliExit,
+    Out,
+    UsageError,
+    dumps,
+    escape,
+    out_for,
+)
 from wakeful.cli.program import bundle_from_paths
 from wakeful.errors import WakefulError
 
@@ -40,10 +50,7 @@ def run(
     json_: Annotated[bool, typer.Option("--json", help="The outcome as one JSON document.")] = False,
 ) -> None:
     """Compile and run a script once; print its result and console."""
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    if json_ and not out.json:
-        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
+    out = out_for(ctx, json_)
     bundle, entry_key = bundle_from_paths(files, entry)
     request = {"files": bundle, "entry": entry_key}
     env_map = _env(env or [])

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, UsageError, escape
+from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, UsageError, escape, out_for
 from wakeful.errors import WakefulError
 
 __all__ = ["register", "status_command"]
@@ -30,10 +30,7 @@ def status(
     key: Annotated[str | None, typer.Option("--key", help="Admin API key (remote mode; $WAKEFUL_API_KEY).")] = None,
 ) -> None:
     """Nodes and leases, Loops by state and reason, pending events, wakes in the last hour."""
-    base = ctx.find_root().obj
-    out = base if isinstance(base, Out) else Out()
-    if json_ and not out.json:
-        out = Out(json=True, quiet=out.quiet, color=out.color, verbose=out.verbose)
+    out = out_for(ctx, json_)
     raise CliExit(status_command(out, server=server or os.environ.get("WAKEFUL_SERVER"),
                                  key=key or os.environ.get("WAKEFUL_API_KEY")))
 

@@ -20,12 +20,11 @@ from wakeful.cli.goal_cmd import (
     JsonOpt,
     OpOpt,
     generic_lines,
-    out_of,
     receipt_lines,
     run_control,
     show,
 )
-from wakeful.cli.output import UsageError
+from wakeful.cli.output import UsageError, out_for
 
 __all__ = ["apps", "effect_app", "evidence_app", "gate_app", "next_app", "work_app"]
 
@@ -82,7 +81,7 @@ async def fenced(c: GoalCli, goal: str, item: str, revision: int | None, *, epoc
 def _run_item(ctx: typer.Context, json_: bool, agent: str | None, goal: str, item: str, command: dict[str, Any],
               revision: int | None, operation_id: str | None, *, epoch: int | None = None, key: str | None = None,
               claim: bool = True, revised: bool = True) -> None:
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
 
     async def body(c: GoalCli) -> dict[str, Any]:
         expected = await fenced(c, goal, item, revision, epoch=epoch, key=key, claim=claim)
@@ -107,7 +106,7 @@ def work_add(
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Add a work item (class fields with --field, e.g. --field loop_id=lp_… or --field 'targets=["w_…"]')."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "work.add", "class": cls, "title": title, **fields_of(field)}
     if detail is not None:
         command["detail"] = detail
@@ -131,7 +130,7 @@ def work_list(
     json_: JsonOpt = False,
 ) -> None:
     """The goal's work items."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     items = run_control(out, None, lambda c: c.control.items(goal, status=status, cls=cls))
     show(out, items, lambda its: [f"{i['id']}  {i['class']}  {i['status']}  P{i['priority']}  r{i['revision']}  "
                                   f"{i['title']}" for i in its] or ["(no items)"])
@@ -140,7 +139,7 @@ def work_list(
 @work_app.command("show")
 def work_show(ctx: typer.Context, goal: GoalArg, item: ItemArg, json_: JsonOpt = False) -> None:
     """One item with its claim, evidence and effects."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     show(out, run_control(out, None, lambda c: c.control.item(goal, item)), generic_lines)
 
 
@@ -153,7 +152,7 @@ def work_claim(
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Acquire a claim on an item for an agent."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "claim.acquire", "item": item, "key": key or f"cli:{agent}:{item}"}
     if ttl_s is not None:
         command["ttl_s"] = ttl_s
@@ -312,7 +311,7 @@ def evidence_add(
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Record evidence (immutable)."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "evidence.add", "kind": kind, "verdict": verdict}
     optional = {"item": item, "criterion_ids": criterion, "subject": subject,
                 "artifact_revision": artifact_revision, "summary": summary, "details_url": details_url}
@@ -331,7 +330,7 @@ def evidence_list(ctx: typer.Context, goal: GoalArg,
                   criterion: Annotated[str | None, typer.Option("--criterion")] = None,
                   json_: JsonOpt = False) -> None:
     """Evidence with its applicability now."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     rows = run_control(out, None, lambda c: c.control.evidence(goal, item=item, criterion=criterion))
     show(out, rows, lambda es: [f"{e['id']}  {e['verdict']}  {e['kind']}  {e.get('summary') or ''}" for e in es]
          or ["(no evidence)"])
@@ -351,7 +350,7 @@ def effect_intend(
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Record an intended external effect before making it."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "effect.intend", "request_key": request_key, "kind": kind, "target": target,
                                "payload_digest": payload_digest}
     if item:
@@ -361,7 +360,7 @@ def effect_intend(
 
 def _effect(ctx: typer.Context, goal: str, body: dict[str, Any], detail: str | None, external_ref: str | None,
             agent: str | None, operation_id: str | None, json_: bool) -> None:
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     body.update({k: v for k, v in (("detail", detail), ("external_ref", external_ref)) if v})
     show(out, run_control(out, agent, lambda c: c.submit(goal, body, operation_id=operation_id)), receipt_lines)
 
@@ -396,7 +395,7 @@ def effect_readback(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOp
 def effect_list(ctx: typer.Context, goal: GoalArg, state: Annotated[str | None, typer.Option("--state")] = None,
                 json_: JsonOpt = False) -> None:
     """The goal's effects."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     rows = run_control(out, None, lambda c: c.control.effects(goal, state=state))
     show(out, rows, lambda es: [f"{e['request_key']}  {e['state']}  attempt {e['attempt']}  {e['kind']}"
                                 for e in es] or ["(no effects)"])
@@ -432,6 +431,6 @@ def next_command(
     json_: JsonOpt = False,
 ) -> None:
     """The next decision for an agent: deliver, ask a person, wait, replan or stop."""
-    out = out_of(ctx, json_)
+    out = out_for(ctx, json_)
     decision = run_control(out, None, lambda c: c.control.next(agent, goal, claim=claim))
     show(out, decision, decision_lines)
