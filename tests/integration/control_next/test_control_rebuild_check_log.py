@@ -102,7 +102,7 @@ def test_log_mismatch_reads_under_the_commit_lock(store_url: str) -> None:
 
             async def writer() -> int:
                 n = 0
-                while not stop.is_set():
+                while not stop.is_set() and n < 400:  # under the goal's 500 open items
                     await g.add(ctl.person, "advancement", f"w{n}")
                     n += 1
                 return n
