@@ -124,9 +124,11 @@ class Scheduler:
         self._stale = 0  # heap entries whose wait ended early (compacted when they dominate)
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._handle: asyncio.Handle | None = None
-        self._handle_soon = False
-        self._armed_ns = 0  # the timer deadline the call_later handle is for (when not soon)
+        # two independent asyncio handles: a batch soon (work queued) and one timer for the earliest deadline;
+        # a kick does not cancel the timer, so an event round trip costs one call_soon and no call_later
+        self._soon: asyncio.Handle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed_ns = 0  # the deadline the timer handle is for
         self._loads_in_burst = 0
         self._last_load_ns = 0
         # counters for wakeful.stats
@@ -145,51 +147,58 @@ class Scheduler:
         self._rearm()
 
     def detach(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle = None
+        for handle in (self._soon, self._timer):
+            if handle is not None:
+                handle.cancel()
+        self._soon = self._timer = None
         self._loop = None
 
-    def _batch_hook(self) -> None:
-        self._handle = None
-        if not self._handle_soon and not self._runq:  # a timer wake-up, armed for a maybe-stale top entry
-            self._drop_stale_timers()
-            if not self._timers or self._timers[0][0] > self.clock.monotonic_ns():
-                self._rearm()  # nothing due: no batch, just re-arm for the earliest live deadline
-                return
+    def _soon_hook(self) -> None:
+        self._soon = None
         self.run_batch()
+
+    def _timer_hook(self) -> None:
+        """The timer fired (maybe for a stale top entry): a due deadline queues a batch, else re-arm.
+
+        The batch runs from the soon handle, never from here, so one loop turn runs at most one batch and a
+        control request waits at most one slice of anybody (runtime-protocol.md §16 item 10).
+        """
+        self._timer = None
+        self._drop_stale_timers()
+        if self._runq or (self._timers and self._timers[0][0] <= self.clock.monotonic_ns()):
+            self._kick()
+        else:
+            self._rearm()  # nothing due: just re-arm for the earliest live deadline
 
     def _kick(self) -> None:
         """Ensure one batch is scheduled soon (§7: never one Future per guest request)."""
-        if self._loop is None or (self._handle is not None and self._handle_soon):
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle = self._loop.call_soon(self._batch_hook)
-        self._handle_soon = True
+        if self._soon is None and self._loop is not None:
+            self._soon = self._loop.call_soon(self._soon_hook)
 
     def _rearm(self) -> None:
-        """After a batch: more work → one call_soon; else one call_at for the earliest timer."""
+        """After a batch: more work → one call_soon; else the timer handle for the earliest deadline.
+
+        Stale heap entries are not popped here (a heap pop per answered host call and per delivered event),
+        and a timer armed for an earlier deadline than the top is kept: waking early is never late, and
+        ``_timer_hook`` then re-arms without a batch. Only a deadline earlier than the armed one re-arms.
+        """
         if self._loop is None:
             return
         if self._runq:
             self._kick()
             return
-        # stale entries are not popped here (a heap pop per answered host call and per delivered event):
-        # waking at a stale deadline is early, never late, and _batch_hook then re-arms without a batch
         timers = self._timers
-        handle = self._handle
-        if handle is not None:
-            if timers and not self._handle_soon and self._armed_ns == timers[0][0]:
-                return  # already armed for this deadline
-            handle.cancel()
-            self._handle = None
-        if timers:
-            deadline = timers[0][0]
-            delay = max(0.0, (deadline - self.clock.monotonic_ns()) / 1e9)
-            self._handle = self._loop.call_later(delay, self._batch_hook)
-            self._handle_soon = False
-            self._armed_ns = deadline
+        if not timers:
+            return
+        deadline = timers[0][0]
+        timer = self._timer
+        if timer is not None:
+            if self._armed_ns <= deadline:
+                return
+            timer.cancel()
+        delay = max(0.0, (deadline - self.clock.monotonic_ns()) / 1e9)
+        self._timer = self._loop.call_later(delay, self._timer_hook)
+        self._armed_ns = deadline
 
     # ------------------------------------------------------------------ queries
 
