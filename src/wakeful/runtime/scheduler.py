@@ -44,6 +44,8 @@ THROTTLE_AFTER = 16  # preemptions in a row without a real wait
 THROTTLE_NS = 20_000_000  # then the instance sleeps 20 ms
 HYGIENE_LOADS = 1_000  # a load burst of at least this many loads ...
 HYGIENE_QUIET_NS = 100_000_000  # ... followed by 100 ms without a load → gc.collect + gc.freeze
+HYGIENE_RETRY_NS = 10_000_000  # ... once the run queue is empty (the started guests reached their first wait),
+HYGIENE_MAX_WAIT_NS = 1_000_000_000  # ... waiting for that at most 1 s past the quiet point
 MAX_DURATION_MS = 86_400_000  # sdk.md §4: durations clamp to 24 h
 
 SF_TIMEOUT = -3
@@ -524,6 +526,11 @@ class Scheduler:
         quiet_until = self._last_load_ns + HYGIENE_QUIET_NS
         if now < quiet_until:
             self._arm_hygiene(quiet_until)
+            return
+        if self._runq and now < quiet_until + HYGIENE_MAX_WAIT_NS:
+            # the burst's guests are still running their first slices: freezing now would leave the rest
+            # (their generators and frames) to be rescanned by the collector's older generations while idle
+            self._arm_hygiene(now + HYGIENE_RETRY_NS)
             return
         self._loads_in_burst = 0
         gc.unfreeze()  # the burst's interim freezes (note_load) are collected like everything else

@@ -166,3 +166,52 @@ def test_memory_hygiene_after_a_load_burst(exit_elf: bytes) -> None:
         assert rt.scheduler.gc_freezes == 1  # once per burst
     finally:
         gc.unfreeze()
+
+
+def test_memory_hygiene_waits_for_the_started_guests(exit_elf: bytes) -> None:
+    """vm.md §7 "so idle instances are not rescanned": at the quiet point the burst's started guests have not
+    run yet, so the collect + freeze waits (10 ms steps) until the run queue has drained."""
+    import gc
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, max_objects=2_000)
+    try:
+        ids = [rt.load_nowait(exit_elf).object_id for _ in range(1_000)]
+        for object_id in ids:
+            rt.start_nowait(object_id)
+        clock.advance(ms=100)
+        rt.run_batch()  # the hygiene timer fires first: 1,000 first slices are still queued
+        assert rt.scheduler.gc_freezes == 0
+        while rt.scheduler.has_work():
+            rt.run_batch()
+        assert all(rt.get_nowait(i).state == "exited" for i in ids)
+        clock.advance(ms=10)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1
+    finally:
+        gc.unfreeze()
+
+
+def test_memory_hygiene_waits_at_most_one_second(exit_elf: bytes, compile_c: Any) -> None:
+    """Guests that keep the run queue busy (200 spinners, preempted and throttled in turn) delay the
+    hygiene by at most 1 s past the quiet point."""
+    import gc
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, max_objects=2_000, slice_insns=256)
+    try:
+        for _ in range(1_000):
+            rt.load_nowait(exit_elf)
+        spin = bytes(compile_c(g.SPIN))
+        for _ in range(200):
+            g.load_started(rt, spin)  # loads too: the quiet point is 100 ms after this one
+        for step in range(109):  # 1.09 s in 10 ms steps: something is runnable at every hygiene retry
+            clock.advance(ms=10)
+            rt.run_batch()
+            assert rt.scheduler.has_work(), step
+        assert rt.scheduler.gc_freezes == 0
+        clock.advance(ms=20)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1
+    finally:
+        gc.unfreeze()
