@@ -17,6 +17,7 @@ from wakeful.cli import (
     build_cmd,
     db_cmd,
     decide_cmd,
+    doctor_cmd,
     events_cmd,
     goal_cmd,
     loop_cmd,
@@ -62,6 +63,7 @@ for _name, _sub in loop_cmd.apps().items():
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
 serve_cmd.register(app)
 status_cmd.register(app)  # wakeful status: nodes and leases, Loops, pending, wakes (interfaces.md §4.2)
+doctor_cmd.register(app)  # wakeful doctor [--probe-decide]: ok/warn/fail checks (interfaces.md §4.2)
 mcp_cmd.register(app)
 script_cmd.register(app)
 decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
