@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 
+from wakeful.cli import remote
 from wakeful.cli.output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -52,13 +52,10 @@ def decide(
     """Ask the configured decision model typed questions; answers are integers (basis points, milli)."""
     out = out_for(ctx, json_)
     request = {"state": _state(_read(state, "--state")), "questions": _questions(_read(questions, "--questions"))}
-    url = server or os.environ.get("WAKEFUL_SERVER")
     try:
-        if url:
-            token = key or os.environ.get("WAKEFUL_API_KEY")
-            if not token:
-                raise UsageError("remote mode needs a group key: --key or $WAKEFUL_API_KEY")
-            result = asyncio.run(_remote(url, token, request))
+        if remote.server_url(server):
+            client = remote.connect(server, key, what="a group key")
+            result = dict(client.request("POST", f"{client.prefix()}/decide", json=request))
         else:
             result = asyncio.run(_local(request))
     except UsageError:
@@ -135,31 +132,3 @@ async def _local(request: dict[str, Any]) -> dict[str, Any]:
         return await decider.decide(LOCAL_GROUP, request)
     finally:
         await decider.aclose()
-
-
-async def _remote(url: str, key: str, request: dict[str, Any]) -> dict[str, Any]:
-    import httpx
-
-    from wakeful.harness.errors import HarnessError, StoreUnavailable
-
-    try:
-        async with httpx.AsyncClient(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {key}"},
-                                     timeout=30, trust_env=False) as http:
-            info = await http.get("/v1/info")
-            principal = info.json().get("principal", {}) if info.status_code == 200 else {}
-            group_id = principal.get("group_id")
-            if not group_id:
-                response = info
-            else:
-                response = await http.post(f"/v1/agent-groups/{group_id}/decide", json=request)
-    except (httpx.HTTPError, ValueError) as exc:
-        raise StoreUnavailable(f"the server is unreachable: {type(exc).__name__}") from None
-    try:
-        body = response.json()
-    except ValueError:
-        body = {}
-    if response.status_code != 200 or not group_id:
-        error = HarnessError(str(body.get("message", f"HTTP {response.status_code}")))
-        error.code = str(body.get("error", "unavailable" if response.status_code >= 500 else "forbidden"))
-        raise error
-    return cast(dict[str, Any], body)

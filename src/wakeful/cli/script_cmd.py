@@ -9,12 +9,12 @@ key. Prints the result and the console; ``--json`` prints the outcome. Exit 0 su
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
 
+from wakeful.cli import remote
 from wakeful.cli.output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -54,13 +54,10 @@ def run(
     bundle, entry_key = bundle_from_paths(files, entry)
     request = {"files": bundle, "entry": entry_key}
     env_map = _env(env or [])
-    url = server or os.environ.get("WAKEFUL_SERVER")
     try:
-        if url:
-            token = key or os.environ.get("WAKEFUL_API_KEY")
-            if not token:
-                raise UsageError("remote mode needs --key or $WAKEFUL_API_KEY")
-            outcome = asyncio.run(_remote(url, token, request, env_map, agent))
+        if remote.server_url(server):
+            client = remote.connect(server, key, timeout=90, agent=agent)
+            outcome = dict(client.request("POST", f"{client.prefix()}/scripts/run", json={**request, "env": env_map}))
         else:
             if agent is None:
                 raise UsageError("local mode needs --agent AGENT_ID (the operator runs the script as that agent)")
@@ -137,40 +134,3 @@ async def _local(agent_id: str, request: dict[str, Any], env: dict[str, str]) ->
     finally:
         builder.close()
         await store.close()
-
-
-async def _remote(url: str, key: str, request: dict[str, Any], env: dict[str, str],
-                  agent_id: str | None) -> dict[str, Any]:
-    import httpx
-
-    from wakeful.harness.errors import HarnessError, StoreUnavailable
-
-    headers = {"Authorization": f"Bearer {key}"}
-    if agent_id is not None:
-        headers["X-Wakeful-Agent"] = agent_id
-    try:
-        async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=90, trust_env=False) as http:
-            info = await http.get("/v1/info")
-            principal = info.json().get("principal", {}) if info.status_code == 200 else {}
-            group_id = principal.get("group_id") or _fail(info)
-            response = await http.post(f"/v1/agent-groups/{group_id}/scripts/run", json={**request, "env": env})
-    except httpx.HTTPError as exc:
-        raise StoreUnavailable(f"the server is unreachable: {type(exc).__name__}") from None
-    body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
-    if response.status_code != 200:
-        error = HarnessError(str(body.get("message", f"HTTP {response.status_code}")))
-        error.code = str(body.get("error", "unavailable"))
-        raise error
-    return cast(dict[str, Any], body)
-
-
-def _fail(response: Any) -> str:
-    from wakeful.harness.errors import HarnessError
-
-    try:
-        body = response.json()
-    except ValueError:
-        body = {}
-    error = HarnessError(str(body.get("message", f"HTTP {response.status_code} from /v1/info")))
-    error.code = str(body.get("error", "unavailable"))
-    raise error

@@ -6,12 +6,12 @@ Remote mode (``--server`` / ``$WAKEFUL_SERVER`` with an admin key) shows the nod
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
+from wakeful.cli import remote
 from wakeful.cli.output import EXIT_OK, CliExit, Out, Unavailable, UsageError, escape, out_for
 from wakeful.errors import WakefulError
 
@@ -31,8 +31,7 @@ def status(
 ) -> None:
     """Nodes and leases, Loops by state and reason, pending events, wakes in the last hour."""
     out = out_for(ctx, json_)
-    raise CliExit(status_command(out, server=server or os.environ.get("WAKEFUL_SERVER"),
-                                 key=key or os.environ.get("WAKEFUL_API_KEY")))
+    raise CliExit(status_command(out, server=remote.server_url(server), key=remote.api_key(key)))
 
 
 def status_command(out: Out, *, server: str | None = None, key: str | None = None) -> int:
@@ -44,7 +43,7 @@ def status_command(out: Out, *, server: str | None = None, key: str | None = Non
         if server:
             if not key:
                 raise UsageError("remote mode needs --key or $WAKEFUL_API_KEY (an admin key)")
-            doc = asyncio.run(_remote(server, key))
+            doc = _remote(server, key)
         else:
             dead_after_ms = load_config().placement.dead_after_s * 1000
             doc = asyncio.run(_read(store_url(), dead_after_ms))
@@ -89,31 +88,14 @@ async def _goals_needing_person(store: Any) -> list[dict[str, Any]]:
         return [{"goal_id": r.id, "title": r.title, "items": int(r.n)} for r in await tx.execute(stmt)]
 
 
-async def _remote(server: str, key: str) -> dict[str, Any]:
+def _remote(server: str, key: str) -> dict[str, Any]:
     """The nodes part over HTTP (the rest of the status is read from the store in local mode only)."""
-    import httpx
-
-    items: list[Any] = []
-    cursor: str | None = None
-    try:
-        async with httpx.AsyncClient(base_url=server.rstrip("/"), timeout=10,
-                                     headers={"Authorization": f"Bearer {key}"}) as client:
-            while True:
-                resp = await client.get("/v1/nodes", params={"limit": 200, **({"cursor": cursor} if cursor else {})})
-                if resp.status_code != 200:
-                    body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
-                    error = WakefulError(str(body.get("message") or f"GET /v1/nodes answered {resp.status_code}"))
-                    error.code = str(body.get("error") or "unavailable")
-                    raise error
-                page = resp.json()
-                items.extend(page["items"])
-                cursor = page.get("next_cursor")
-                if not cursor:
-                    break
-            info = await client.get("/v1/info")  # the answering node's 429/503 counts of the last hour
-            refusals = info.json().get("recent_refusals") if info.status_code == 200 else None
-    except httpx.TransportError as exc:
-        raise Unavailable(f"{server} is unreachable: {type(exc).__name__}") from None
+    client = remote.Remote(server, key, timeout=10)
+    items: list[Any] = client.pages("/v1/nodes")
+    try:  # the answering node's 429/503 counts of the last hour
+        refusals = client.info().get("recent_refusals")
+    except remote.RemoteError:
+        refusals = None
     held = sum(int(n["leases_held"]) for n in items)
     return {"nodes": items, "leases": {"held": held, "expired": None, "by_node": {n["id"]: n["leases_held"]
             for n in items}, "agents_without_lease": None}, "loops": None, "pending": None, "wakes_last_hour": None,
