@@ -24,6 +24,9 @@ T = TypeVar("T")
 
 # interfaces.md §7: --db (exported as WAKEFUL_DB_URL by the global option), else the data directory's SQLite file
 def store_url() -> str:
+    from wakeful.cli.remote import refuse_local
+
+    refuse_local()  # every local-mode command opens the store here: in remote mode it refuses (exit 2)
     url = os.environ.get("WAKEFUL_DB_URL")
     if url:
         return url

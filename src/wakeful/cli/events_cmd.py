@@ -1,7 +1,8 @@
 """`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch`, in local mode as the operator.
 
 interfaces.md §4.2: events written here (send, retry, discard) are picked up by the running node at its next tick;
-`loop tail` and `session watch` follow the store and print JSON Lines with `--json`.
+`loop tail` and `session watch` follow the store and print JSON Lines with `--json`. In remote mode (`--server`)
+webhook, events, retry, discard and send call the HTTP API (`loop_remote`); tail and watch refuse (exit 2).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from wakeful.cli import loop_remote, remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import Out, Unavailable, UsageError, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
+    from wakeful.cli.remote import Remote
     from wakeful.harness.config import Config
     from wakeful.harness.store import Store
 
@@ -66,6 +69,13 @@ def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
         out.fail(exc)
 
 
+def _either(out: Out, body: Callable[[Store, Config], Awaitable[T]], remote_body: Callable[[Remote], T]) -> T:
+    """Remote mode: ``remote_body`` against the server with the key; local mode: ``body`` on the store."""
+    if remote.server_url() is None:
+        return _run(out, body)
+    return remote.call(out, lambda: remote_body(remote.connect()))
+
+
 def _node(store: Store, config: Config) -> Any:
     from wakeful.harness.node import Node
 
@@ -91,8 +101,9 @@ def loop_webhook(
     from wakeful.harness.webhooks import webhook
 
     out = out_for(ctx, json_)
-    result = _run(out, lambda store, config: webhook(store, loop_id, action, public_base_url=config.public_base_url,
-                                                     actor=OPERATOR))
+    result = _either(out, lambda store, config: webhook(store, loop_id, action,
+                                                        public_base_url=config.public_base_url, actor=OPERATOR),
+                     lambda r: loop_remote.webhook(r, loop_id, action))
     lines = [f"enabled: {str(result['enabled']).lower()}"]
     if result.get("url"):
         lines.append(f"url: {result['url']}  (shown once; rotate for a new one)")
@@ -122,8 +133,9 @@ def loop_events(
     from wakeful.harness.pending import PendingEvents
 
     out = out_for(ctx, json_)
-    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).list_events(
-        loop_id, include_payloads=payloads, status=status, limit=limit))
+    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).list_events(
+        loop_id, include_payloads=payloads, status=status, limit=limit),
+        lambda r: loop_remote.events(r, loop_id, payloads=payloads, status=status, limit=limit))
     lines = [_event_line(e) for e in result["events"]] or ["no events"]
     _show(out, result, [*lines, f"pending: {result['pending_count']}"])
 
@@ -137,8 +149,8 @@ def loop_retry(
     from wakeful.harness.pending import PendingEvents
 
     out = out_for(ctx, json_)
-    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).retry(
-        loop_id, events or None, actor=OPERATOR))
+    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).retry(
+        loop_id, events or None, actor=OPERATOR), lambda r: loop_remote.retry(r, loop_id, events or None))
     _show(out, result, [f"retried: {', '.join(result['retried']) or 'none'}",
                         f"loop: {result['loop']['state']}  incarnation {result['loop']['incarnation']}"])
 
@@ -152,8 +164,8 @@ def loop_discard(
     from wakeful.harness.pending import PendingEvents
 
     out = out_for(ctx, json_)
-    result = _run(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).discard(
-        loop_id, events or None, actor=OPERATOR))
+    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).discard(
+        loop_id, events or None, actor=OPERATOR), lambda r: loop_remote.discard(r, loop_id, events or None))
     _show(out, result, [f"discarded: {', '.join(result['discarded']) or 'none'}"])
 
 
@@ -175,7 +187,7 @@ def loop_send(
         value = parse_value(raw) if raw.strip() else None  # strict-rule flaws are refused by the admission
         return await Intake(_node(store, config)).send(loop_id, topic, value, event_id, source=OPERATOR)
 
-    result = _run(out, send)
+    result = _either(out, send, lambda r: loop_remote.send(r, loop_id, topic=topic, payload=raw, event_id=event_id))
     dup = " (duplicate)" if result["duplicate"] else ""
     mismatch = "; payload differs from the stored one" if result.get("payload_mismatch") else ""
     _show(out, result, [f"accepted {result['event_id']}{dup}{mismatch}"])
@@ -206,6 +218,7 @@ async def _follow(seconds: float | None, poll: Callable[[], Awaitable[None]]) ->
 
 def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: JsonOpt = False) -> None:
     """Follow a Loop's log lines and transitions live (Ctrl-C stops); JSON Lines with --json."""
+    remote.refuse_local("wakeful loop tail")  # the API has no log stream to follow (interfaces.md §2.2)
     import sqlalchemy as sa
 
     from wakeful.harness.store import loops, schema
@@ -253,6 +266,7 @@ def session_watch(
     json_: JsonOpt = False,
 ) -> None:
     """Follow the wakes arriving in a session (Ctrl-C stops); JSON Lines with --json."""
+    remote.refuse_local("wakeful session watch")
     import sqlalchemy as sa
 
     from wakeful.harness.store import schema, sessions

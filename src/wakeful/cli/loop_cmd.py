@@ -1,7 +1,9 @@
 """`wakeful loop | group | agent | session | key …` in local mode: the command opens the store as the operator.
 
 interfaces.md §4.1–4.2. Rows written here (a Loop created or resumed) are adopted by the running node on its
-next placement tick, or by the next `wakeful serve`; this process never runs a Loop itself.
+next placement tick, or by the next `wakeful serve`; this process never runs a Loop itself. In remote mode
+(`--server` / `$WAKEFUL_SERVER`) the `loop` commands and `session messages` call the HTTP API (`loop_remote`);
+the others refuse with a usage error.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from wakeful.cli import loop_remote, remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
+    from wakeful.cli.remote import Remote
     from wakeful.harness.tools import LoopTools
 
 __all__ = ["agent_app", "apps", "group_app", "key_app", "loop_app", "session_app"]
@@ -53,6 +57,13 @@ def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
         out.fail(Unavailable(exc.message))
     except WakefulError as exc:
         out.fail(exc)
+
+
+def _either(out: Out, body: Callable[[LoopTools], Awaitable[T]], remote_body: Callable[[Remote], T]) -> T:
+    """Remote mode: ``remote_body`` against the server with the key; local mode: ``body`` on the store."""
+    if remote.server_url() is None:
+        return _run(out, body)
+    return remote.call(out, lambda: remote_body(remote.connect()))
 
 
 async def _with_tools(body: Callable[[LoopTools], Awaitable[T]]) -> T:
@@ -136,7 +147,9 @@ def loop_create(
         return await tools.create(agent_id=agent, session_id=session, artifact=ref, config=cfg,
                                   capabilities=caps, name=name, creator=OPERATOR)
 
-    _show(out, _run(out, body), _loop_lines)
+    _show(out, _either(out, body, lambda r: loop_remote.create(
+        r, agent=agent, session=session, artifact=artifact, elf=elf_bytes, config=cfg, capabilities=caps,
+        name=name)), _loop_lines)
 
 
 @loop_app.command("list")
@@ -148,7 +161,8 @@ def loop_list(
 ) -> None:
     """List Loops, oldest first."""
     out = out_for(ctx, json_)
-    views = _run(out, lambda tools: tools.list(agent_id=agent, state=state))
+    views = _either(out, lambda tools: tools.list(agent_id=agent, state=state),
+                    lambda r: loop_remote.list_loops(r, agent=agent, state=state))
     _show(out, views, lambda vs: [_loop_line(v) for v in vs] or ["no Loops"])
 
 
@@ -161,7 +175,7 @@ def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
         method: Callable[..., Awaitable[dict[str, Any]]] = getattr(tools, op)
         return await method(loop_id, actor=OPERATOR)
 
-    result = _run(out, body)
+    result = _either(out, body, lambda r: loop_remote.steer(r, loop_id, op))
     _show(out, result, _loop_lines if "state" in result else lambda r: [f"{k}: {v}" for k, v in r.items()])
 
 
@@ -192,17 +206,17 @@ def loop_delete(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> Non
 @loop_app.command("logs")
 def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
     """Stored log lines of a Loop, oldest first."""
-    from wakeful.harness.store import loops
-
     out = out_for(ctx, json_)
 
     async def body(tools: LoopTools) -> list[dict[str, Any]]:
+        from wakeful.harness.store import loops
+
         async with tools.store.tx(readonly=True) as tx:
             await loops.get_loop(tx, loop_id)
             return [line.__dict__ for line in await loops.list_logs(tx, loop_id)]
 
-    _show(out, _run(out, body), lambda ls: [f"{x['at_ms']} #{x['incarnation']} {x['source']}: {x['text']}"
-                                            for x in ls])
+    found = _either(out, body, lambda r: loop_remote.logs(r, loop_id))
+    _show(out, found, lambda ls: [f"{x['at_ms']} #{x['incarnation']} {x['source']}: {x['text']}" for x in ls])
 
 
 # ---- wakeful group / agent / session / key ----
@@ -280,6 +294,7 @@ def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -
 def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent")],
                    title: Annotated[str, typer.Option("--title")] = "", json_: JsonOpt = False) -> None:
     """Create a session (an inbox) for an agent."""
+    remote.refuse_local("wakeful session create")
     from wakeful.harness.store import sessions
 
     _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title))
@@ -289,6 +304,7 @@ def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--age
 def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("--agent")] = None,
                  json_: JsonOpt = False) -> None:
     """List sessions."""
+    remote.refuse_local("wakeful session list")
     from wakeful.harness.store import sessions
 
     _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent))
@@ -297,6 +313,11 @@ def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("
 @session_app.command("messages")
 def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False) -> None:
     """Messages of a session, oldest first."""
+    if remote.server_url() is not None:
+        out = out_for(ctx, json_)
+        found = remote.call(out, lambda: loop_remote.messages(remote.connect(), session_id))
+        _show(out, found, lambda rows: [json.dumps(r, default=str) for r in rows] or ["none"])
+        return
     from wakeful.harness.store import sessions
 
     _admin(ctx, json_, lambda tx: sessions.list_messages(tx, session_id=session_id, limit=1000))

@@ -89,11 +89,23 @@ def _globals(
     server: Annotated[str | None, typer.Option("--server", help="Server URL (remote mode).")] = None,
     key: Annotated[str | None, typer.Option("--key", help="API key (remote mode).")] = None,
 ) -> None:
-    del config, server, key  # used by the store and remote commands, not by these
+    # interfaces.md §4.1, §7: the global options reach every command through the environment they already read
+    # (a command's own --server/--key/--config still wins); remote mode = a server URL (remote.py)
+    from wakeful.cli import remote
+
     if db is not None:
         os.environ["WAKEFUL_DB_URL"] = db  # interfaces.md §7: --db over $WAKEFUL_DB_URL
     if data_dir is not None:
         os.environ["WAKEFUL_HOME"] = str(data_dir)  # interfaces.md §7: the same data directory for builds
+    if config is not None:
+        if not config.is_file():
+            raise UsageError(f"--config {config}: no such file")
+        os.environ["WAKEFUL_CONFIG"] = str(config.resolve())  # read by harness.config.load_config
+    if server is not None:
+        os.environ[remote.SERVER_ENV] = server  # an empty --server "" means local mode
+    if key is not None:
+        os.environ[remote.KEY_ENV] = key
+    remote.note_command(ctx.invoked_subcommand)
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
 
 
