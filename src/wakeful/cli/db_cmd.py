@@ -30,7 +30,11 @@ def store_url() -> str:
     url = os.environ.get("WAKEFUL_DB_URL")
     if url:
         return url
-    return f"sqlite:///{_data_dir() / 'wakeful.db'}"
+    from wakeful.harness.config import load_config
+
+    # interfaces.md §7: --db / $WAKEFUL_DB_URL, else store.url of the configuration file, else the data dir's
+    # SQLite file — the store `wakeful serve` with the same configuration opens
+    return load_config().store_url or f"sqlite:///{_data_dir() / 'wakeful.db'}"
 
 
 def _data_dir() -> Path:

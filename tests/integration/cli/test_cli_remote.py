@@ -219,6 +219,12 @@ def test_local_mode_is_unchanged_and_config_is_read(node: Node, tmp_path: Path) 
     assert doc(hook)["url"].startswith("https://hooks.example.test/v1/loop-webhooks/")
     missing = wakeful(node.home, "--config", str(tmp_path / "absent.toml"), "loop", "list")
     assert missing.returncode == 2 and "absent.toml" in missing.stderr
+    elsewhere = tmp_path / "elsewhere.db"
+    config.write_text(f'[store]\nurl = "sqlite:///{elsewhere}"\n')
+    moved = wakeful(node.home, "--config", str(config), "db", "upgrade", "--json")
+    assert moved.returncode == 0, moved.stderr
+    assert elsewhere.exists()  # store.url of the file, not the data dir's wakeful.db
+    assert wakeful(node.home, "--config", str(config), "loop", "list", "--json").stdout.strip() == "[]"
     config.write_text("[nonsense]\nx = 1\n")
     refused = wakeful(node.home, "--config", str(config), "loop", "list", "--json")
     assert refused.returncode == 1 and "nonsense" in doc(refused)["message"]  # the file really was read
