@@ -29,7 +29,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["agents"])
 G = "/v1/agent-groups/{group_id}"
 M = schema.message
-STREAM_POLL_S = 0.5
+STREAM_POLL_S = 0.5  # the backup poll: a commit on this node rings the store's message bell at once
 KEEPALIVE_S = 15.0  # interfaces.md §2.2: a comment every 15 s
 
 
@@ -204,7 +204,7 @@ async def _events(request: Request, session_id: str, start: tuple[int, str] | No
             if loop.time() - last_sent >= KEEPALIVE_S:
                 yield b": keepalive\n\n"
                 last_sent = loop.time()
-            await asyncio.sleep(STREAM_POLL_S)
+            await harness.store.bell.wait(session_id, STREAM_POLL_S)  # rung by a commit on this node
 
 
 @router.post(G + "/sessions/{session_id}/messages/handled", summary="Mark messages handled (ids, or up to a cursor)")

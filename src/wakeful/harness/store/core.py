@@ -6,7 +6,8 @@ harness.md §3: one store-clock reading per transaction, no success before commi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from wakeful.harness.errors import HarnessError, InvalidRequest
+from wakeful.harness.store.bell import MessageBell
 from wakeful.harness.store.clock import WallClock, read_store_ms
 from wakeful.harness.store.engine import (
     EngineTarget,
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Store", "Tx"]
 
+log = logging.getLogger(__name__)
+
 
 class Tx:
     """One open transaction: ``conn`` for Core statements, ``await now_ms()`` for the store clock."""
@@ -43,6 +47,18 @@ class Tx:
         self.conn = conn
         self.dialect = store.dialect
         self._now_ms: int | None = None
+        self._after_commit: list[Callable[[], None]] = []
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once this transaction has committed (never on rollback); its errors are logged."""
+        self._after_commit.append(action)
+
+    def _committed(self) -> None:
+        for action in self._after_commit:
+            try:
+                action()
+            except Exception:  # a post-commit signal must not turn a committed change into a failure
+                log.exception("after-commit action failed")
 
     # harness.md §3: one store-clock reading per transaction
     async def now_ms(self) -> int:
@@ -77,6 +93,7 @@ class Store:
         self.url_text = target.sa_url
         self._node_lock: NodeLock | None = None
         self.migration: MigrationOutcome | None = None  # what Store.open's version check did
+        self.bell = MessageBell()  # session readers (the SSE stream) wake when a message commits
 
     @classmethod
     async def open(
@@ -123,9 +140,11 @@ class Store:
                 if self.dialect == "sqlite":
                     await conn.execution_options(wakeful_begin="DEFERRED" if readonly else "IMMEDIATE")
                 await conn.begin()
-                yield Tx(self, conn)
+                tx = Tx(self, conn)
+                yield tx
                 # harness.md §3: no success before commit returns; a commit error is unavailable
                 await conn.commit()
+            tx._committed()
         except HarnessError:
             raise
         except Exception as exc:

@@ -182,6 +182,9 @@ async def insert_message(
         "created_ms": now,
     }
     inserted = await tx.insert_if_absent(M, values)
+    if inserted:
+        bell = tx.store.bell
+        tx.after_commit(lambda: bell.ring(session_id))
     return MessageInsert("queued" if inserted else "duplicate", mid)
 
 
