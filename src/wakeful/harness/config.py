@@ -1,22 +1,41 @@
-"""Harness configuration: data directory, store URL and the limits of harness.md §20.
+"""Harness configuration (interfaces.md §7): every key of the table, typed and validated, with its source.
 
-Only the parts of interfaces.md §7 the harness core needs; the faces extend it with their own sections.
+``load_config`` reads defaults < ``--config`` / ``$WAKEFUL_CONFIG`` / ``<data>/wakeful.toml`` < the environment;
+faces apply their flags with ``Config.with_overrides``. ``Config.effective()`` lists every key with its source.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
+from wakeful.harness.config_read import (
+    DEFAULT,
+    Key,
+    Read,
+    boolean,
+    choice,
+    integer,
+    read,
+    refuse,
+    strings,
+    text,
+)
 from wakeful.harness.decide.settings import DecideSettings
 from wakeful.harness.errors import InvalidRequest
 from wakeful.harness.web_policy import WebSettings
 
-__all__ = ["Config", "Limits", "Placement", "ScriptLimits", "default_data_dir", "load_config"]
+__all__ = [
+    "KEYS", "BuildSettings", "Config", "ControlSettings", "Limits", "LogSettings", "McpSettings", "Placement",
+    "ScriptLimits", "UiSettings", "default_data_dir", "load_config", "redacted_url",
+]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,8 +85,58 @@ class Placement:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BuildSettings:
+    """build.md §2, §5, §8 (config keys ``build.*``); ``zig_path`` None = the bundled ``ziglang`` zig."""
+
+    workers: int = 2
+    cache: bool = True
+    cache_max_bytes: int = 256 << 20
+    cache_max_entries: int = 50_000
+    zig_path: str | None = None
+
+    def options(self, data_dir: Path) -> Any:
+        """The ``wakeful.build.BuildOptions`` of a builder rooted in ``<data>/build`` (build.md §5.1)."""
+        from wakeful.build import BuildOptions
+
+        return BuildOptions(data_dir=data_dir, workers=self.workers, cache=self.cache,
+                            cache_max_bytes=self.cache_max_bytes, cache_max_entries=self.cache_max_entries,
+                            zig_path=self.zig_path)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlSettings:
+    """control-plane.md §6, §2.5 (config keys ``control.*``)."""
+
+    intent_grace_s: int = 60
+    claim_ttl_s: int = 1800
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpSettings:
+    """interfaces.md §3.1 (config key ``mcp.tool_names``): ``dotted`` (loop.sdk) or ``underscore`` (loop_sdk)."""
+
+    tool_names: str = "dotted"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UiSettings:
+    """interfaces.md §6 (config keys ``ui.*``): accepted and validated; there is no dashboard yet."""
+
+    enabled: bool = True
+    session_hours: int = 8
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LogSettings:
+    """interfaces.md §7 (config keys ``log.*``): the level and format of ``wakeful serve``'s log on stderr."""
+
+    level: str = "info"
+    format: str = "text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
-    """interfaces.md §7: ``data_dir``, ``store.url``, ``runtime.max_objects`` and ``limits.*``."""
+    """interfaces.md §7: every key of the table (``sources`` says where each dotted key's value came from)."""
 
     data_dir: Path = field(default_factory=lambda: default_data_dir())
     store_url: str | None = None
@@ -83,6 +152,14 @@ class Config:
     public_docs: bool = True  # server.public_docs: serve /openapi.json and /docs
     decide: DecideSettings = field(default_factory=DecideSettings)  # decide.* (harness.md §16.4)
     web: WebSettings = field(default_factory=WebSettings)  # web.* (harness.md §17.3)
+    build: BuildSettings = field(default_factory=BuildSettings)  # build.* (build.md §2, §5, §8)
+    control: ControlSettings = field(default_factory=ControlSettings)  # control.* (control-plane.md §6, §2.5)
+    mcp: McpSettings = field(default_factory=McpSettings)  # mcp.tool_names
+    ui: UiSettings = field(default_factory=UiSettings)  # ui.* (no dashboard yet)
+    log: LogSettings = field(default_factory=LogSettings)  # log.* (wakeful serve)
+    runtime_command: str | None = None  # runtime.command (read only with runtime.mode = stdio, not supported)
+    file: Path | None = None  # the TOML file read, if any
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # dotted key → source; absent = default
 
     @property
     def effective_store_url(self) -> str:
@@ -96,7 +173,47 @@ class Config:
 
     def with_overrides(self, **changes: Any) -> Config:
         """A copy with the non-None keyword values replaced (command-line flags over file values)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        sources = {**self.sources, **{_KEY_OF.get(k, k): "flag" for k in given if k != "sources"}}
+        return replace(self, **{"sources": sources, **given})
+
+    def source(self, key: str) -> str:
+        """Where the value of a dotted key (``build.workers``, ``data_dir``) came from."""
+        return self.sources.get(key, DEFAULT)
+
+    def effective(self, *, redact: bool = True) -> dict[str, tuple[Any, str]]:
+        """Every key of the §7 table (and ``data_dir``) → (value in force, source); secrets redacted."""
+        out: dict[str, tuple[Any, str]] = {"data_dir": (str(self.data_dir), self.source("data_dir"))}
+        for section, keys in KEYS.items():
+            for name, key in keys.items():
+                dotted = f"{section}.{name}"
+                value = self._value(dotted)
+                if redact and key.secret and value:
+                    value = redacted_url(value) if dotted == "store.url" else "<redacted>"
+                out[dotted] = (list(value) if isinstance(value, tuple) else value, self.source(dotted))
+        return out
+
+    def _value(self, dotted: str) -> Any:
+        if dotted == "store.url":
+            return self.effective_store_url
+        if dotted == "runtime.mode":
+            return "inprocess"
+        if dotted in _FIELD_OF:
+            return getattr(self, _FIELD_OF[dotted])
+        section, name = dotted.split(".")
+        return getattr(getattr(self, section), name)
+
+
+def redacted_url(url: str) -> str:
+    """A store URL without its password (``postgresql://u:***@h/db``)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<redacted>"
+    if password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@")))
 
 
 # interfaces.md §7: $WAKEFUL_HOME, else $XDG_DATA_HOME/wakeful, else ~/.local/share/wakeful
@@ -111,122 +228,122 @@ def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "wakeful"
 
 
-# interfaces.md §7: the sections and keys this layer reads; the faces add their own before calling
-_SECTIONS: dict[str, dict[str, str]] = {
-    "store": {"url": "store_url"},
-    "runtime": {"max_objects": "max_objects", "mode": "", "command": ""},
-    "limits": {f.name: f.name for f in fields(Limits)},
-    "events": {"dedup_retention_s": "dedup_retention_s"},
-    "scripts": {f.name: f"scripts.{f.name}" for f in fields(ScriptLimits)},
-    "placement": {f.name: f"placement.{f.name}" for f in fields(Placement)},
+def _ints(cls: Any, low: Callable[[str], int]) -> dict[str, Key]:
+    return {f.name: integer(f.default if isinstance(f.default, int) else 0, low(f.name)) for f in fields(cls)}
+
+
+# interfaces.md §7, the key table: section → key → kind, default and bounds (docs/decisions-config.md)
+KEYS: dict[str, dict[str, Key]] = {
+    "server": {"host": text("127.0.0.1"), "port": integer(8470, 0, 65_535), "public_base_url": text(),
+               "public_docs": boolean(True), "node_name": text()},
+    "store": {"url": text(secret=True)},
+    "runtime": {"mode": choice("inprocess", "inprocess", "stdio"), "command": text(),
+                "max_objects": integer(10_000, 1)},
+    "build": {"workers": integer(2, 1, 64), "cache": boolean(True), "cache_max_bytes": integer(256 << 20, 1),
+              "cache_max_entries": integer(50_000, 1), "zig_path": text()},
+    # counts may be 0 (nothing allowed); windows, deadlines and rates must be at least 1
+    "limits": _ints(Limits, lambda n: 1 if n.endswith(("_s", "_per_min")) else 0),
+    "events": {"dedup_retention_s": integer(86_400, 0)},
+    "decide": {"provider": text(), "endpoint": text(), "api_key": text(secret=True), "api_key_env": text(),
+               "model": text(), "timeout_ms": integer(2000, 1), "per_minute": integer(60, 1),
+               "per_second": integer(4, 1)},
+    "web": {"allow_private": boolean(False), "allow_networks": strings(), "max_in_flight": integer(64, 1)},
+    "scripts": _ints(ScriptLimits, lambda n: 1),
+    "placement": _ints(Placement, lambda n: 1),
+    "control": {"intent_grace_s": integer(60, 1, 86_400), "claim_ttl_s": integer(1800, 60, 86_400)},
+    "mcp": {"tool_names": choice("dotted", "dotted", "underscore")},
+    "ui": {"enabled": boolean(True), "session_hours": integer(8, 1, 168)},
+    "log": {"level": choice("info", "debug", "info", "warning", "error", "critical"),
+            "format": choice("text", "text", "json")},
 }
 
-
-# interfaces.md §7 sections read by other parts of wakeful (their owners check their keys)
-OTHER_SECTIONS = frozenset({
-    "server", "build", "decide", "web", "control", "mcp", "ui", "log",
-})
+# dotted keys held in a top-level Config field (the rest live in the section's settings object)
+_FIELD_OF = {"server.host": "server_host", "server.port": "server_port", "server.public_docs": "public_docs",
+             "server.public_base_url": "public_base_url", "server.node_name": "node_name", "store.url": "store_url",
+             "runtime.max_objects": "max_objects", "runtime.command": "runtime_command",
+             "events.dedup_retention_s": "dedup_retention_s"}
+_KEY_OF = {v: k for k, v in _FIELD_OF.items()}
 
 
 # interfaces.md §7: flags > environment > file > defaults; unknown keys are an error at start
-def load_config(
-    path: Path | None = None, *, env: Mapping[str, str] | None = None, extra_sections: frozenset[str] = OTHER_SECTIONS,
-) -> Config:
+def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
     """Read ``--config`` / ``$WAKEFUL_CONFIG`` / ``<data>/wakeful.toml`` and the environment."""
     env = os.environ if env is None else env
-    data_dir = Path(env["WAKEFUL_HOME"]) if env.get("WAKEFUL_HOME") else default_data_dir()
-    file = path or (Path(env["WAKEFUL_CONFIG"]) if env.get("WAKEFUL_CONFIG") else data_dir / "wakeful.toml")
-    values = _from_file(file, required=path is not None, extra_sections=extra_sections)
-    values.update(_from_env(env))
-    limits = Limits(**{k: v for k, v in values.items() if k in Limits.__dataclass_fields__})
-    store_url = env.get("WAKEFUL_DB_URL") or values.get("store_url")
-    values.update(_server_values({k: env[f"WAKEFUL_SERVER__{k.upper()}"] for k in _SERVER_KEYS
-                                  if f"WAKEFUL_SERVER__{k.upper()}" in env}, "the environment"))
-    base_url = env.get("WAKEFUL_SERVER__PUBLIC_BASE_URL") or values.get("public_base_url")
-    return Config(data_dir=data_dir, store_url=store_url, max_objects=int(values.get("max_objects", 10_000)),
-                  limits=limits, public_base_url=base_url or None,
-                  dedup_retention_s=int(values.get("dedup_retention_s", 86_400)),
-                  scripts=ScriptLimits(**{k[8:]: v for k, v in values.items() if k.startswith("scripts.")}),
-                  placement=Placement(**{k[10:]: v for k, v in values.items() if k.startswith("placement.")}),
-                  decide=DecideSettings.parse(values.get("decide", {}), env, str(file)),
-                  web=WebSettings.parse(values.get("web", {}), env, str(file)),
-                  **{k: values[k] for k in ("node_name", "server_host", "server_port", "public_docs") if k in values})
+    data_dir, data_source = _data_dir(env)
+    if path is not None:
+        file, required = path, True
+    elif env.get("WAKEFUL_CONFIG"):
+        file, required = Path(env["WAKEFUL_CONFIG"]), True
+    else:
+        file, required = data_dir / "wakeful.toml", False
+    got = read(KEYS, _document(file, required=required, named_by=None if path else "WAKEFUL_CONFIG"), str(file), env)
+    if env.get("WAKEFUL_DB_URL"):  # the shortcut over store.url
+        got.values["store.url"], got.sources["store.url"] = env["WAKEFUL_DB_URL"], "env WAKEFUL_DB_URL"
+    if got.values["runtime.mode"] == "stdio":
+        raise refuse("runtime.mode", "= stdio is not supported yet (only inprocess)", got.sources["runtime.mode"])
+    sources = {k: v for k, v in got.sources.items() if v != DEFAULT}
+    if data_source != DEFAULT:
+        sources["data_dir"] = data_source
+    v = got.values
+    return Config(
+        data_dir=data_dir, store_url=v["store.url"] or None, max_objects=v["runtime.max_objects"],
+        limits=_section(got, "limits", Limits), public_base_url=v["server.public_base_url"] or None,
+        dedup_retention_s=v["events.dedup_retention_s"], scripts=_section(got, "scripts", ScriptLimits),
+        placement=_section(got, "placement", Placement), node_name=v["server.node_name"] or None,
+        server_host=v["server.host"], server_port=v["server.port"], public_docs=v["server.public_docs"],
+        decide=_checked(got, lambda: DecideSettings.parse(_given(got, "decide"), {}, str(file))),
+        web=_checked(got, lambda: WebSettings.parse(_given(got, "web", lists=True), {}, str(file))),
+        build=_section(got, "build", BuildSettings), control=_section(got, "control", ControlSettings),
+        mcp=_section(got, "mcp", McpSettings), ui=_section(got, "ui", UiSettings),
+        log=_section(got, "log", LogSettings), runtime_command=v["runtime.command"], sources=sources,
+        file=file if required or file.is_file() else None)
 
 
-def _from_file(file: Path, *, required: bool, extra_sections: frozenset[str]) -> dict[str, Any]:
+def _data_dir(env: Mapping[str, str]) -> tuple[Path, str]:
+    if env.get("WAKEFUL_HOME"):
+        return Path(env["WAKEFUL_HOME"]), "env WAKEFUL_HOME"
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]) / "wakeful", "env XDG_DATA_HOME"
+    return Path.home() / ".local" / "share" / "wakeful", DEFAULT
+
+
+def _document(file: Path, *, required: bool, named_by: str | None) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(file.read_text(encoding="utf-8"))
+        return tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         if required:
-            raise InvalidRequest(f"config file {file} does not exist", field="config") from None
+            named = f" (named by ${named_by})" if named_by else ""
+            raise InvalidRequest(f"config file {file} does not exist{named}", field="config",
+                                 source=f"env {named_by}" if named_by else "flag") from None
         return {}
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"config file {file}: {exc}", field="config") from None
-    out: dict[str, Any] = {}
-    for section, table in doc.items():
-        if section in extra_sections:
-            if section == "server" and isinstance(table, dict):
-                out.update(_server_values(table, str(file)))
-            if section in ("decide", "web"):  # checked by DecideSettings.parse / WebSettings.parse
-                if not isinstance(table, dict):
-                    raise InvalidRequest(f"config section [{section}] must be a table", field=section)
-                out[section] = table
-            continue
-        keys = _SECTIONS.get(section)
-        if keys is None or not isinstance(table, dict):
-            raise InvalidRequest(f"unknown config section [{section}] in {file}", field=section)
-        for key, value in table.items():
-            if key not in keys:
-                raise InvalidRequest(f"unknown config key {section}.{key} in {file}", field=f"{section}.{key}")
-            if keys[key]:  # "" marks a key another part reads
-                out[keys[key]] = _typed(f"{section}.{key}", value, str if key == "url" else int)
+        raise InvalidRequest(f"config file {file}: {exc}", field="config", source=f"file {file}") from None
+
+
+def _given(got: Read, section: str, *, lists: bool = False) -> dict[str, Any]:
+    """The keys of a section set by the file or the environment (decide/web parse their own defaults)."""
+    out = {}
+    for name in KEYS[section]:
+        dotted = f"{section}.{name}"
+        if got.sources[dotted] != DEFAULT:
+            value = got.values[dotted]
+            out[name] = list(value) if lists and isinstance(value, tuple) else value
     return out
 
 
-# interfaces.md §7 server.*: host, port, public_docs, node_name, public_base_url (file or WAKEFUL_SERVER__*)
-_SERVER_KEYS = {"host": "server_host", "port": "server_port", "public_docs": "public_docs",
-                "node_name": "node_name", "public_base_url": "public_base_url"}
+def _section(got: Read, section: str, cls: Callable[..., T]) -> T:
+    return _checked(got, lambda: cls(**{n: got.values[f"{section}.{n}"] for n in KEYS[section]}))
 
 
-def _server_values(table: Mapping[str, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in _SERVER_KEYS:
-            raise InvalidRequest(f"unknown config key server.{key} in {where}", field=f"server.{key}")
-        if key == "port":
-            value = _typed("server.port", value, int)
-            if not 0 <= value <= 65535:
-                raise InvalidRequest("server.port must be 0..65535", field="server.port")
-        elif key == "public_docs":
-            if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
-                value = value.lower() in ("true", "1", "yes")
-            if not isinstance(value, bool):
-                raise InvalidRequest("server.public_docs must be true or false", field="server.public_docs")
-        else:
-            value = _typed(f"server.{key}", value, str)
-        out[_SERVER_KEYS[key]] = value
-    return out
-
-
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for section, keys in _SECTIONS.items():
-        for key, target in keys.items():
-            raw = env.get(f"WAKEFUL_{section.upper()}__{key.upper()}")
-            if raw is not None and target:
-                out[target] = raw if key == "url" else _typed(f"{section}.{key}", raw, int)
-    return out
-
-
-def _typed(name: str, value: Any, kind: type) -> Any:
-    if kind is int:
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise InvalidRequest(f"{name} must be an integer, not {value!r}", field=name) from None
-        if isinstance(value, bool) or number < 0:
-            raise InvalidRequest(f"{name} must be a non-negative integer", field=name)
-        return number
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{name} must be a string", field=name)
-    return value
+def _checked(got: Read, make: Callable[[], T]) -> T:
+    """Build a settings object; a refusal of its own (a cross-key rule, a bad CIDR) names the source too."""
+    try:
+        return make()
+    except (InvalidRequest, ValueError) as exc:
+        key = exc.details.get("field") if isinstance(exc, InvalidRequest) else None
+        if not isinstance(key, str) or key not in got.sources:
+            key = max((k for k in got.sources if str(exc).startswith(k)), key=len, default=None)
+        if key is None:
+            raise
+        message = exc.message if isinstance(exc, InvalidRequest) else str(exc)
+        raise InvalidRequest(f"{message} (from {got.sources[key]})", field=key, source=got.sources[key]) from None
