@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import sys
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -102,34 +101,18 @@ async def _thin(url: str, key: str, session_id: str | None, names: str) -> int:
 
 # interfaces.md §7: flag > $WAKEFUL_MCP__TOOL_NAMES > [mcp] tool_names in the config file > dotted
 def tool_names_setting(flag: str | None, config: Path | None = None) -> str:
-    value = flag or os.environ.get("WAKEFUL_MCP__TOOL_NAMES") or _from_file(config) or "dotted"
-    if value not in ("dotted", "underscore"):
-        raise UsageError(f"mcp.tool_names must be dotted or underscore, not {value!r}")
-    return value
+    if flag is None:
+        from wakeful.harness.config import load_config
+
+        return load_config(config).mcp.tool_names  # checked there: a bad value names its key and source
+    if flag not in ("dotted", "underscore"):
+        raise UsageError(f"--tool-names must be dotted or underscore, not {flag!r}")
+    return flag
 
 
-def _from_file(config: Path | None) -> str | None:
-    from wakeful.harness.config import default_data_dir
-
-    path = config or (Path(os.environ["WAKEFUL_CONFIG"]) if os.environ.get("WAKEFUL_CONFIG") else
-                      default_data_dir() / "wakeful.toml")
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None
-    section = doc.get("mcp")
-    if not isinstance(section, dict):
-        return None
-    unknown = set(section) - {"tool_names"}
-    if unknown:
-        raise UsageError(f"unknown config key mcp.{sorted(unknown)[0]}")
-    value = section.get("tool_names")
-    return value if isinstance(value, str) else None
-
-
-def mount_mcp(app: Any, harness: Any, *, tool_names: str = "dotted") -> Any:
+def mount_mcp(app: Any, harness: Any, *, tool_names: str | None = None) -> Any:
     """Mount MCP over streamable HTTP at ``/mcp`` on a ``wakeful serve`` app; returns the ASGI app (close it
-    before the harness stops)."""
+    before the harness stops). ``tool_names`` None: the harness's ``mcp.tool_names``."""
     from starlette.routing import Route
 
     from wakeful.mcp.http import McpHttpApp

@@ -101,7 +101,7 @@ def _print(out: Out, outcome: dict[str, Any]) -> None:
 
 
 async def _local(agent_id: str, request: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    from wakeful.build import Builder, BuildOptions
+    from wakeful.build import Builder
     from wakeful.cli.db_cmd import store_url
     from wakeful.harness.config import load_config
     from wakeful.harness.node import Node
@@ -113,7 +113,7 @@ async def _local(agent_id: str, request: dict[str, Any], env: dict[str, str]) ->
 
     cfg = load_config()
     store = await Store.open(store_url())
-    builder = Builder(BuildOptions(data_dir=cfg.data_dir))
+    builder = Builder(cfg.build.options(cfg.data_dir))  # build.* (interfaces.md §7)
     try:
         node = Node(store, cfg)  # not opened: no runtime, no adoption; Loop views and the decider only
 

@@ -30,7 +30,8 @@ class Harness(NodeHarness):
     async def start(self) -> None:
         await super().start()
         try:
-            control = Control(self.store)
+            settings = self.config.control  # control.claim_ttl_s, control.intent_grace_s (interfaces.md §7)
+            control = Control(self.store, claim_ttl_s=settings.claim_ttl_s, intent_grace_s=settings.intent_grace_s)
             await control.open()
         except BaseException:
             await super().stop()

@@ -428,7 +428,8 @@ class _LazyBuilder:
 
     async def compile(self, request: Mapping[str, Any]) -> Any:
         if self._harness._builder is None:
-            from wakeful.build import Builder, BuildOptions
+            from wakeful.build import Builder
 
-            self._harness._builder = Builder(BuildOptions(data_dir=self._harness.config.data_dir))
+            config = self._harness.config  # build.* (interfaces.md §7; build.md §2, §5, §8)
+            self._harness._builder = Builder(config.build.options(config.data_dir))
         return await self._harness._builder.compile(request)

@@ -34,9 +34,10 @@ MAX_BODY = 262_144
 class McpHttpApp:
     """An ASGI app: authenticate, then hand the request to the mcp package's streamable-HTTP manager."""
 
-    def __init__(self, harness: Harness, *, tool_names: str = "dotted") -> None:
+    def __init__(self, harness: Harness, *, tool_names: str | None = None) -> None:
         self.harness = harness
-        self.server = make_server(build_table(harness), self._resolve, tool_names=tool_names)
+        names = tool_names or harness.config.mcp.tool_names  # interfaces.md §7 mcp.tool_names; a flag wins
+        self.server = make_server(build_table(harness), self._resolve, tool_names=names)
         self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True,
                                                     max_request_body_size=MAX_BODY)
         self._keys: KeyCache | None = None

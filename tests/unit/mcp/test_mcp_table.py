@@ -14,7 +14,7 @@ from support.mcp_flow import LOOP_AND_SCRIPT_TOOLS
 
 from wakeful.cli.mcp_cmd import tool_names_setting
 from wakeful.cli.output import UsageError
-from wakeful.harness.errors import QuotaExceeded
+from wakeful.harness.errors import InvalidRequest, QuotaExceeded
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.mcp.script_tools import register_embedder_tools
 from wakeful.mcp.server import build_table, make_server, published_name
@@ -200,5 +200,5 @@ def test_tool_names_setting_precedence(tmp_path: Path, monkeypatch: pytest.Monke
         tool_names_setting("camel")
     (tmp_path / "wakeful.toml").write_text('[mcp]\ntool_name = "underscore"\n')
     monkeypatch.delenv("WAKEFUL_MCP__TOOL_NAMES")
-    with pytest.raises(UsageError):
+    with pytest.raises(InvalidRequest, match="mcp.tool_name"):  # the config's typed error names the key
         tool_names_setting(None)
