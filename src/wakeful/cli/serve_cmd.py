@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -53,14 +52,15 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
 
     if demo and "WAKEFUL_HOME" not in os.environ:
         os.environ["WAKEFUL_HOME"] = str(Path.cwd() / DEMO_DIR)
-    cfg = load_config(config_path)
+    cfg = load_config(config_path)  # a bad key or value: the typed error naming it and its source, exit 1
     cfg.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    cfg = cfg.with_overrides(store_url=db_url or os.environ.get("WAKEFUL_DB_URL"), node_name=node_name,
+    cfg = cfg.with_overrides(store_url=db_url, node_name=node_name,  # flags > environment ($WAKEFUL_DB_URL) > file
                              server_host=host, server_port=port, public_docs=False if no_docs else None)
     if cfg.node_name is None:
         cfg = cfg.with_overrides(node_name=socket.gethostname())
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    from wakeful.cli.logsetup import configure
+
+    configure(cfg.log.level, cfg.log.format, sys.stderr)  # interfaces.md §7 log.level, log.format
     if upgrade:  # harness.md §3: an older schema is upgraded only when asked (the store's own rules apply)
         asyncio.run(_upgrade(cfg.effective_store_url))
     asyncio.run(_serve(cfg, demo=demo, mcp=mcp))
@@ -105,10 +105,10 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
         server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
                              public_base_url=cfg.public_base_url, public_docs=cfg.public_docs,
                              timeout_graceful_shutdown=5)
-        from wakeful.cli.mcp_cmd import mount_mcp, tool_names_setting
+        from wakeful.cli.mcp_cmd import mount_mcp
 
-        if mcp:  # interfaces.md §3.1: MCP over streamable HTTP at /mcp
-            mcp_app = mount_mcp(server.config.app, harness, tool_names=tool_names_setting(None))
+        if mcp:  # interfaces.md §3.1: MCP over streamable HTTP at /mcp, names by the config's mcp.tool_names
+            mcp_app = mount_mcp(server.config.app, harness)
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
