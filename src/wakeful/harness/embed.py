@@ -83,6 +83,7 @@ class Harness:
     async def start(self) -> None:
         """Store (with migrations), runtime, adoption of active Loops, sweeps."""
         url = self.config.effective_store_url
+        self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # interfaces.md §7: mode 0700
         self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
         try:
             self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,

@@ -56,6 +56,7 @@ async def test_build_keys_shape_the_harness_builder(harness_runner: Any, tmp_pat
         builder = h._builder
         assert builder._workers._max_workers == 1 and builder.cache is None
         assert again == 1  # no cache: the second build compiled again
+    assert (tmp_path / "off" / "data").stat().st_mode & 0o777 == 0o700  # §7: the data directory is 0700
     cfg = _config(tmp_path / "on", "[build]\nworkers = 3\ncache_max_entries = 10\n")
     async with Harness(cfg, sweeps=False) as h:
         _, _, again = await _build_twice(h)
