@@ -167,9 +167,10 @@ def prune_command(out: Out, *, retention_s: int, messages_older_than_days: int |
     except WakefulError as exc:
         out.fail(exc)
     if out.json:
-        out.document({"removed": removed})
+        out.document({"removed": removed, "retention_s": retention_s})
     else:
-        out.text("removed " + ", ".join(f"{n} {what}" for what, n in removed.items()))
+        out.text("removed " + ", ".join(f"{n} {what}" for what, n in removed.items())
+                 + f" (settled events kept {retention_s} s)")
     return EXIT_OK
 
 

@@ -220,8 +220,9 @@ def db_backup(
 def db_prune(
     ctx: typer.Context,
     retention_s: Annotated[
-        int, typer.Option("--retention-s", min=0, help="Keep settled events this long.")
-    ] = 86_400,
+        int | None,
+        typer.Option("--retention-s", min=0, help="Keep settled events this long (default: events.dedup_retention_s)."),
+    ] = None,
     messages_days: Annotated[
         int | None, typer.Option("--messages-older-than-days", min=0, help="Also delete older messages.")
     ] = None,
@@ -229,6 +230,10 @@ def db_prune(
 ) -> None:
     """Remove what retention allows (settled events, idle buckets, unreferenced artifacts)."""
     out = out_for(ctx, json_)
+    if retention_s is None:
+        from wakeful.harness.config import load_config
+
+        retention_s = load_config().dedup_retention_s  # the same window the running node prunes with
     raise CliExit(
         db_cmd.prune_command(out, retention_s=retention_s, messages_older_than_days=messages_days)
     )

@@ -84,6 +84,12 @@ def test_db_prune(tmp_path: Path) -> None:
     assert code == 0 and doc["removed"]["rate_buckets"] == 1
     code, _, text = wakeful("db", "prune", "--retention-s", "-1", home=tmp_path)
     assert code == 2 and "retention" in text
+    assert doc["retention_s"] == 86_400  # the default of events.dedup_retention_s
+    (tmp_path / "wakeful.toml").write_text("[events]\ndedup_retention_s = 3600\n")
+    code, doc, _ = wakeful("db", "prune", "--json", home=tmp_path)
+    assert code == 0 and doc["retention_s"] == 3600  # the window the node prunes with, not a CLI constant
+    code, doc, _ = wakeful("db", "prune", "--retention-s", "60", "--json", home=tmp_path)
+    assert code == 0 and doc["retention_s"] == 60  # the flag wins
 
 
 def test_db_backup(tmp_path: Path) -> None:
