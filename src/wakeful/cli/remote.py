@@ -17,8 +17,8 @@ from wakeful.cli.output import Out, Unavailable, UsageError
 from wakeful.errors import WakefulError
 
 __all__ = [
-    "KEY_ENV", "SERVER_ENV", "Remote", "RemoteError", "api_key", "call", "connect", "note_command", "refuse_local",
-    "server_url",
+    "AGENT_HEADER", "KEY_ENV", "SERVER_ENV", "Remote", "RemoteError", "answer", "api_key", "call", "connect",
+    "note_command", "refuse_local", "server_url",
 ]
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ class Remote:
             raise Unavailable(f"the server {self.url} is unreachable: {type(exc).__name__}") from None
         except httpx.HTTPError as exc:  # e.g. a redirect loop or an invalid header
             raise Unavailable(f"the server {self.url} could not be used: {type(exc).__name__}") from None
-        return _answer(method, path, response)
+        return answer(method, path, response)
 
     def get(self, path: str, **params: Any) -> Any:
         """``GET path?params``."""
@@ -143,12 +143,13 @@ class Remote:
         """``/v1/agent-groups/{group_id}`` of the key's group."""
         return f"/v1/agent-groups/{self.group()}"
 
-    def pages(self, path: str, *, cap: int = 10_000, **params: Any) -> list[Any]:
+    def pages(self, path: str, *, cap: int = 10_000, headers: dict[str, str] | None = None,
+              **params: Any) -> list[Any]:
         """Every item of a paged route (``{items, next_cursor}``), following cursors up to ``cap`` items."""
         items: list[Any] = []
         cursor: str | None = None
         while True:
-            page = self.get(path, limit=200, cursor=cursor, **params)
+            page = self.request("GET", path, params={"limit": 200, "cursor": cursor, **params}, headers=headers)
             if not isinstance(page, dict) or not isinstance(page.get("items"), list):
                 raise RemoteError("invalid_response", f"GET {path} did not answer a page", status=200)
             items.extend(page["items"])
@@ -157,7 +158,8 @@ class Remote:
                 return items[:cap]
 
 
-def _answer(method: str, path: str, response: Any) -> Any:
+def answer(method: str, path: str, response: Any) -> Any:
+    """An ``httpx`` response as its JSON body (``None`` for ``204``), or the typed error it carries."""
     status = int(response.status_code)
     if status == 204:
         return None
