@@ -2,7 +2,8 @@
 
 interfaces.md §4.2: events written here (send, retry, discard) are picked up by the running node at its next tick;
 `loop tail` and `session watch` follow the store and print JSON Lines with `--json`. In remote mode (`--server`)
-webhook, events, retry, discard and send call the HTTP API (`loop_remote`); tail and watch refuse (exit 2).
+webhook, events, retry, discard and send call the HTTP API (`loop_remote`), watch follows the session's SSE
+stream (`session_remote`); tail refuses (exit 2): the API has no stream of a Loop's logs.
 """
 
 from __future__ import annotations
@@ -266,7 +267,13 @@ def session_watch(
     json_: JsonOpt = False,
 ) -> None:
     """Follow the wakes arriving in a session (Ctrl-C stops); JSON Lines with --json."""
-    remote.refuse_local("wakeful session watch")
+    if remote.server_url() is not None:  # the SSE stream G/sessions/{id}/stream (session_remote)
+        from wakeful.cli import session_remote
+
+        out = out_for(ctx, json_)
+        remote.call(out, lambda: session_remote.watch(remote.connect(), session_id, for_s=for_, from_start=from_start,
+                                                      emit=lambda record: _emit(out, record)))
+        return
     import sqlalchemy as sa
 
     from wakeful.harness.store import schema, sessions

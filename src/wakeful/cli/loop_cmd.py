@@ -2,8 +2,8 @@
 
 interfaces.md §4.1–4.2. Rows written here (a Loop created or resumed) are adopted by the running node on its
 next placement tick, or by the next `wakeful serve`; this process never runs a Loop itself. In remote mode
-(`--server` / `$WAKEFUL_SERVER`) the `loop` commands and `session messages` call the HTTP API (`loop_remote`);
-the others refuse with a usage error.
+(`--server` / `$WAKEFUL_SERVER`) the `loop` commands and `session messages` call the HTTP API (`loop_remote`),
+and `group`, `key`, `agent` and `session create|list` theirs (`session_remote`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from wakeful.cli import loop_remote, remote
+from wakeful.cli import loop_remote, remote, session_remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, out_for
 from wakeful.errors import WakefulError
@@ -233,9 +233,14 @@ def _record(value: Any) -> Any:
     return dict(value.__dict__) if hasattr(value, "__dict__") else value
 
 
-def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]]) -> None:
+def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]],
+           remote_fn: Callable[[Remote], Any] | None = None) -> None:
+    """``fn`` in a store transaction; in remote mode ``remote_fn`` against the server (``session_remote``)."""
     out = out_for(ctx, json_)
-    value = _record(_run(out, lambda tools: _tx(tools, fn)))
+    if remote_fn is not None and remote.server_url() is not None:
+        value = remote.call(out, lambda: remote_fn(remote.connect()))
+    else:
+        value = _record(_run(out, lambda tools: _tx(tools, fn)))
     rows = value if isinstance(value, list) else [value]
     _show(out, value, lambda _: [json.dumps(r, default=str) for r in rows] or ["none"])
 
@@ -245,7 +250,7 @@ def group_create(ctx: typer.Context, name: str, json_: JsonOpt = False) -> None:
     """Create a group."""
     from wakeful.harness.store import groups
 
-    _admin(ctx, json_, lambda tx: groups.create_group(tx, name=name))
+    _admin(ctx, json_, lambda tx: groups.create_group(tx, name=name), lambda r: session_remote.group_create(r, name))
 
 
 @group_app.command("list")
@@ -253,7 +258,7 @@ def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """List groups."""
     from wakeful.harness.store import groups
 
-    _admin(ctx, json_, groups.list_groups)
+    _admin(ctx, json_, groups.list_groups, session_remote.group_list)
 
 
 @agent_app.command("create")
@@ -262,7 +267,8 @@ def agent_create(ctx: typer.Context, name: str,
     """Create an agent in a group."""
     from wakeful.harness.store import agents
 
-    _admin(ctx, json_, lambda tx: agents.create_agent(tx, group_id=group, name=name))
+    _admin(ctx, json_, lambda tx: agents.create_agent(tx, group_id=group, name=name),
+           lambda r: session_remote.agent_create(r, name=name, group=group))
 
 
 @agent_app.command("list")
@@ -271,14 +277,15 @@ def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--
     """List agents."""
     from wakeful.harness.store import agents
 
-    _admin(ctx, json_, lambda tx: agents.list_agents(tx, group_id=group))
+    _admin(ctx, json_, lambda tx: agents.list_agents(tx, group_id=group), lambda r: session_remote.agent_list(r, group))
 
 
 @agent_app.command("archive")
 def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
     """Archive an agent: its active Loops become paused(archive)."""
     out = out_for(ctx, json_)
-    _show(out, _run(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR)),
+    _show(out, _either(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR),
+                       lambda r: session_remote.agent_archive(r, agent_id)),
           lambda r: [f"{k}: {v}" for k, v in r.items()])
 
 
@@ -286,7 +293,8 @@ def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> 
 def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
     """Unarchive an agent: its archived Loops are re-admitted within quota, oldest first."""
     out = out_for(ctx, json_)
-    _show(out, _run(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR)),
+    _show(out, _either(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR),
+                       lambda r: session_remote.agent_unarchive(r, agent_id)),
           lambda r: [f"{k}: {v}" for k, v in r.items()])
 
 
@@ -294,20 +302,20 @@ def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -
 def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent")],
                    title: Annotated[str, typer.Option("--title")] = "", json_: JsonOpt = False) -> None:
     """Create a session (an inbox) for an agent."""
-    remote.refuse_local("wakeful session create")
     from wakeful.harness.store import sessions
 
-    _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title))
+    _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title),
+           lambda r: session_remote.session_create(r, agent=agent, title=title))
 
 
 @session_app.command("list")
 def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("--agent")] = None,
                  json_: JsonOpt = False) -> None:
     """List sessions."""
-    remote.refuse_local("wakeful session list")
     from wakeful.harness.store import sessions
 
-    _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent))
+    _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent),
+           lambda r: session_remote.session_list(r, agent))
 
 
 @session_app.command("messages")
@@ -335,7 +343,7 @@ def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", h
         key, text = await groups.create_key(tx, role=role, group_id=group, agent_id=agent, label=label)
         return {**key.__dict__, "key": text}
 
-    _admin(ctx, json_, make)
+    _admin(ctx, json_, make, lambda r: session_remote.key_create(r, role=role, group=group, agent=agent, label=label))
 
 
 @key_app.command("list")
@@ -344,7 +352,7 @@ def key_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--gr
     """List API keys (never their secrets)."""
     from wakeful.harness.store import groups
 
-    _admin(ctx, json_, lambda tx: groups.list_keys(tx, group_id=group))
+    _admin(ctx, json_, lambda tx: groups.list_keys(tx, group_id=group), lambda r: session_remote.key_list(r, group))
 
 
 @key_app.command("revoke")
@@ -355,4 +363,4 @@ def key_revoke(ctx: typer.Context, key_id: str, json_: JsonOpt = False) -> None:
     async def revoke(tx: Any) -> dict[str, Any]:
         return {"key_id": key_id, "revoked": await groups.revoke_key(tx, key_id)}
 
-    _admin(ctx, json_, revoke)
+    _admin(ctx, json_, revoke, lambda r: session_remote.key_revoke(r, key_id))

@@ -1,0 +1,222 @@
+"""`wakeful group | key | agent | session …` in remote mode: the administration and agent routes of interfaces.md
+§2.2, and `session watch` over the SSE stream `G/sessions/{id}/stream` (resumed with `Last-Event-ID`).
+
+Records keep the local `--json` shapes where the API returns the same data; the differences are written down in
+docs/decisions-cli-remote.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+from wakeful.cli.output import Unavailable, UsageError
+from wakeful.cli.remote import Remote, RemoteError, answer
+
+__all__ = [
+    "agent_archive", "agent_create", "agent_list", "agent_unarchive", "group_create", "group_list", "key_create",
+    "key_list", "key_revoke", "segment", "session_create", "session_list", "watch",
+]
+
+READ_IDLE_S = 45.0  # the stream sends a comment every 15 s: this long with nothing read is a dead connection
+RECONNECTS = 10  # consecutive failed reconnects (1 s apart) before the watch gives up (exit 3)
+START_PAGES = 1000  # pages of 200 read to find a session's newest message (the watch starts after it)
+
+
+def segment(value: str, what: str) -> str:
+    """An id as one path segment: percent-encoded, so any text reaches the server as an id (404), never a path."""
+    if value in ("", ".", ".."):
+        raise UsageError(f"not a {what} id: {value!r}")
+    return quote(value[:256], safe="")
+
+
+def _groups(r: Remote, group_id: str | None) -> str:
+    """``/v1/agent-groups/{id}`` of the named group, else of the key's own."""
+    return f"/v1/agent-groups/{segment(group_id, 'group')}" if group_id else r.prefix()
+
+
+def _group_of(r: Remote, group_id: str | None) -> str:
+    return segment(group_id, "group") if group_id else r.group()
+
+
+# ---- groups and keys
+
+
+def group_create(r: Remote, name: str) -> dict[str, Any]:
+    """``POST /v1/groups`` (an admin key): the group."""
+    return dict(r.request("POST", "/v1/groups", json={"name": name}))
+
+
+def group_list(r: Remote) -> list[dict[str, Any]]:
+    """Every page of ``GET /v1/groups`` (an admin key)."""
+    return r.pages("/v1/groups")
+
+
+def key_create(r: Remote, *, role: str, group: str | None, agent: str | None, label: str | None) -> dict[str, Any]:
+    """``POST /v1/groups/{id}/keys`` (the key's own group by default): the key record with its text, once."""
+    body = {k: v for k, v in (("role", role), ("agent_id", agent), ("label", label)) if v is not None}
+    return dict(r.request("POST", f"/v1/groups/{_group_of(r, group)}/keys", json=body))
+
+
+def key_list(r: Remote, group: str | None) -> list[dict[str, Any]]:
+    """Every page of ``GET /v1/groups/{id}/keys`` (never secrets)."""
+    return r.pages(f"/v1/groups/{_group_of(r, group)}/keys")
+
+
+def key_revoke(r: Remote, key_id: str) -> dict[str, Any]:
+    """``DELETE /v1/groups/{id}/keys/{key_id}`` of the key's group (204) as ``{key_id, revoked: true}``."""
+    r.request("DELETE", f"/v1/groups/{r.group()}/keys/{segment(key_id, 'key')}")
+    return {"key_id": key_id, "revoked": True}
+
+
+# ---- agents and sessions
+
+
+def agent_create(r: Remote, *, name: str, group: str) -> dict[str, Any]:
+    """``POST G/agents`` (a group or admin key): the agent."""
+    return dict(r.request("POST", f"{_groups(r, group)}/agents", json={"name": name}))
+
+
+def agent_list(r: Remote, group: str | None) -> list[dict[str, Any]]:
+    """Every page of ``GET G/agents`` (an agent key sees itself)."""
+    return r.pages(f"{_groups(r, group)}/agents")
+
+
+def agent_archive(r: Remote, agent_id: str) -> dict[str, Any]:
+    """``POST G/agents/{id}/archive``: ``{agent, paused_loops}``."""
+    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/archive"))
+
+
+def agent_unarchive(r: Remote, agent_id: str) -> dict[str, Any]:
+    """``POST G/agents/{id}/unarchive``: ``{agent, resumed, quota_paused}``."""
+    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/unarchive"))
+
+
+def session_create(r: Remote, *, agent: str, title: str) -> dict[str, Any]:
+    """``POST G/agents/{id}/sessions``: the session."""
+    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent, 'agent')}/sessions", json={"title": title}))
+
+
+def session_list(r: Remote, agent: str | None) -> list[dict[str, Any]]:
+    """The agent's sessions, or (no ``--agent``) those of every agent the key sees."""
+    agents = [agent] if agent else [str(a["id"]) for a in agent_list(r, None)]
+    found: list[dict[str, Any]] = []
+    for agent_id in agents:
+        found += r.pages(f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/sessions")
+    return found
+
+
+# ---- session watch
+
+
+def watch(r: Remote, session_id: str, *, for_s: float | None, from_start: bool,
+          emit: Callable[[dict[str, Any]], None]) -> None:
+    """Follow ``G/sessions/{id}/stream`` and ``emit`` each new message in the local record shape; a dropped
+    connection resumes after the last message seen (``Last-Event-ID``). Ctrl-C (SIGINT) or ``--for`` ends it."""
+    path = f"{r.prefix()}/sessions/{segment(session_id, 'session')}"
+    end = None if for_s is None else time.monotonic() + max(0.0, for_s)
+    try:
+        # the start point (from the start: one read), so an unknown session or a dead server ends it here
+        last: str | None = None
+        if from_start:
+            r.get(f"{path}/messages", limit=1)
+        else:
+            last = _newest(r, path)
+        failures = 0
+        while end is None or time.monotonic() < end:
+            try:
+                for cursor, message in _stream(r, f"{path}/stream", last, end):
+                    failures = 0
+                    last = cursor
+                    emit(_record(message))
+                    if end is not None and time.monotonic() >= end:
+                        return
+                time.sleep(0.5)  # the server ended the stream (a restart): reconnect after the last message
+            except Unavailable:
+                failures += 1
+                if failures > RECONNECTS:
+                    raise
+                time.sleep(1.0)
+    except KeyboardInterrupt:  # Ctrl-C stops the watch cleanly (exit 0), as in local mode
+        return
+
+
+def _newest(r: Remote, path: str) -> str | None:
+    """The cursor of the session's newest message (the watch starts after it), following the pages."""
+    cursor: str | None = None
+    newest: str | None = None
+    for _ in range(START_PAGES):
+        page = r.get(f"{path}/messages", limit=200, cursor=cursor)
+        items = page.get("items") if isinstance(page, dict) else None
+        if not isinstance(items, list):
+            raise RemoteError("invalid_response", "GET …/messages did not answer a page", status=200)
+        if items and isinstance(items[-1], dict):
+            newest = str(items[-1].get("cursor") or newest)
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    return newest
+
+
+def _record(message: dict[str, Any]) -> dict[str, Any]:
+    """The local `session watch` record of one API message."""
+    keys = ("id", "kind", "loop_id", "loop_name", "incarnation", "content", "created_ms", "handled_ms")
+    return {"type": "message", **{k: message.get(k) for k in keys}}
+
+
+def _stream(r: Remote, path: str, last: str | None, end: float | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One connection to the SSE stream: ``(cursor, message)`` per ``message`` event; returns when the server
+    ends the stream or ``end`` passes; a connection that fails or goes silent is ``Unavailable``."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {r.key}", "Accept": "text/event-stream",
+               **({"Last-Event-ID": last} if last else {})}
+    idle = READ_IDLE_S if end is None else max(0.05, min(READ_IDLE_S, end - time.monotonic()))
+    timeout = httpx.Timeout(10.0, read=idle)
+    try:
+        with httpx.Client(base_url=r.url, timeout=timeout, trust_env=False) as http, \
+                http.stream("GET", path, headers=headers) as response:
+            if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
+                    "text/event-stream"):
+                response.read()
+                answer("GET", path, response)
+                raise RemoteError("invalid_response", f"GET {path} did not answer an event stream",
+                                  status=response.status_code)
+            yield from _events(response.iter_lines())
+    except httpx.ReadTimeout:
+        if end is not None and time.monotonic() >= end:
+            return
+        raise Unavailable(f"the stream of {r.url} went silent for {idle:.0f} s") from None
+    except httpx.TransportError as exc:
+        raise Unavailable(f"the server {r.url} is unreachable: {type(exc).__name__}") from None
+
+
+def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Server-sent events (the WHATWG framing): ``id``/``event``/``data`` fields, a blank line dispatches,
+    ``:`` lines are comments; only ``message`` events carrying a JSON object are answered."""
+    event_id, kind = "", "message"
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data and kind == "message":
+                try:
+                    value = json.loads("\n".join(data))
+                except ValueError:
+                    value = None
+                if isinstance(value, dict):
+                    yield event_id or str(value.get("cursor") or ""), value
+            kind, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, text = line.partition(":")
+        text = text[1:] if text.startswith(" ") else text
+        if name == "id":
+            event_id = text
+        elif name == "event":
+            kind = text
+        elif name == "data":
+            data.append(text)
