@@ -2,7 +2,8 @@
 log on the configured store, as the operator (person authority) or, with ``--agent``, as that agent.
 
 ``run_control`` (shared with ``work_cmd``) opens the store and a ``Control`` for one command; kernel refusals
-print as typed errors and exit 1, an unreachable store exits 3, a bad argument or file exits 2.
+print as typed errors and exit 1, an unreachable store exits 3, a bad argument or file exits 2. In remote mode
+(``--server``) it runs the same command bodies against the HTTP API instead (``control_remote``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,14 @@ def new_operation_id() -> str:
 
 
 def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
-    """Open the store, run ``body``, close; typed errors exit 1 (refused), 2 (usage) or 3 (unavailable)."""
+    """Open the store, run ``body``, close; typed errors exit 1 (refused), 2 (usage) or 3 (unavailable).
+    In remote mode the same ``body`` runs against the server's control-plane routes (``control_remote``)."""
+    from wakeful.cli import remote
+
+    if remote.server_url() is not None:
+        from wakeful.cli import control_remote
+
+        return remote.call(out, lambda: control_remote.run(agent, body))
     from wakeful.harness.errors import StoreUnavailable
 
     try:
