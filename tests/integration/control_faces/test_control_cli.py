@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("WAKEFUL_DB_URL", f"sqlite:///{tmp_path / 'w.db'}")
     monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path))
+    (tmp_path / "wakeful.toml").write_text("[control]\nclaim_ttl_s = 600\n")  # local commands apply it too
     cli = Cli(capsys)
     group = cli("group", "create", "g1")["id"]
     agent = cli("agent", "create", "--group", group, "a1")["id"]
@@ -97,6 +99,9 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert decision["ask"]["gate_id"] == gate
     claimed = cli("next", "--agent", agent, "--goal", goal, "--claim")
     assert claimed["claim"]["claim"]["holder"] == agent
+    held = claimed["claim"]["claim"]
+    left_s = held["expires_ms"] / 1000 - time.time()
+    assert 500 < left_s <= 601, left_s  # control.claim_ttl_s = 600, not the 1,800 s default
     cli("evidence", "add", goal, "--kind", "test", "--verdict", "pass", "--item", bench, "--criterion", "lat",
         "--subject", "repo", "--artifact-revision", "git:b", "--summary", "3 ms", "--agent", agent)
     assert cli("evidence", "list", goal, "--item", bench)[0]["verdict"] == "pass"
