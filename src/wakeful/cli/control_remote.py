@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from wakeful.cli.goal_cmd import GoalCli
 from wakeful.cli.output import UsageError
-from wakeful.cli.remote import AGENT_HEADER, Remote, RemoteError, connect, refuse_local
-from wakeful.cli.session_remote import segment
+from wakeful.cli.remote import AGENT_HEADER, Remote, RemoteError, connect, refuse_local, segment
 
 if TYPE_CHECKING:
     from wakeful.control import Actor, Control

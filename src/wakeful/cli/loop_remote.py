@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import quote
 
 from wakeful.cli.output import UsageError
-from wakeful.cli.remote import Remote, RemoteError
+from wakeful.cli.remote import Remote, RemoteError, segment
 
 __all__ = [
     "create", "delete", "discard", "events", "get", "list_loops", "logs", "messages", "retry", "send", "steer",
@@ -21,15 +20,8 @@ __all__ = [
 MAX_LOG_PAGES = 500  # 200 lines a page: the stored log of a Loop is bounded well below this
 
 
-def _segment(value: str, what: str) -> str:
-    """An id as one path segment: percent-encoded, so any text reaches the server as a (404) id, never a path."""
-    if value in ("", ".", ".."):
-        raise UsageError(f"not a {what} id: {value!r}")
-    return quote(value[:256], safe="")
-
-
 def _loop(r: Remote, loop_id: str, tail: str = "") -> str:
-    return f"{r.prefix()}/loops/{_segment(loop_id, 'Loop')}{tail}"
+    return f"{r.prefix()}/loops/{segment(loop_id, 'Loop')}{tail}"
 
 
 def create(r: Remote, *, agent: str, session: str, artifact: str | None, elf: bytes | None, config: Any,
@@ -134,4 +126,4 @@ def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str |
 
 def messages(r: Remote, session_id: str) -> list[dict[str, Any]]:
     """Every page of ``GET G/sessions/{id}/messages`` (at most 1000, as locally), oldest first."""
-    return r.pages(f"{r.prefix()}/sessions/{_segment(session_id, 'session')}/messages", cap=1000)
+    return r.pages(f"{r.prefix()}/sessions/{segment(session_id, 'session')}/messages", cap=1000)

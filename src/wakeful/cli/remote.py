@@ -11,14 +11,14 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from wakeful.cli.output import Out, Unavailable, UsageError
 from wakeful.errors import WakefulError
 
 __all__ = [
     "AGENT_HEADER", "KEY_ENV", "SERVER_ENV", "Remote", "RemoteError", "answer", "api_key", "call", "connect",
-    "note_command", "refuse_local", "server_url",
+    "note_command", "refuse_local", "segment", "server_url",
 ]
 
 T = TypeVar("T")
@@ -37,6 +37,13 @@ class RemoteError(WakefulError):
         self.code = code
         self.status = status
         self.details = details or {}
+
+
+def segment(value: str, what: str) -> str:
+    """An id as one path segment: percent-encoded, so any text reaches the server as an id (404), never a path."""
+    if value in ("", ".", ".."):
+        raise UsageError(f"not a {what} id: {value!r}")
+    return quote(value[:256], safe="")
 
 
 def server_url(flag: str | None = None) -> str | None:

@@ -11,26 +11,18 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
-from wakeful.cli.output import Unavailable, UsageError
-from wakeful.cli.remote import Remote, RemoteError, answer
+from wakeful.cli.output import Unavailable
+from wakeful.cli.remote import Remote, RemoteError, answer, segment
 
 __all__ = [
     "agent_archive", "agent_create", "agent_list", "agent_unarchive", "group_create", "group_list", "key_create",
-    "key_list", "key_revoke", "segment", "session_create", "session_list", "watch",
+    "key_list", "key_revoke", "session_create", "session_list", "watch",
 ]
 
 READ_IDLE_S = 45.0  # the stream sends a comment every 15 s: this long with nothing read is a dead connection
 RECONNECTS = 10  # consecutive failed reconnects (1 s apart) before the watch gives up (exit 3)
 START_PAGES = 1000  # pages of 200 read to find a session's newest message (the watch starts after it)
-
-
-def segment(value: str, what: str) -> str:
-    """An id as one path segment: percent-encoded, so any text reaches the server as an id (404), never a path."""
-    if value in ("", ".", ".."):
-        raise UsageError(f"not a {what} id: {value!r}")
-    return quote(value[:256], safe="")
 
 
 def _groups(r: Remote, group_id: str | None) -> str:
