@@ -8,41 +8,18 @@ this process is never changed: each subprocess gets its own.
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.cli_remote import doc, serving, wakeful
 
 pytestmark = pytest.mark.integration
 
-SRC = Path(__file__).resolve().parents[3] / "src"
 COUNTER = Path(__file__).resolve().parents[2] / "support" / "guests" / "ingress_counter.c"
-SCRUBBED = ("WAKEFUL_SERVER", "WAKEFUL_API_KEY", "WAKEFUL_CONFIG", "WAKEFUL_DB_URL", "WAKEFUL_HOME")
-
-
-def _env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    return {**env, "PYTHONPATH": str(SRC), "WAKEFUL_HOME": str(home), **(extra or {})}
-
-
-def wakeful(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wakeful.cli.main", *args], capture_output=True, text=True,
-                          env=_env(home, env), timeout=120)
-
-
-def doc(proc: subprocess.CompletedProcess[str]) -> Any:
-    """The one JSON document a `--json` command printed."""
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
-    return json.loads(lines[0])
 
 
 @dataclass
@@ -73,29 +50,8 @@ def node(tmp_path_factory: pytest.TempPathFactory, compile_c: Callable[..., byte
     made = doc(wakeful(home, "key", "create", "--role", "group", "--group", group, "--json"))
     elf = root / "counter.elf"
     elf.write_bytes(compile_c(COUNTER.read_text(), name="counter.c"))
-    log = (root / "serve.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "wakeful.cli.main", "serve", "--port", "0", "--node-name",
-                             "cli-remote"], stdout=subprocess.PIPE, stderr=log, text=True,
-                            env=_env(home, {"PYTHONUNBUFFERED": "1"}))
-    try:
-        assert proc.stdout is not None
-        url = None
-        while url is None:
-            line = proc.stdout.readline()
-            assert line, f"wakeful serve ended early:\n{(root / 'serve.log').read_text()[-3000:]}"
-            found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-            url = found.group(1) if found else None
+    with serving(home, "cli-remote") as url:
         yield Node(url, home, away, group, agent, session, made["key"], made["id"], elf)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        log.close()
     assert not list(away.iterdir()), "a remote command wrote to its local data directory"
 
 
