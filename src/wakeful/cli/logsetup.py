@@ -18,7 +18,9 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _MARKER = "/v1/loop-webhooks/"
 _KEY = re.compile(r"(wk_key_[0-9a-z]+_)[A-Za-z0-9_-]+")  # wk_<key id>_<secret> (api/auth.py)
 _BEARER = re.compile(r"(Bearer )[^\s\"']+", re.IGNORECASE)
-_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+@", re.IGNORECASE)
+# a URL password runs to the first "@" ("/" and ":" included, as SQLAlchemy reads it); asyncpg takes ?password= too
+_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#\s\"']+", re.IGNORECASE)
 
 
 # interfaces.md §7, harness.md §10.4: secrets and webhook paths are always redacted
@@ -31,7 +33,7 @@ def redact(text: str) -> str:
         text = head + "".join(_redact(_MARKER + part) for part in rest)
     text = _KEY.sub(r"\1<redacted>", text)
     text = _BEARER.sub(r"\1<redacted>", text)
-    return _PASSWORD.sub(r"\1***@", text)
+    return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
 
 
 class TextFormatter(logging.Formatter):

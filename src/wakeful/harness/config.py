@@ -7,18 +7,20 @@ faces apply their flags with ``Config.with_overrides``. ``Config.effective()`` l
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from wakeful.harness.config_read import (
+    BYTES_MAX,
     DEFAULT,
     Key,
     Read,
     boolean,
+    check,
     choice,
     integer,
     read,
@@ -174,6 +176,11 @@ class Config:
     def with_overrides(self, **changes: Any) -> Config:
         """A copy with the non-None keyword values replaced (command-line flags over file values)."""
         given = {k: v for k, v in changes.items() if v is not None}
+        for name, value in given.items():  # a flag is checked like the file: --port 99999 is refused here
+            dotted = _KEY_OF.get(name, "")
+            section, _, key = dotted.partition(".")
+            if key in KEYS.get(section, {}):
+                given[name] = check(dotted, KEYS[section][key], value, "flag")
         sources = {**self.sources, **{_KEY_OF.get(k, k): "flag" for k in given if k != "sources"}}
         return replace(self, **{"sources": sources, **given})
 
@@ -204,16 +211,14 @@ class Config:
         return getattr(getattr(self, section), name)
 
 
+# SQLAlchemy's reading: the password runs to the first "@" ("/" and ":" included); asyncpg also takes ?password=
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*:)[^@]*@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def redacted_url(url: str) -> str:
-    """A store URL without its password (``postgresql://u:***@h/db``)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<redacted>"
-    if password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@")))
+    """A store URL without its password (``postgresql://u:***@h/db``, ``…?password=***``)."""
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", url))
 
 
 # interfaces.md §7: $WAKEFUL_HOME, else $XDG_DATA_HOME/wakeful, else ~/.local/share/wakeful
@@ -229,18 +234,19 @@ def default_data_dir() -> Path:
 
 
 def _ints(cls: Any, low: Callable[[str], int]) -> dict[str, Key]:
-    return {f.name: integer(f.default if isinstance(f.default, int) else 0, low(f.name)) for f in fields(cls)}
+    return {f.name: integer(f.default if isinstance(f.default, int) else 0, low(f.name),
+                            *([BYTES_MAX] if f.name.endswith("_bytes") else [])) for f in fields(cls)}
 
 
 # interfaces.md §7, the key table: section → key → kind, default and bounds (docs/decisions-config.md)
 KEYS: dict[str, dict[str, Key]] = {
-    "server": {"host": text("127.0.0.1"), "port": integer(8470, 0, 65_535), "public_base_url": text(),
+    "server": {"host": text("127.0.0.1", blank=False), "port": integer(8470, 0, 65_535), "public_base_url": text(),
                "public_docs": boolean(True), "node_name": text()},
     "store": {"url": text(secret=True)},
     "runtime": {"mode": choice("inprocess", "inprocess", "stdio"), "command": text(),
                 "max_objects": integer(10_000, 1)},
-    "build": {"workers": integer(2, 1, 64), "cache": boolean(True), "cache_max_bytes": integer(256 << 20, 1),
-              "cache_max_entries": integer(50_000, 1), "zig_path": text()},
+    "build": {"workers": integer(2, 1, 64), "cache": boolean(True), "cache_max_bytes": integer(256 << 20, 1, BYTES_MAX),
+              "cache_max_entries": integer(50_000, 1), "zig_path": text(blank=False)},
     # counts may be 0 (nothing allowed); windows, deadlines and rates must be at least 1
     "limits": _ints(Limits, lambda n: 1 if n.endswith(("_s", "_per_min")) else 0),
     "events": {"dedup_retention_s": integer(86_400, 0)},

@@ -12,10 +12,15 @@ from typing import Any
 
 from wakeful.harness.errors import InvalidRequest
 
-__all__ = ["DEFAULT", "Key", "Read", "boolean", "choice", "integer", "read", "refuse", "strings", "text"]
+__all__ = ["BYTES_MAX", "DEFAULT", "INT_MAX", "Key", "Read", "boolean", "check", "choice", "integer", "read",
+           "refuse", "strings", "text"]
 
 DEFAULT = "default"
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+# ceilings of integer keys without a bound of their own: 10**30 would overflow a store column, a ms product or
+# a timeout later instead of being refused at start (2**31 - 1 s is 68 years, ms 24 days; bytes 8 PiB)
+INT_MAX = 2**31 - 1
+BYTES_MAX = 2**53
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +33,10 @@ class Key:
     high: int | None = None
     choices: tuple[str, ...] = ()
     secret: bool = False
+    blank: bool = True  # strings: may be empty
 
 
-def integer(default: int, low: int = 0, high: int | None = None) -> Key:
+def integer(default: int, low: int = 0, high: int = INT_MAX) -> Key:
     """An integer key within ``low..high``."""
     return Key("int", default, low, high)
 
@@ -40,9 +46,9 @@ def boolean(default: bool) -> Key:
     return Key("bool", default)
 
 
-def text(default: str | None = None, *, secret: bool = False) -> Key:
-    """A string key; ``None`` default means "not set"."""
-    return Key("str", default, secret=secret)
+def text(default: str | None = None, *, secret: bool = False, blank: bool = True) -> Key:
+    """A string key; ``None`` default means "not set"; ``blank=False`` refuses an empty or blank value."""
+    return Key("str", default, secret=secret, blank=blank)
 
 
 def choice(default: str, *choices: str) -> Key:
@@ -101,6 +107,11 @@ def _take(out: Read, keys: Mapping[str, Key], section: str, name: str, value: An
     out.sources[dotted] = source
 
 
+def check(dotted: str, key: Key, value: Any, source: str) -> Any:
+    """A value given by a face (a command-line flag) checked like the file's: the typed value or the refusal."""
+    return _typed(dotted, key, value, source, from_env=False)
+
+
 def _typed(dotted: str, key: Key, value: Any, source: str, *, from_env: bool) -> Any:
     if key.kind == "int":
         return _integer(dotted, key, value, source, from_env=from_env)
@@ -117,7 +128,10 @@ def _typed(dotted: str, key: Key, value: Any, source: str, *, from_env: bool) ->
             raise refuse(dotted, f"must be a list of strings, not {value!r}", source)
         return tuple(value)
     if not isinstance(value, str):
-        raise refuse(dotted, f"must be a string, not {value!r}", source)
+        shown = type(value).__name__ if key.secret else repr(value)  # a misplaced secret is not echoed
+        raise refuse(dotted, f"must be a string, not {shown}", source)
+    if not key.blank and not value.strip():
+        raise refuse(dotted, "must not be empty", source)
     if key.kind == "choice" and value not in key.choices:
         raise refuse(dotted, f"must be one of {', '.join(key.choices)}, not {value!r}", source)
     return value
