@@ -37,8 +37,8 @@ class MessageBell:
             waiters = self._waiting.get(session_id)
             if waiters is not None and entry in waiters:
                 waiters.remove(entry)
-                if not waiters:
-                    del self._waiting[session_id]
+                if not waiters and self._waiting.get(session_id) is waiters:
+                    self._waiting.pop(session_id, None)  # a ring from another thread may have popped it already
 
     @property
     def readers(self) -> int:
