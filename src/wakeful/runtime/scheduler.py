@@ -235,21 +235,23 @@ class Scheduler:
         start = self.clock.monotonic_ns()
         self.batches += 1
         self.batch_start_ns = start
-        self._fire_due(start)
         budget = BATCH_SLICES * self.slice_insns
         steps = spent = 0
         runq = self._runq
-        while runq:
-            run, value = runq.popleft()
-            if run.done:
-                continue
-            spent += self._step(run, value)
-            steps += 1
-            if spent >= budget or self.clock.monotonic_ns() - start >= BATCH_NS:
-                break
-        runq.extend(self._later)
-        self._later.clear()
-        self._rearm()
+        try:
+            self._fire_due(start)
+            while runq:
+                run, value = runq.popleft()
+                if run.done:
+                    continue
+                spent += self._step(run, value)
+                steps += 1
+                if spent >= budget or self.clock.monotonic_ns() - start >= BATCH_NS:
+                    break
+        finally:  # a callback that raised (a bug) must not leave the queue and the timers without a handle
+            runq.extend(self._later)
+            self._later.clear()
+            self._rearm()
         return steps
 
     def _fire_due(self, now: int) -> None:

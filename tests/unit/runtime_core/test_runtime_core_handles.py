@@ -139,3 +139,37 @@ def test_many_sleepers_with_a_load_burst_all_wake_on_time(sleeper: bytes, exit_e
         assert rt.scheduler.timers == 0 and not [h for h in loop.handles if not h.cancelled]
     finally:
         gc.unfreeze()
+
+
+def test_a_batch_whose_callback_raises_still_rearms(sleeper: bytes) -> None:
+    """A raising on_running/on_end (an embedder's or a runtime bug) ends that batch, not the scheduler: the
+    rest of the queue gets a soon handle and the sleepers' deadlines a timer."""
+    clock = ManualClock()
+    rt, loop = _rt(clock)
+    start_ns = clock.monotonic_ns()
+    first = g.load_started(rt, sleeper)
+    loop.run_until(start_ns)  # first is asleep on a timer
+    original = rt.scheduler.on_running
+    calls = 0
+
+    def broken(run: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("bug in a callback")
+        original(run)
+
+    rt.scheduler.on_running = broken
+    second, third = g.load_started(rt, sleeper), g.load_started(rt, sleeper)
+    soon = [h for h in loop.handles if h.when_ns is None and not h.cancelled]
+    assert len(soon) == 1
+    loop.handles.remove(soon[0])
+    with pytest.raises(RuntimeError):
+        soon[0].callback()
+    assert any(h.when_ns is None and not h.cancelled for h in loop.handles)  # the queue was re-kicked
+    rt.scheduler.on_running = original
+    loop.run_until(_ms(clock, start_ns, 5_000))
+    assert rt.get_nowait(third).wait in ("timer", "none") and rt.run_of(third) is not None
+    assert rt.run_of(third).slices >= 2  # type: ignore[union-attr]
+    assert rt.run_of(first).slices >= 2  # type: ignore[union-attr]  # the timer for the first sleeper survived
+    del second
