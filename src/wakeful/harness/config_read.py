@@ -92,8 +92,11 @@ def read(table: Mapping[str, Mapping[str, Key]], doc: Mapping[str, Any], file: s
             _take(out, keys, section, name, value, where)
     for var, value in sorted(env.items()):
         section, sep, name = var.removeprefix("WAKEFUL_").partition("__")
-        if not var.startswith("WAKEFUL_") or not sep or section.lower() not in table:
-            continue
+        if not var.startswith("WAKEFUL_") or not sep:
+            continue  # WAKEFUL_HOME, WAKEFUL_DB_URL, … are shortcuts, not config keys
+        if section.lower() not in table:  # a typo such as WAKEFUL_BULID__WORKERS would otherwise do nothing
+            raise InvalidRequest(f"unknown config section in {var} (from env {var})", field=section.lower(),
+                                 source=f"env {var}")
         _take(out, table[section.lower()], section.lower(), name.lower(), value, f"env {var}")
     return out
 

@@ -144,6 +144,13 @@ def test_unknown_keys_are_refused_in_every_section(tmp_path: Path, section: str)
     assert str(path) in caught.value.message
 
 
+def test_an_environment_variable_of_an_unknown_section_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        load_config(env={"WAKEFUL_HOME": str(tmp_path), "WAKEFUL_BULID__WORKERS": "1"})
+    assert caught.value.details["source"] == "env WAKEFUL_BULID__WORKERS"
+    load_config(env={"WAKEFUL_HOME": str(tmp_path), "WAKEFUL_TEST_PG_URL": "x", "WAKEFUL_SERVER": "y"})  # no "__"
+
+
 def test_a_config_for_the_spec_with_a_dashboard_loads(tmp_path: Path) -> None:
     path = _file(tmp_path, '[ui]\nenabled = true\nsession_hours = 8\n[runtime]\nmode = "inprocess"\n')
     assert load_config(path, env={"WAKEFUL_HOME": str(tmp_path)}).ui.session_hours == 8
