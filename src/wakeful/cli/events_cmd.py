@@ -19,7 +19,7 @@ import typer
 
 from wakeful.cli import loop_remote, remote
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import Out, Unavailable, UsageError, out_for
+from wakeful.cli.output import Out, Unavailable, UsageError, escape, out_for, shown
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -88,7 +88,7 @@ def _show(out: Out, value: Any, lines: list[str]) -> None:
         out.document(value)
         return
     for line in lines:
-        out.text(line)
+        out.text(escape(line))  # ids, topics and payloads are data (a sender's, a server's), never markup
 
 
 # ---- webhook ----
@@ -321,16 +321,19 @@ async def _rank(tx: Any, table: Any, loop_id: str, back: int, newest: Any) -> in
 def _emit(out: Out, record: dict[str, Any]) -> None:
     if out.json:
         out.line(record)
-    elif record["type"] == "log":
-        out.plain(f"{record['at_ms']} #{record['incarnation']} {record['source']}: {record['text']}\n")
-    elif record["type"] == "transition":
+    else:  # guest and server text: its control characters are shown, never sent to the terminal
+        out.plain(shown(_human(record)))
+
+
+def _human(record: dict[str, Any]) -> str:
+    if record["type"] == "log":
+        return f"{record['at_ms']} #{record['incarnation']} {record['source']}: {record['text']}\n"
+    if record["type"] == "transition":
         frm = (record["from"] or "-") + (f"({record['from_reason']})" if record["from_reason"] else "")
         to = record["to"] + (f"({record['to_reason']})" if record["to_reason"] else "")
-        out.plain(f"{record['at_ms']} #{record['incarnation']} {frm} -> {to} by {record['actor']}"
-                  f"{': ' + record['detail'] if record['detail'] else ''}\n")
-    else:
-        out.plain(f"{record['created_ms']} {record['kind']} {record['loop_name'] or ''} {record['id']}: "
-                  f"{record['content']}\n")
+        return (f"{record['at_ms']} #{record['incarnation']} {frm} -> {to} by {record['actor']}"
+                f"{': ' + record['detail'] if record['detail'] else ''}\n")
+    return f"{record['created_ms']} {record['kind']} {record['loop_name'] or ''} {record['id']}: {record['content']}\n"
 
 
 def _stream(out: Out, body: Callable[[Store, Config], Awaitable[None]]) -> None:

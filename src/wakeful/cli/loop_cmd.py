@@ -18,7 +18,7 @@ import typer
 
 from wakeful.cli import loop_remote, remote, session_remote
 from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, out_for
+from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -85,7 +85,7 @@ def _show(out: Out, value: Any, lines: Callable[[Any], list[str]]) -> None:
         out.document(value)
         return
     for line in lines(value):
-        out.text(line)
+        out.text(escape(line))  # names, log lines and records are data (a guest's, a server's), never markup
 
 
 def _loop_line(view: dict[str, Any]) -> str:

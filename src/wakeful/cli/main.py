@@ -41,6 +41,7 @@ from wakeful.cli.output import (
     UsageError,
     exit_code_for,
     out_for,
+    shown,
 )
 from wakeful.errors import WakefulError
 
@@ -311,11 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return _exit(EXIT_FAILED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback to the user
-        return _exit(_click_or_internal(exc))
+        return _exit(_click_or_internal(exc, json_="--json" in (argv if argv is not None else sys.argv)))
     return _exit(0)
 
 
-def _click_or_internal(exc: Exception) -> int:
+def _click_or_internal(exc: Exception, *, json_: bool = False) -> int:
     # typer vendors click; its exceptions are reachable through typer's public names only
     if isinstance(exc, typer.Exit):
         return int(getattr(exc, "exit_code", 0))
@@ -328,7 +329,11 @@ def _click_or_internal(exc: Exception) -> int:
             show()
         code = getattr(exc, "exit_code", EXIT_USAGE)
         return code if isinstance(code, int) else EXIT_USAGE
-    sys.stderr.write(f"error internal: {type(exc).__name__}: {exc}\n")
+    # interfaces.md §4.1: with --json even this failure is the one document on stdout; never raw control characters
+    if json_:
+        Out(json=True).document({"error": "internal", "message": f"{type(exc).__name__}: {exc}"})
+    else:
+        sys.stderr.write(shown(f"error internal: {type(exc).__name__}: {exc}") + "\n")
     return EXIT_FAILED
 
 

@@ -34,6 +34,11 @@ def escape(text: str) -> str:
     return _markup_escape(text.translate(_CONTROLS))
 
 
+def shown(text: str) -> str:
+    """Verbatim text for a terminal: control characters (but tab and newline) shown as ``\\xNN``."""
+    return text.translate(_CONTROLS)
+
+
 class CliExit(Exception):
     """Ends a command with ``code`` after its output was written (raised, never printed)."""
 
