@@ -7,8 +7,10 @@ unreachable server is ``Unavailable`` (exit 3); no key or a malformed URL is a `
 
 from __future__ import annotations
 
+import json as jsonlib
 import os
 import re
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
@@ -18,7 +20,7 @@ from wakeful.errors import WakefulError
 
 __all__ = [
     "AGENT_HEADER", "KEY_ENV", "SERVER_ENV", "Remote", "RemoteError", "answer", "api_key", "call", "connect",
-    "note_command", "refuse_local", "segment", "server_url",
+    "note_command", "read_bounded", "refuse_local", "segment", "server_url",
 ]
 
 T = TypeVar("T")
@@ -26,6 +28,9 @@ SERVER_ENV = "WAKEFUL_SERVER"
 KEY_ENV = "WAKEFUL_API_KEY"
 AGENT_HEADER = "X-Wakeful-Agent"
 _KEY_TEXT = re.compile(r"[\x21-\x7e]{1,512}")  # a bearer token: printable ASCII, no spaces (never echoed)
+MAX_BODY = 64 << 20  # bytes of one answer: a full page of events with payloads is far below this
+MAX_PAGES = 1000  # pages of one list: a server naming a next page forever is refused, not followed forever
+DEADLINE_FACTOR = 2  # one request, answer included, ends within this many times the client's timeout
 _command = "wakeful"  # the top-level command being run, for the remote-mode refusal (set by the root callback)
 
 
@@ -92,6 +97,9 @@ def call(out: Out, fn: Callable[[], T]) -> T:
         return fn()
     except WakefulError as exc:
         out.fail(exc)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # an answer of the wrong shape
+        out.fail(RemoteError("invalid_response", f"the server's answer is not what this command expects "
+                             f"({type(exc).__name__})", status=200))
 
 
 class Remote:
@@ -117,14 +125,16 @@ class Remote:
         sent = {"Authorization": f"Bearer {self.key}", **({AGENT_HEADER: self.agent} if self.agent else {}),
                 **(headers or {})}
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        deadline = time.monotonic() + self.timeout * DEADLINE_FACTOR
         try:
-            with httpx.Client(base_url=self.url, timeout=self.timeout, trust_env=False) as http:
-                response = http.request(method, path, json=json, params=query, content=content, headers=sent)
+            with httpx.Client(base_url=self.url, timeout=self.timeout, trust_env=False) as http, \
+                    http.stream(method, path, json=json, params=query, content=content, headers=sent) as response:
+                body = read_bounded(response, deadline)
         except httpx.TransportError as exc:
             raise Unavailable(f"the server {self.url} is unreachable: {type(exc).__name__}") from None
         except httpx.HTTPError as exc:  # e.g. a redirect loop or an invalid header
             raise Unavailable(f"the server {self.url} could not be used: {type(exc).__name__}") from None
-        return answer(method, path, response)
+        return answer(method, path, response, body)
 
     def get(self, path: str, **params: Any) -> Any:
         """``GET path?params``."""
@@ -143,7 +153,7 @@ class Remote:
             if not isinstance(group, str) or not group:
                 raise RemoteError("forbidden", "this command needs a group or agent key (an admin key names no "
                                   "group)", status=403)
-            self._group = group
+            self._group = segment(group, "group")  # the server's text goes into paths as one segment too
         return self._group
 
     def prefix(self) -> str:
@@ -155,26 +165,52 @@ class Remote:
         """Every item of a paged route (``{items, next_cursor}``), following cursors up to ``cap`` items."""
         items: list[Any] = []
         cursor: str | None = None
-        while True:
+        for _ in range(MAX_PAGES):
             page = self.request("GET", path, params={"limit": 200, "cursor": cursor, **params}, headers=headers)
             if not isinstance(page, dict) or not isinstance(page.get("items"), list):
                 raise RemoteError("invalid_response", f"GET {path} did not answer a page", status=200)
             items.extend(page["items"])
-            cursor = page.get("next_cursor")
-            if not cursor or len(items) >= cap:
+            following = page.get("next_cursor")
+            if not following or len(items) >= cap:
                 return items[:cap]
+            if not isinstance(following, str) or following == cursor:
+                raise RemoteError("invalid_response", f"GET {path} answered a page naming itself or no cursor as "
+                                  "the next", status=200)
+            cursor = following
+        raise RemoteError("invalid_response", f"GET {path} named more than {MAX_PAGES} pages", status=200)
 
 
-def answer(method: str, path: str, response: Any) -> Any:
-    """An ``httpx`` response as its JSON body (``None`` for ``204``), or the typed error it carries."""
+def read_bounded(response: Any, deadline: float) -> bytes:
+    """Read a streamed answer's body, at most ``MAX_BODY`` bytes and before ``deadline`` (a server trickling
+    bytes passes every read timeout): too big is ``invalid_response``, too slow ``Unavailable``."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise RemoteError("invalid_response", f"the answer is larger than {MAX_BODY >> 20} MiB",
+                              status=int(response.status_code))
+        if time.monotonic() > deadline:
+            raise Unavailable("the server did not finish its answer in time")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def answer(method: str, path: str, response: Any, content: bytes | None = None) -> Any:
+    """An ``httpx`` response (its body read, or given as ``content``) as its JSON body (``None`` for ``204``), or
+    the typed error it carries."""
     status = int(response.status_code)
     if status == 204:
         return None
     body: Any = None
     if response.headers.get("content-type", "").split(";")[0].strip() == "application/json":
-        try:
-            body = response.json()
-        except ValueError:
+        try:  # strict JSON: NaN/Infinity would break every --json document after; depth is bounded by recursion
+            body = jsonlib.loads(response.content if content is None else content, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
             body = None
     if 200 <= status < 300:
         if body is None:
