@@ -8,12 +8,13 @@ docs/decisions-cli-remote.md.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from wakeful.cli.output import Unavailable
-from wakeful.cli.remote import Remote, RemoteError, answer, segment
+from wakeful.cli.remote import Remote, RemoteError, answer, read_bounded, segment
 
 __all__ = [
     "agent_archive", "agent_create", "agent_list", "agent_unarchive", "group_create", "group_list", "key_create",
@@ -23,6 +24,8 @@ __all__ = [
 READ_IDLE_S = 45.0  # the stream sends a comment every 15 s: this long with nothing read is a dead connection
 RECONNECTS = 10  # consecutive failed reconnects (1 s apart) before the watch gives up (exit 3)
 START_PAGES = 1000  # pages of 200 read to find a session's newest message (the watch starts after it)
+MAX_LINE = 1 << 20  # characters of one stream line: a message's content is at most 8 KiB (harness.md limits)
+_CURSOR = re.compile(r"[\x21-\x7e]{1,512}")  # an event id sent back as Last-Event-ID: a plain header value
 
 
 def _groups(r: Remote, group_id: str | None) -> str:
@@ -122,7 +125,7 @@ def watch(r: Remote, session_id: str, *, for_s: float | None, from_start: bool,
             try:
                 for cursor, message in _stream(r, f"{path}/stream", last, end):
                     failures = 0
-                    last = cursor
+                    last = cursor or last
                     emit(_record(message))
                     if end is not None and time.monotonic() >= end:
                         return
@@ -173,17 +176,36 @@ def _stream(r: Remote, path: str, last: str | None, end: float | None) -> Iterat
                 http.stream("GET", path, headers=headers) as response:
             if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
                     "text/event-stream"):
-                response.read()
-                answer("GET", path, response)
+                answer("GET", path, response, read_bounded(response, time.monotonic() + 30.0))
                 raise RemoteError("invalid_response", f"GET {path} did not answer an event stream",
                                   status=response.status_code)
-            yield from _events(response.iter_lines())
+            yield from _events(_lines(response.iter_text(), end))
     except httpx.ReadTimeout:
         if end is not None and time.monotonic() >= end:
             return
         raise Unavailable(f"the stream of {r.url} went silent for {idle:.0f} s") from None
     except httpx.TransportError as exc:
         raise Unavailable(f"the server {r.url} is unreachable: {type(exc).__name__}") from None
+
+
+def _lines(chunks: Iterator[str], end: float | None) -> Iterator[str]:
+    """The stream's lines (CR, LF or CRLF ends one); a line longer than ``MAX_LINE`` is ``invalid_response`` — an
+    endless line must not fill the memory — and the ``--for`` end is checked with every chunk, not every line."""
+    pending = ""
+    for chunk in chunks:
+        if end is not None and time.monotonic() >= end:
+            return
+        text, held = pending + chunk, ""
+        if text.endswith("\r"):  # a CR ending a chunk may be the first half of a CRLF
+            text, held = text[:-1], "\r"
+        parts = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        pending = parts.pop() + held
+        if len(pending) > MAX_LINE:
+            raise RemoteError("invalid_response", f"the event stream sent a line longer than {MAX_LINE} "
+                              "characters", status=200)
+        yield from parts
+    if pending.rstrip("\r"):
+        yield pending.rstrip("\r")
 
 
 def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -199,7 +221,8 @@ def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
                 except ValueError:
                     value = None
                 if isinstance(value, dict):
-                    yield event_id or str(value.get("cursor") or ""), value
+                    cursor = event_id or str(value.get("cursor") or "")
+                    yield (cursor if _CURSOR.fullmatch(cursor) else ""), value
             kind, data = "message", []
             continue
         if line.startswith(":"):
