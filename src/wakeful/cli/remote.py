@@ -31,6 +31,8 @@ _KEY_TEXT = re.compile(r"[\x21-\x7e]{1,512}")  # a bearer token: printable ASCII
 MAX_BODY = 64 << 20  # bytes of one answer: a full page of events with payloads is far below this
 MAX_PAGES = 1000  # pages of one list: a server naming a next page forever is refused, not followed forever
 DEADLINE_FACTOR = 2  # one request, answer included, ends within this many times the client's timeout
+_HEADER_TEXT = re.compile(r"[\x20-\x7e]*")  # a header value this client sends: printable ASCII
+_PASSWORD = re.compile(r"(//[^/@:]*):[^/@]*@")  # the password of a URL's user part
 _command = "wakeful"  # the top-level command being run, for the remote-mode refusal (set by the root callback)
 
 
@@ -106,12 +108,17 @@ class Remote:
     """One server and key: JSON requests with ``Authorization: Bearer``, errors as typed exceptions."""
 
     def __init__(self, url: str, key: str, *, timeout: float = 30.0, agent: str | None = None) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"--server must be an http:// or https:// URL, not {url[:200]!r}")
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - read for its ValueError (a port out of range)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--server must be an http:// or https:// URL, not {_no_password(url)[:200]!r}")
         if not _KEY_TEXT.fullmatch(key):
             raise UsageError("the API key has characters no key has (expected wk_<id>_<secret>)")
         self.url = url.rstrip("/")
+        self.shown = _no_password(self.url)  # the URL in messages: a password in it is never echoed
         self.key = key
         self.timeout = timeout
         self.agent = agent  # sent as X-Wakeful-Agent: a group or admin key acting as this agent
@@ -124,6 +131,8 @@ class Remote:
 
         sent = {"Authorization": f"Bearer {self.key}", **({AGENT_HEADER: self.agent} if self.agent else {}),
                 **(headers or {})}
+        if any(not _HEADER_TEXT.fullmatch(value) for value in sent.values()):  # e.g. --agent é, or a newline
+            raise UsageError(f"not an id a request header can carry: {self.agent or headers!r}")
         query = {k: v for k, v in (params or {}).items() if v is not None}
         deadline = time.monotonic() + self.timeout * DEADLINE_FACTOR
         try:
@@ -131,9 +140,9 @@ class Remote:
                     http.stream(method, path, json=json, params=query, content=content, headers=sent) as response:
                 body = read_bounded(response, deadline)
         except httpx.TransportError as exc:
-            raise Unavailable(f"the server {self.url} is unreachable: {type(exc).__name__}") from None
+            raise Unavailable(f"the server {self.shown} is unreachable: {type(exc).__name__}") from None
         except httpx.HTTPError as exc:  # e.g. a redirect loop or an invalid header
-            raise Unavailable(f"the server {self.url} could not be used: {type(exc).__name__}") from None
+            raise Unavailable(f"the server {self.shown} could not be used: {type(exc).__name__}") from None
         return answer(method, path, response, body)
 
     def get(self, path: str, **params: Any) -> Any:
@@ -194,6 +203,11 @@ def read_bounded(response: Any, deadline: float) -> bytes:
             raise Unavailable("the server did not finish its answer in time")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _no_password(url: str) -> str:
+    """``url`` with the password of its user part replaced by ``***``."""
+    return _PASSWORD.sub(r"\1:***@", url)
 
 
 def _no_constant(name: str) -> Any:

@@ -183,9 +183,9 @@ def _stream(r: Remote, path: str, last: str | None, end: float | None) -> Iterat
     except httpx.ReadTimeout:
         if end is not None and time.monotonic() >= end:
             return
-        raise Unavailable(f"the stream of {r.url} went silent for {idle:.0f} s") from None
+        raise Unavailable(f"the stream of {r.shown} went silent for {idle:.0f} s") from None
     except httpx.TransportError as exc:
-        raise Unavailable(f"the server {r.url} is unreachable: {type(exc).__name__}") from None
+        raise Unavailable(f"the server {r.shown} is unreachable: {type(exc).__name__}") from None
 
 
 def _lines(chunks: Iterator[str], end: float | None) -> Iterator[str]:

@@ -251,3 +251,21 @@ def test_the_client_bounds_time_and_size_of_an_answer() -> None:
         with pytest.raises(RemoteError) as caught:
             Remote(url, KEY, timeout=30.0).get("/huge")
         assert caught.value.code == "invalid_response"
+
+
+def test_bad_arguments_are_usage_errors_and_a_url_password_is_never_echoed(tmp_path: Path) -> None:
+    with hostile({"/v1/info": INFO, "/v1/agent-groups/g1/goals": _json({"items": [], "next_cursor": None})}) as (
+            url, seen):
+        for agent in ("é", "a\nb"):  # an agent id no header can carry: exit 2, nothing sent
+            proc = cli(tmp_path, url, "goal", "list", "--group", "g1", "--agent", agent, "--json")
+            assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+        assert not seen
+    for server in ("http://[::1", "http://h:99999"):
+        proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "--server", server, "--key", KEY, "loop",
+                               "list", "--json"], capture_output=True, text=True, env=env_for(tmp_path), timeout=60)
+        assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+    proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "--server", "http://u:hunter2@127.0.0.1:1",
+                           "--key", KEY, "loop", "list", "--json"], capture_output=True, text=True,
+                          env=env_for(tmp_path), timeout=60)
+    assert refused(proc, 3)["error"] == "unavailable"
+    assert "hunter2" not in proc.stdout + proc.stderr
