@@ -150,6 +150,9 @@ def _newest(r: Remote, path: str) -> str | None:
             raise RemoteError("invalid_response", "GET …/messages did not answer a page", status=200)
         if items and isinstance(items[-1], dict):
             newest = str(items[-1].get("cursor") or newest)
+            if not _CURSOR.fullmatch(newest):  # it is sent back as Last-Event-ID
+                raise RemoteError("invalid_response", "GET …/messages answered a cursor no header can carry",
+                                  status=200)
         cursor = page.get("next_cursor")
         if not cursor:
             break
@@ -208,6 +211,10 @@ def _lines(chunks: Iterator[str], end: float | None) -> Iterator[str]:
         yield pending.rstrip("\r")
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Server-sent events (the WHATWG framing): ``id``/``event``/``data`` fields, a blank line dispatches,
     ``:`` lines are comments; only ``message`` events carrying a JSON object are answered."""
@@ -217,8 +224,8 @@ def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         if not line:
             if data and kind == "message":
                 try:
-                    value = json.loads("\n".join(data))
-                except ValueError:
+                    value = json.loads("\n".join(data), parse_constant=_not_json)
+                except (ValueError, RecursionError):
                     value = None
                 if isinstance(value, dict):
                     cursor = event_id or str(value.get("cursor") or "")

@@ -269,3 +269,21 @@ def test_bad_arguments_are_usage_errors_and_a_url_password_is_never_echoed(tmp_p
                           env=env_for(tmp_path), timeout=60)
     assert refused(proc, 3)["error"] == "unavailable"
     assert "hunter2" not in proc.stdout + proc.stderr
+
+
+def test_session_watch_refuses_a_start_cursor_no_header_can_carry_and_skips_nan(tmp_path: Path) -> None:
+    page = {"items": [{"id": "m0", "cursor": "c\n0"}], "next_cursor": None}
+    with hostile({"/v1/info": INFO, SESSION + "/messages": _json(page)}) as (url, seen):
+        proc = cli(tmp_path, url, "session", "watch", "S1", "--for", "20", "--json", timeout=100)
+        assert refused(proc)["error"] == "invalid_response"
+        assert not any("/stream" in path for path, _ in seen)
+
+    def nan() -> Iterator[bytes]:
+        yield b'id: c1\ndata: {"id": "m1", "content": NaN}\n\nid: c2\ndata: {"id": "m2", "content": "ok"}\n\n'
+        time.sleep(30)
+
+    with hostile({"/v1/info": INFO, SESSION + "/messages": _json({"items": [], "next_cursor": None}),
+                  SESSION + "/stream": _stream(nan)}) as (url, _):
+        proc = cli(tmp_path, url, "session", "watch", "S1", "--from-start", "--for", "3", "--json", timeout=100)
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["m2"]
