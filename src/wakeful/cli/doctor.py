@@ -148,9 +148,9 @@ def _probe(data_dir: Path) -> CompilerInfo:
 
 @contextlib.contextmanager
 def _build_root(data_dir: Path) -> Iterator[Path]:
-    """The node's build root when the data directory exists (build.md §5.1), else a throwaway one: the doctor
-    never creates the data directory."""
-    if data_dir.is_dir():
+    """The node's build root when the data directory exists and is ours to write (build.md §5.1), else a throwaway
+    one: the doctor never creates the data directory, and an unusable one is the data_dir check's failure."""
+    if data_dir.is_dir() and os.access(data_dir, os.W_OK | os.X_OK):
         yield data_dir / "build"
         return
     with tempfile.TemporaryDirectory(prefix="wakeful-doctor-") as tmp:
@@ -238,11 +238,27 @@ def check_secret_files(setup: DoctorSetup) -> Check:
     """The config file when it holds a secret, and the demo credentials, must not be world-readable."""
     candidates = [setup.config_file] if _holds_secret(setup.config_file) else []
     candidates.append(setup.data_dir / "demo" / "credentials.json")
-    present = [p for p in candidates if p.is_file()]
-    exposed = [p for p in present if os.stat(p).st_mode & stat.S_IROTH]
+    present: list[Path] = []
+    exposed: list[Path] = []
+    unknown: list[Path] = []  # in a directory this user cannot search: neither there nor absent
+    for p in candidates:
+        try:
+            st = p.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            unknown.append(p)
+            continue
+        if stat.S_ISREG(st.st_mode):
+            present.append(p)
+            if st.st_mode & stat.S_IROTH:
+                exposed.append(p)
     if exposed:
         names = " ".join(str(p) for p in exposed)
         return Check("secret_files", FAIL, f"world-readable: {names}", f"chmod 600 {names}")
+    if unknown:
+        return Check("secret_files", WARN, NOT_CHECKED + "cannot be read: " + ", ".join(str(p) for p in unknown),
+                     "fix the data_dir check first")
     if not present:
         return Check("secret_files", OK, SKIPPED + "no secret-bearing file found")
     return Check("secret_files", OK, "not world-readable: " + ", ".join(str(p) for p in present))

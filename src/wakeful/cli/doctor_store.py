@@ -54,7 +54,13 @@ def _absent(name: str, dialect: str) -> Check:
 
 
 async def _dialect_checks(url: str, dialect: str) -> dict[str, Check]:
-    opened = await _open(url)
+    try:
+        async with asyncio.timeout(STEP_S):
+            opened = await _open(url)
+    except Exception as exc:  # noqa: BLE001 - e.g. a data directory this user cannot search: the check's detail
+        text = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return {"store": Check("store", FAIL, f"{_redacted(url)}: {type(exc).__name__}: {text}",
+                               "check the data directory and store.url / --db")}
     if isinstance(opened, Check):
         return {"store": opened}
     store = opened

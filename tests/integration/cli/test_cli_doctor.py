@@ -103,6 +103,37 @@ def test_data_directory_mode_0755_fails(home: Path, capsys: pytest.CaptureFixtur
     assert [n for n, s in _statuses(by_name).items() if s != "ok"] == ["data_dir"]
 
 
+@pytest.mark.parametrize("mode", [0o500, 0o600, 0o000], ids=["read-only", "not-searchable", "closed"])
+def test_a_data_directory_this_user_cannot_use_fails_without_crashing(home: Path, mode: int,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    _upgrade(capsys)
+    (home / "wakeful.toml").write_text("[server]\n")
+    before = sorted(p.name for p in home.iterdir())
+    home.chmod(mode)
+    # as root the permission bits would not apply: run without the capabilities that bypass them
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = "/usr/bin/setpriv"
+        if not Path(setpriv).exists():
+            pytest.skip("running as root without setpriv: the mode cannot be enforced")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    elsewhere = home.parent / "elsewhere.toml"  # a readable configuration: the store checks then run too
+    elsewhere.write_text("[server]\n")
+    try:
+        for extra in ({}, {"WAKEFUL_CONFIG": str(elsewhere)}):
+            proc = subprocess.run([*prefix, sys.executable, "-m", "wakeful.cli.main", "doctor", "--json"],
+                                  env={**os.environ, "PYTHONPATH": str(SRC), **extra}, capture_output=True,
+                                  text=True, timeout=120)
+            assert proc.returncode == 1, (extra, proc.stdout, proc.stderr)
+            doc = json.loads(proc.stdout)
+            by_name = {c["name"]: c for c in doc["checks"]}
+            assert list(by_name) == NAMES and doc["ok"] is False, doc
+            assert by_name["data_dir"]["status"] == "fail" and by_name["compiler"]["status"] == "ok", doc
+    finally:
+        home.chmod(0o700)
+    assert sorted(p.name for p in home.iterdir()) == before  # nothing written
+
+
 def test_a_missing_data_directory_fails_and_is_not_created(home: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     missing = home / "absent"
