@@ -70,6 +70,9 @@ class DoctorSetup:
         from wakeful.errors import WakefulError
         from wakeful.harness.config import load_config
 
+        if not _regular_or_absent(self.config_file):  # a FIFO or a device would block the reader forever
+            self.config_error = f"config file {self.config_file} is not a regular file"
+            return
         try:
             self.config = load_config(self.config_path, env=self.env)
         except (WakefulError, ValueError) as exc:
@@ -264,9 +267,19 @@ def check_secret_files(setup: DoctorSetup) -> Check:
     return Check("secret_files", OK, "not world-readable: " + ", ".join(str(p) for p in present))
 
 
+def _regular_or_absent(file: Path) -> bool:
+    """False for a path that exists and is not a regular file (a FIFO, a device, a directory)."""
+    try:
+        return stat.S_ISREG(file.stat().st_mode)
+    except OSError:  # absent, or not reachable: the reader reports it
+        return True
+
+
 def _holds_secret(file: Path) -> bool:
     """``decide.api_key`` or a store URL with a password; a file that is not readable TOML counts as secret."""
     try:
+        if not _regular_or_absent(file):
+            return False  # never opened (a FIFO would block): the config check fails it
         doc = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return False

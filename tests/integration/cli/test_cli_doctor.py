@@ -134,6 +134,20 @@ def test_a_data_directory_this_user_cannot_use_fails_without_crashing(home: Path
     assert sorted(p.name for p in home.iterdir()) == before  # nothing written
 
 
+def test_a_configuration_that_is_a_fifo_fails_instead_of_hanging(home: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    os.mkfifo(home / "wakeful.toml")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for args, extra in ((["doctor", "--json"], {}), (["doctor", "--json"], {"WAKEFUL_CONFIG": str(fifo)}),
+                        (["doctor", "--config", str(fifo), "--json"], {})):
+        proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", *args], env={**env, **extra},
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1, (args, extra, proc.stdout, proc.stderr)
+        by_name = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+        assert by_name["config"]["status"] == "fail" and "not a regular file" in by_name["config"]["detail"]
+
+
 def test_a_missing_data_directory_fails_and_is_not_created(home: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     missing = home / "absent"
