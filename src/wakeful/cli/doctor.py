@@ -138,7 +138,12 @@ def check_python(version: tuple[int, ...] | None = None) -> Check:
 def check_build(data_dir: Path) -> list[Check]:
     """build.md §2 and §5.3: the toolchain probe (versions, header search list, a trivial compile through the
     real helper and sandbox, verified by the loader) and the sandbox level it found."""
-    info = _probe(data_dir)
+    try:
+        info = _probe(data_dir)
+    except OSError as exc:  # e.g. <data>/build is a file: the node's builds would fail the same way
+        return [Check("compiler", FAIL, f"the build root {data_dir / 'build'} cannot be used: "
+                      f"{exc.strerror or exc}", "make <data>/build a directory this user can write, or remove it"),
+                Check("sandbox", WARN, NOT_CHECKED + "the compiler probe did not run", "fix the compiler check first")]
     return [check_compiler(info), check_sandbox(info)]
 
 

@@ -134,6 +134,14 @@ def test_a_data_directory_this_user_cannot_use_fails_without_crashing(home: Path
     assert sorted(p.name for p in home.iterdir()) == before  # nothing written
 
 
+def test_a_build_root_that_is_a_file_fails_the_compiler_check(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _upgrade(capsys)
+    (home / "build").write_text("not a directory")  # the node's build root (build.md §5.1) cannot be made
+    code, _, by_name = _doctor(capsys)
+    assert code == 1 and by_name["compiler"]["status"] == "fail", by_name["compiler"]
+    assert str(home / "build") in by_name["compiler"]["detail"] and by_name["sandbox"]["status"] == "warn"
+
+
 def test_a_configuration_that_is_a_fifo_fails_instead_of_hanging(home: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "config.fifo"
     os.mkfifo(fifo)  # reading it would wait for a writer forever
