@@ -287,3 +287,17 @@ def test_session_watch_refuses_a_start_cursor_no_header_can_carry_and_skips_nan(
         proc = cli(tmp_path, url, "session", "watch", "S1", "--from-start", "--for", "3", "--json", timeout=100)
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
         assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["m2"]
+
+
+def test_session_watch_for_ends_while_the_server_sends_only_comments(tmp_path: Path) -> None:
+    def comments() -> Iterator[bytes]:
+        for _ in range(240):  # a keep-alive comment every 0.25 s for a minute: no read ever times out
+            yield b":\n"
+            time.sleep(0.25)
+
+    with hostile({"/v1/info": INFO, SESSION + "/messages": _json({"items": [], "next_cursor": None}),
+                  SESSION + "/stream": _stream(comments)}) as (url, _):
+        began = time.monotonic()
+        proc = cli(tmp_path, url, "session", "watch", "S1", "--from-start", "--for", "2", "--json", timeout=100)
+        assert proc.returncode == 0 and proc.stdout == "", (proc.stdout, proc.stderr)
+        assert time.monotonic() - began < 40  # smoke bound: --for 2 must not wait for the stream to end (60 s)
