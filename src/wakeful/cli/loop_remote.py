@@ -117,7 +117,7 @@ def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str |
         try:
             text = payload.decode("utf-8")
             json.loads(text)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; nesting too deep
             raise UsageError(f"--payload is not one JSON value: {exc}") from None
         body = body[:-1] + b',"payload":' + text.strip().encode() + b"}"
     return dict(r.request("POST", _loop(r, loop_id, "/events"), content=body,

@@ -301,3 +301,12 @@ def test_session_watch_for_ends_while_the_server_sends_only_comments(tmp_path: P
         proc = cli(tmp_path, url, "session", "watch", "S1", "--from-start", "--for", "2", "--json", timeout=100)
         assert proc.returncode == 0 and proc.stdout == "", (proc.stdout, proc.stderr)
         assert time.monotonic() - began < 40  # smoke bound: --for 2 must not wait for the stream to end (60 s)
+
+
+def test_loop_send_refuses_a_payload_nested_too_deep_before_any_request(tmp_path: Path) -> None:
+    payload = tmp_path / "deep.json"
+    payload.write_text("[" * 100_000 + "]" * 100_000)
+    with hostile({"/v1/info": INFO}) as (url, seen):
+        proc = cli(tmp_path, url, "loop", "send", "L1", "--topic", "t", "--payload", str(payload), "--json")
+        assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+        assert not any("/events" in path for path, _ in seen)
