@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -313,9 +314,27 @@ def _data_dir(env: Mapping[str, str]) -> tuple[Path, str]:
     return Path.home() / ".local" / "share" / "wakeful", DEFAULT
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_regular(file: Path) -> str:
+    """The text of a regular file of at most 1 MiB; opening never blocks (a FIFO would hang every command)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{file} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise OSError(f"{file} is larger than {MAX_CONFIG_BYTES} bytes")
+    return data.decode("utf-8")
+
+
 def _document(file: Path, *, required: bool, named_by: str | None) -> dict[str, Any]:
     try:
-        return tomllib.loads(file.read_text(encoding="utf-8"))
+        return tomllib.loads(_read_regular(file))
     except FileNotFoundError:
         if required:
             named = f" (named by ${named_by})" if named_by else ""

@@ -76,3 +76,18 @@ def test_store_passwords_of_every_form_are_redacted(tmp_path: Path, url: str) ->
         assert "Zq" not in shown and "127.0.0.1" in shown, shown
     cfg = _load(tmp_path, f'[store]\nurl = "{url}"\n')
     assert "Zq" not in str(cfg.effective()["store.url"][0])  # type: ignore[attr-defined]
+
+
+def test_a_config_file_that_is_a_fifo_or_huge_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "wakeful.toml"
+    os.mkfifo(fifo)  # nobody writes to it: a plain read would block forever
+    with pytest.raises(InvalidRequest) as caught:
+        load_config(env={"WAKEFUL_HOME": str(tmp_path)})
+    assert "not a regular file" in caught.value.message
+    fifo.unlink()
+    (tmp_path / "wakeful.toml").write_text("# padding\n" * 120_000)
+    with pytest.raises(InvalidRequest) as caught:
+        load_config(env={"WAKEFUL_HOME": str(tmp_path)})
+    assert "larger than" in caught.value.message
