@@ -161,6 +161,17 @@ class Probe:
         async with self.store.tx(readonly=True) as tx:
             return {r.name: r.id for r in await tx.execute(sa.select(N.c.name, N.c.id).where(N.c.state != "gone"))}
 
+    async def start(self, node: ServeNode) -> ServeNode:
+        """Start ``node`` and fill in the id its node row got."""
+        await node.start()
+        node.node_id = (await self.node_ids())[node.name]
+        return node
+
+    async def placed_on(self, node: ServeNode, loops: list[str]) -> bool:
+        """Every one of ``loops`` is on ``node`` with a runtime object."""
+        rows = await self.placement()
+        return all(rows[lp][0] == node.node_id and rows[lp][1] is not None for lp in loops)
+
     async def placement(self) -> dict[str, tuple[str | None, str | None, int]]:
         """loop id → (node_id, object_id, incarnation)."""
         async with self.store.tx(readonly=True) as tx:

@@ -27,16 +27,10 @@ async def test_a_killed_holder_loses_no_event_and_wakes_no_one_twice(
     doomed, spare = ServeNode("doomed", url, tmp_path / "d"), ServeNode("spare", url, tmp_path / "s")
     probe = await Probe.open(url)
     try:
-        await doomed.start()
-        doomed.node_id = (await probe.node_ids())["doomed"]
+        await probe.start(doomed)
 
-        async def on_doomed() -> bool:
-            row = await probe.loop(loop_id)
-            return row.node_id == doomed.node_id and row.object_id is not None
-
-        await until(on_doomed, timeout=30)
-        await spare.start()
-        spare.node_id = (await probe.node_ids())["spare"]
+        await until(lambda: probe.placed_on(doomed, [loop_id]), timeout=30)
+        await probe.start(spare)
         before = await probe.loop(loop_id)
 
         payload = {"sleep_ms": 8000} if moment == "after_delivery" else {"ack_after_ms": 8000}

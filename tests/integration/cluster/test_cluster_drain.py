@@ -29,16 +29,10 @@ async def test_a_drained_node_hands_every_loop_over_with_no_event_left_waiting(
     stop = asyncio.Event()
     sender = Sender(tenant, [staying])
     try:
-        await leaving.start()
-        leaving.node_id = (await probe.node_ids())["leaving"]
+        await probe.start(leaving)
 
-        async def all_on(node: ServeNode) -> bool:
-            rows = await probe.placement()
-            return all(rows[lp][0] == node.node_id and rows[lp][1] is not None for lp in tenant.loops)
-
-        await until(lambda: all_on(leaving), timeout=30)  # alone, it takes every agent
-        await staying.start()
-        staying.node_id = (await probe.node_ids())["staying"]
+        await until(lambda: probe.placed_on(leaving, tenant.loops), timeout=30)  # alone, it takes every agent
+        await probe.start(staying)
         before = await probe.placement()
         send_task = asyncio.get_running_loop().create_task(sender.run(stop, workers=1, per_s=10))
         await asyncio.sleep(1.0)

@@ -24,11 +24,6 @@ from support.harness_fixtures import PgProxy, pg_url_with_schema
 pytestmark = pytest.mark.integration
 
 
-async def _placed_on(probe: Probe, node: ServeNode, loops: list[str]) -> bool:
-    rows = await probe.placement()
-    return all(rows[lp][0] == node.node_id and rows[lp][1] is not None for lp in loops)
-
-
 async def test_a_paused_node_that_wakes_after_its_lease_expired_cannot_complete_a_host_call_or_an_ack(
     harness_runner: Any, pg_schema: str, tmp_path: Path, compile_c: Any,
 ) -> None:
@@ -38,11 +33,9 @@ async def test_a_paused_node_that_wakes_after_its_lease_expired_cannot_complete_
     old, new = ServeNode("old", url, tmp_path / "old"), ServeNode("new", url, tmp_path / "new")
     probe = await Probe.open(url)
     try:
-        await old.start()
-        old.node_id = (await probe.node_ids())["old"]
-        await until(lambda: _placed_on(probe, old, [loop_id]), timeout=30)
-        await new.start()
-        new.node_id = (await probe.node_ids())["new"]
+        await probe.start(old)
+        await until(lambda: probe.placed_on(old, [loop_id]), timeout=30)
+        await probe.start(new)
         first = await probe.loop(loop_id)
 
         sender = Sender(tenant, [old, new])
@@ -109,11 +102,9 @@ async def test_a_node_partitioned_from_postgresql_fences_itself_before_another_c
         cut_off = ServeNode("cut", proxy.url(pg_schema), tmp_path / "cut")
         other = ServeNode("other", url, tmp_path / "other")
         try:
-            await cut_off.start()
-            cut_off.node_id = (await probe.node_ids())["cut"]
-            await until(lambda: _placed_on(probe, cut_off, tenant.loops), timeout=30)
-            await other.start()
-            other.node_id = (await probe.node_ids())["other"]
+            await probe.start(cut_off)
+            await until(lambda: probe.placed_on(cut_off, tenant.loops), timeout=30)
+            await probe.start(other)
             before = await probe.placement()
 
             proxy.cut()  # the partition: every connection of the node dropped, new ones refused
