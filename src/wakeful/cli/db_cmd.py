@@ -34,15 +34,7 @@ def store_url() -> str:
 
     # interfaces.md §7: --db / $WAKEFUL_DB_URL, else store.url of the configuration file, else the data dir's
     # SQLite file — the store `wakeful serve` with the same configuration opens
-    return load_config().store_url or f"sqlite:///{_data_dir() / 'wakeful.db'}"
-
-
-def _data_dir() -> Path:
-    home = os.environ.get("WAKEFUL_HOME")
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return Path(xdg) / "wakeful" if xdg else Path.home() / ".local" / "share" / "wakeful"
+    return load_config().effective_store_url
 
 
 def _redacted(url: str) -> str:

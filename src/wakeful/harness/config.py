@@ -225,13 +225,7 @@ def redacted_url(url: str) -> str:
 # interfaces.md §7: $WAKEFUL_HOME, else $XDG_DATA_HOME/wakeful, else ~/.local/share/wakeful
 def default_data_dir() -> Path:
     """Where the harness keeps its files when nothing else is configured."""
-    home = os.environ.get("WAKEFUL_HOME")
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    if xdg:
-        return Path(xdg) / "wakeful"
-    return Path.home() / ".local" / "share" / "wakeful"
+    return _data_dir(os.environ)[0]
 
 
 def _ints(cls: Any, low: Callable[[str], int]) -> dict[str, Key]:
