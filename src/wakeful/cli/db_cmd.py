@@ -9,7 +9,6 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from wakeful.cli.output import EXIT_OK, Out, Unavailable
 from wakeful.errors import WakefulError
@@ -35,15 +34,6 @@ def store_url() -> str:
     # interfaces.md §7: --db / $WAKEFUL_DB_URL, else store.url of the configuration file, else the data dir's
     # SQLite file — the store `wakeful serve` with the same configuration opens
     return load_config().effective_store_url
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password (never printed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _run(out: Out, body: Callable[[], Awaitable[T]]) -> T:
@@ -81,6 +71,8 @@ def _status(stored: int | None) -> str:
 
 def version_command(out: Out) -> int:
     """Print the stored and the code's schema versions without changing anything."""
+    from wakeful.harness.config import redacted_url
+
     url = store_url()
 
     async def body() -> int | None:
@@ -95,7 +87,7 @@ def version_command(out: Out) -> int:
     stored = _run(out, body)
     HEAD = _head()
     report: dict[str, Any] = {
-        "store": _redacted(url),
+        "store": redacted_url(url),
         "stored": stored,
         "code": HEAD,
         "status": _status(stored),
@@ -109,6 +101,8 @@ def version_command(out: Out) -> int:
 
 def upgrade_command(out: Out) -> int:
     """Bring the store to the code's version (creating it when empty); refuses a newer store."""
+    from wakeful.harness.config import redacted_url
+
     url = store_url()
 
     async def body() -> dict[str, Any]:
@@ -123,7 +117,7 @@ def upgrade_command(out: Out) -> int:
             await store.close()
 
     try:
-        report = {"store": _redacted(url), **_run(out, body)}
+        report = {"store": redacted_url(url), **_run(out, body)}
     except WakefulError as exc:
         out.fail(exc)
     if out.json:

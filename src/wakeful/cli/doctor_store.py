@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from wakeful.cli.db_cmd import _redacted
 from wakeful.cli.doctor import FAIL, NOT_CHECKED, OK, SKIPPED, WARN, Check
 from wakeful.errors import WakefulError
+from wakeful.harness.config import redacted_url
 
 if TYPE_CHECKING:
     from wakeful.harness.store import Store
@@ -59,13 +59,13 @@ async def _dialect_checks(url: str, dialect: str) -> dict[str, Check]:
             opened = await _open(url)
     except Exception as exc:  # noqa: BLE001 - e.g. a data directory this user cannot search: the check's detail
         text = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return {"store": Check("store", FAIL, f"{_redacted(url)}: {type(exc).__name__}: {text}",
+        return {"store": Check("store", FAIL, f"{redacted_url(url)}: {type(exc).__name__}: {text}",
                                "check the data directory and store.url / --db")}
     if isinstance(opened, Check):
         return {"store": opened}
     store = opened
     try:
-        reach = await _bounded("store", _reachable(store, _redacted(url)))
+        reach = await _bounded("store", _reachable(store, redacted_url(url)))
         if reach.status == FAIL:
             return {"store": reach}
         steps: list[tuple[str, Step]] = [("schema", _schema)]

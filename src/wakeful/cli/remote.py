@@ -32,7 +32,6 @@ MAX_BODY = 64 << 20  # bytes of one answer: a full page of events with payloads 
 MAX_PAGES = 1000  # pages of one list: a server naming a next page forever is refused, not followed forever
 DEADLINE_FACTOR = 2  # one request, answer included, ends within this many times the client's timeout
 _HEADER_TEXT = re.compile(r"[\x20-\x7e]*")  # a header value this client sends: printable ASCII
-_PASSWORD = re.compile(r"(//[^/@:]*):[^/@]*@")  # the password of a URL's user part
 _command = "wakeful"  # the top-level command being run, for the remote-mode refusal (set by the root callback)
 
 
@@ -207,7 +206,9 @@ def read_bounded(response: Any, deadline: float) -> bytes:
 
 def _no_password(url: str) -> str:
     """``url`` with the password of its user part replaced by ``***``."""
-    return _PASSWORD.sub(r"\1:***@", url)
+    from wakeful.harness.config import redacted_url
+
+    return redacted_url(url)
 
 
 def _no_constant(name: str) -> Any:
