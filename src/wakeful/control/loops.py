@@ -189,13 +189,16 @@ class LoopBridge:
         async with self.store.tx(readonly=True) as tx:
             loop = await store_loops.find_loop(tx, loop_id)
             items = await _backed_items(tx, loop_id)
+            moment = await _state_moment(tx, loop)
         watch = watch_state_of(loop)
         applied = 0
         for item in items:
             recorded = item.get("watch_state") or {}
             if (recorded.get("state"), recorded.get("incarnation")) == (watch["state"], watch["incarnation"]):
                 continue
-            op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}"
+            # the moment of the Loop's state names the operation: a pause and a resume within one incarnation
+            # are two commits, and two handlers of the same transition are one (issue 20, bug 3)
+            op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}:{moment}"
             command = {"type": "monitor.watch", "item": item["id"], "loop_state": watch["state"],
                        "reason": watch["reason"], "incarnation": watch["incarnation"]}
             group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
@@ -253,6 +256,14 @@ class LoopBridge:
         async with self.store.tx(readonly=True) as tx:
             goal = await R.load_goal(tx, goal_id)
         return "" if goal is None else str(goal["group_id"])
+
+
+async def _state_moment(tx: Any, loop: store_loops.Loop | None) -> str:
+    """The newest transition's sequence number and the row's ``updated_ms``: new at every state change."""
+    if loop is None:
+        return "gone"
+    newest = await store_loops.list_transitions(tx, loop.id, limit=1)
+    return f"{newest[-1].seq if newest else 0}.{loop.updated_ms}"
 
 
 async def _backed_items(tx: Any, loop_id: str) -> list[dict[str, Any]]:

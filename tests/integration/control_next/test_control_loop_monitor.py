@@ -132,6 +132,9 @@ async def scenario(h: Harness, bridge: LoopBridge, compile_c: Any) -> None:
     await h.settle()
     await bridge.settle()
     assert (await g.item(again))["status"] == "open"
+    # the resume itself is recorded at once, not swallowed as a replay of the first active:1 (issue 20 bug 3)
+    assert (await g.item(monitor))["watch_state"]["state"] == "active"
+    assert ((await ctl.next(goal)).get("item") or {}).get("id") != monitor  # watching again: not handed out
     await g.cmd(person, "work.cancel", item=again, expected={"item_revision": await g.revision(again)})
     await h.tick()
     await bridge.sweep()
