@@ -15,14 +15,22 @@ __all__ = ["CriterionStatus", "acceptance_status", "assess", "criterion_status",
 
 @dataclass(frozen=True)
 class CriterionStatus:
-    """``status`` ∈ pass, fail, stale, missing; ``evidence_id`` the deciding row (pass/fail only)."""
+    """``status`` ∈ pass, fail, stale, missing; ``evidence_id`` the deciding row (pass/fail only); ``reason`` why
+    a ``stale`` criterion is stale: the §5 reason of its newest deciding evidence, or ``binding_stale``."""
 
     criterion_id: str
     status: str
     evidence_id: str | None = None
+    reason: str | None = None
+
+    @property
+    def unmet(self) -> str:
+        """What a refusal names for this criterion: the precise reason when stale, else the status."""
+        return self.reason or self.status
 
     def to_dict(self) -> dict[str, Any]:
-        return {"criterion_id": self.criterion_id, "status": self.status, "evidence_id": self.evidence_id}
+        return {"criterion_id": self.criterion_id, "status": self.status, "evidence_id": self.evidence_id,
+                "reason": self.reason}
 
 
 def inapplicable_reason(
@@ -73,7 +81,8 @@ def criterion_status(
     (or a binding naming the criterion is stale); ``missing`` otherwise. ``evidence`` in commit order."""
     deciding = [e for e in evidence if criterion_id in e["criterion_ids"] and e["verdict"] in ("pass", "fail")]
     if binding_stale:
-        return CriterionStatus(criterion_id, "stale")
+        return CriterionStatus(criterion_id, "stale", reason="binding_stale")
+    newest: str | None = None
     for ev in reversed(deciding):
         reason = inapplicable_reason(
             ev, criterion, criterion_id=criterion_id, acceptance_revision=acceptance_revision,
@@ -81,7 +90,9 @@ def criterion_status(
         )
         if reason is None:
             return CriterionStatus(criterion_id, str(ev["verdict"]), str(ev["id"]))
-    return CriterionStatus(criterion_id, "stale" if deciding else "missing")
+        newest = newest or reason
+    return CriterionStatus(criterion_id, "stale", reason=newest) if deciding else CriterionStatus(
+        criterion_id, "missing")
 
 
 def acceptance_status(statuses: Iterable[str], *, has_contract: bool) -> str:

@@ -251,9 +251,11 @@ async def _acceptance_rule(ctx: Ctx, item: dict[str, Any]) -> None:
     items = {i["id"]: i for i in await rows.load_items(ctx.tx, ctx.goal_id)}
     evidence = await rows.load_evidence(ctx.tx, ctx.goal_id)
     statuses = assess(contract, evidence, items, ctx.goal["subjects"], completer=ctx.actor.ref)
-    unmet = {cid: statuses[cid].status for cid in bound if cid in statuses and statuses[cid].status != "pass"}
+    # §3.3: the refusal names each criterion with its precise reason (not_independent, workload_mismatch, …)
+    unmet = {cid: statuses[cid].unmet for cid in bound if cid in statuses and statuses[cid].status != "pass"}
     if unmet:
-        raise ControlRefused("acceptance_unmet", "bound criteria lack applicable passing evidence",
+        listed = ", ".join(f"{cid} ({why})" for cid, why in unmet.items())
+        raise ControlRefused("acceptance_unmet", f"bound criteria lack applicable passing evidence: {listed}",
                              criteria=unmet)
     ctx.receipt_extra["acceptance"] = {
         "revision": contract["revision"],

@@ -49,12 +49,14 @@ async def test_subject_revision_and_reassessment(store) -> None:
     ev = await kit.control.evidence(kit.goal_id, criterion="fast")
     assert [e["applicability"] for e in ev] == [{"fast": "stale_revision"}]
     err = await _refuse(kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1}))
-    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"fast": "stale"})
+    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"fast": "stale_revision"})
     await _evidence(kit, a, ["fast"], rev="git:r2", workload=MICRO, verdict="fail")
     assert await _statuses(kit) == ("failed", {"fast": "fail"})
     await _evidence(kit, a, ["fast"], rev="git:r2", workload=MIXED)  # wrong workload: does not decide
     assert (await kit.control.evidence(kit.goal_id))[-1]["applicability"] == {"fast": "workload_mismatch"}
     assert await _statuses(kit) == ("failed", {"fast": "fail"})
+    err = await _refuse(kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1}))
+    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"fast": "fail"})
     await _evidence(kit, a, ["fast"], rev="git:r2", workload=MICRO)
     done = await kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1})
     assert done["acceptance"]["revision"] == 1
@@ -89,6 +91,9 @@ async def test_revising_one_criterion_stales_only_it_and_history_stays(store) ->
     assert history[e_doc]["applicability"] == {"docs": None}  # same digest: still counts under v2
     old = await kit.control.acceptance(kit.goal_id, revision=1)
     assert old["current_revision"] == 2 and [c["id"] for c in old["criteria"]] == ["latency", "docs"]
+    await _evidence(kit, a, ["latency"], workload=MICRO)  # re-run of the isolated benchmark under v2
+    err = await _refuse(kit.run(a, {"type": "work.complete", "item": bench}, expected={"item_revision": 1}))
+    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"latency": "workload_mismatch"})
     await _evidence(kit, a, ["latency"], workload=MIXED)
     assert await _statuses(kit) == ("accepted", {"latency": "pass", "docs": "pass"})
     # removing a criterion: its old evidence reads criterion_removed
@@ -105,7 +110,8 @@ async def test_independence_and_stale_binding(store) -> None:
                     {item: ["reviewed"]}, 0)
     await _evidence(kit, a, ["reviewed"])
     err = await _refuse(kit.run(a, {"type": "work.complete", "item": item}, expected={"item_revision": 1}))
-    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"reviewed": "stale"})
+    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"reviewed": "not_independent"})
+    assert "reviewed (not_independent)" in str(err)  # the real reason, not "stale" (issue 20 bug 4)
     await kit.run(b, {"type": "work.complete", "item": item}, op="b-completes", expected={"item_revision": 1})
     # the completer is b: a's evidence counts, b's own would not
     assert await _statuses(kit) == ("accepted", {"reviewed": "pass"})
@@ -118,7 +124,7 @@ async def test_independence_and_stale_binding(store) -> None:
                   expected={"item_revision": 1})
     assert await _statuses(kit) == ("stale", {"c2": "stale"})  # binding stale until a person sets it again
     err = await _refuse(kit.run(a, {"type": "work.complete", "item": item2}, expected={"item_revision": 2}))
-    assert err.code == "acceptance_unmet"
+    assert (err.code, err.details["criteria"]) == ("acceptance_unmet", {"c2": "binding_stale"})
     await _contract(kit, [{"id": "c2", "text": "t"}], {item2: ["c2"]}, 2)
     await kit.run(a, {"type": "work.complete", "item": item2}, expected={"item_revision": 2})
 

@@ -85,7 +85,7 @@ async def test_seed_scenario(store: Any) -> None:
     fence = {"claim": {"epoch": claim["epoch"], "key": claim["key"]}}
     with pytest.raises(ControlRefused) as unmet:
         await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
-    assert unmet.value.code == "acceptance_unmet"
+    assert (unmet.value.code, unmet.value.details["criteria"]) == ("acceptance_unmet", {"latency": "stale_acceptance"})
     # re-running the isolated microbenchmark on rA under v2 does not count either: wrong workload
     rerun = changed_id(await g.cmd(agent, "evidence.add", item=mixed, criterion_ids=["latency"], kind="test",
                                    subject="repo", artifact_revision="git:rA", workload=ISOLATED, verdict="pass",
@@ -95,7 +95,8 @@ async def test_seed_scenario(store: Any) -> None:
     assert rerun_row["applicability"] == {"latency": "workload_mismatch"}
     with pytest.raises(ControlRefused) as still_unmet:
         await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
-    assert still_unmet.value.code == "acceptance_unmet"
+    assert (still_unmet.value.code, still_unmet.value.details["criteria"]) == (
+        "acceptance_unmet", {"latency": "workload_mismatch"})
     await g.cmd(agent, "evidence.add", item=mixed, criterion_ids=["latency"], kind="test", subject="repo",
                 artifact_revision="git:rA", workload=MIXED, verdict="pass", summary="mixed p99 4.2 ms")
     await g.cmd(agent, "work.complete", item=mixed, expected={"item_revision": await g.revision(mixed), **fence})
