@@ -31,6 +31,7 @@ log = logging.getLogger("wakeful.control.projections")
 KINDS = ("status", "board")
 DONE_COLUMN_MAX = 50
 CLASSES = ("advancement", "user_gate", "user_action", "monitor", "blocker")
+PERSON_CLASSES = ("user_gate", "user_action")  # §8 needs_person; on the board they wait in `gated`
 STATUSES = ("open", "blocked", "deferred", "done")
 DONE_OK = ("completed", "resolved")
 
@@ -113,7 +114,7 @@ def status(rows: GoalRows) -> dict[str, Any]:
         "acceptance": _acceptance(rows),
         "counts": _counts(items),
         "needs_person": [_person_card(it) for it in items
-                         if it["status"] == "open" and it["class"] in ("user_gate", "user_action")],
+                         if it["status"] == "open" and it["class"] in PERSON_CLASSES],
         "claims": [{"item_id": c["item_id"], "holder": c["holder"], "epoch": int(c["epoch"]),
                     "expires_ms": int(c["expires_ms"])} for _, c in sorted(claims.items())],
         "monitors": [_monitor(it) for it in items if it["class"] == "monitor" and it["status"] != "done"],
@@ -174,8 +175,8 @@ def board(rows: GoalRows) -> dict[str, Any]:
             columns[it["status"]].append(card)
         elif it["id"] in claims or _watching(it):
             columns["claimed"].append(card)
-        elif _gated(it, by_id):
-            columns["gated"].append(card)
+        elif it["class"] in PERSON_CLASSES or _gated(it, by_id):
+            columns["gated"].append(card)  # §7.2: gates and user actions are a person's, never runnable
         else:
             columns["runnable"].append(card)
     done = sorted((it for it in rows.items if it["status"] == "done"),

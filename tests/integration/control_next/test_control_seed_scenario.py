@@ -108,6 +108,10 @@ async def test_seed_scenario(store: Any) -> None:
     waiting = await ctl.next(goal)
     assert (waiting["decision"], waiting["wait_kind"], waiting["wake_when"]) == (
         "wait", "needs_person", [f"gate_resolved:{gate}"])
+    # the board agrees with next (§7.2): an open gate is a person's, never runnable (issue 20 bug 5)
+    gated_board = await projections.read(store, goal, "board")
+    assert [c["id"] for c in gated_board["columns"]["open"]["runnable"]] == []
+    assert {c["id"] for c in gated_board["columns"]["open"]["gated"]} == {gate, release}
     with pytest.raises(ControlRefused) as agent_gate:
         await g.cmd(agent, "gate.resolve", item=gate, outcome="approve", expected={"item_revision": await g.revision(gate)})
     assert agent_gate.value.code == "forbidden"
