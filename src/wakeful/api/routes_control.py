@@ -45,7 +45,7 @@ class GoalIn(BaseModel):
 
 class NextIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent_id: str = Field(min_length=1, max_length=40)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=40)  # an agent key names its agent
     goal_id: str | None = Field(default=None, min_length=1, max_length=40)
     claim: bool = True
     key: str | None = Field(default=None, min_length=1, max_length=160)
@@ -234,18 +234,24 @@ async def next_read(group_id: str, request: Request, principal: MemberPrincipal,
                     agent_id: Annotated[str | None, Query(max_length=40)] = None,
                     goal_id: Annotated[str | None, Query(max_length=40)] = None) -> dict[str, Any]:
     """The ``next`` decision (read-only)."""
+    agent = _asking_agent(principal, agent_id)
+    await _next_agent(request, principal, group_id, agent)
+    return await control_of(request).next(agent, goal_id)
+
+
+def _asking_agent(principal: Principal, agent_id: str | None) -> str:
+    """The agent ``next`` is for: named, or the agent of an agent key (issue 20: the body need not repeat it)."""
     agent = agent_id or principal.agent_id
     if agent is None:
         raise ControlRefused("invalid_command", "agent_id is required for a person principal", field="agent_id")
-    await _next_agent(request, principal, group_id, agent)
-    return await control_of(request).next(agent, goal_id)
+    return agent
 
 
 @router.post(G + "/next")
 async def next_claim(group_id: str, body: NextIn, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
     """The ``next`` decision; a ``start`` also acquires the item, and the answer carries the claim receipt."""
-    await _next_agent(request, principal, group_id, body.agent_id)
+    agent = _asking_agent(principal, body.agent_id)
+    await _next_agent(request, principal, group_id, agent)
     if principal.agent_id is None and body.claim:
         raise ControlRefused("forbidden", "only the agent itself claims work", field="claim")
-    return await control_of(request).next(body.agent_id, body.goal_id, claim=body.claim, key=body.key,
-                                          ttl_s=body.ttl_s)
+    return await control_of(request).next(agent, body.goal_id, claim=body.claim, key=body.key, ttl_s=body.ttl_s)

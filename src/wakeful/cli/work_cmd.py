@@ -377,7 +377,7 @@ def effect_settle(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOpt,
                   detail: DetailOpt = None, external_ref: RefOpt = None, agent: AgentOpt = None,
                   operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Report what happened to an intended effect."""
-    body = {"type": "effect.settle", "request_key": request_key, "attempt": attempt, "state": state}
+    body = {"type": "effect.settle", "request_key": request_key, "attempt": attempt, "outcome": state}
     _effect(ctx, goal, body, detail, external_ref, agent, operation_id, json_)
 
 

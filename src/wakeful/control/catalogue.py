@@ -169,8 +169,9 @@ _SPECS = [
         "request_key": key, "kind": text(64, empty=False), "target": text(500), "payload_digest": text(200,
         empty=False), "item": item_id}, ("request_key", "kind", "target", "payload_digest")),
     _spec("effect.settle", "agent person", cmd_effect.settle, {
-        "request_key": key, "attempt": int_(1, 1_000_000), "state": choice("succeeded", "failed", "unknown"),
-        "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt", "state")),
+        "request_key": key, "attempt": int_(1, 1_000_000), "outcome": choice("succeeded", "failed", "unknown"),
+        "state": choice("succeeded", "failed", "unknown"),  # the faces' older name for outcome
+        "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt")),
     _spec("effect.readback", "agent person", cmd_effect.readback, {
         "request_key": key, "attempt": int_(1, 1_000_000), "observed": choice("present", "absent", "unreadable"),
         "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt", "observed")),

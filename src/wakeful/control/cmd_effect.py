@@ -106,7 +106,16 @@ async def settle(ctx: Ctx) -> None:
     if effect["state"] != "intended":
         raise ControlRefused("illegal_transition", f"the effect is {effect['state']}", state=effect["state"])
     outcome = {"detail": ctx.command.get("detail", ""), "external_ref": ctx.command.get("external_ref")}
-    await _write(ctx, effect, state=ctx.command["state"], outcome=outcome)
+    await _write(ctx, effect, state=_settled_as(ctx.command), outcome=outcome)
+
+
+def _settled_as(cmd: dict[str, Any]) -> str:
+    """§6 ``effect.settle {attempt, outcome}``; ``state`` is accepted as the same member's older name."""
+    named = {cmd[k] for k in ("outcome", "state") if k in cmd}
+    if len(named) != 1:
+        why = "is required" if not named else "and state disagree"
+        raise ControlRefused("invalid_command", f"command.outcome {why}", field="command.outcome")
+    return str(named.pop())
 
 
 async def readback(ctx: Ctx) -> None:

@@ -272,7 +272,14 @@ async def _identity(ctx: Ctx, command_type: str) -> None:
     status = ctx.goal["status"]
     if status == "active" or (status == "paused" and command_type == "goal.resume"):
         return
+    # a pause stops agents, not facts: a person records what an external system did meanwhile
+    # (docs/decisions-control.md "Paused goals")
+    if status == "paused" and actor.kind == "person" and command_type in PAUSED_PERSON_COMMANDS:
+        return
     raise ControlRefused("goal_not_active", f"goal {ctx.goal_id} is {status}", status=status)
+
+
+PAUSED_PERSON_COMMANDS = frozenset({"effect.settle", "effect.readback"})
 
 
 async def commit_command(
@@ -304,7 +311,8 @@ async def commit_command(
         if spec.type != "goal.create":
             await _identity(ctx, spec.type)
         if actor.kind not in spec.who and not (actor.kind == "operator" and "person" in spec.who):
-            raise ControlRefused("forbidden", f"a {actor.kind} may not issue {spec.type}")  # step 4 (kind)
+            article = "an" if actor.kind[:1] in "aeiou" else "a"
+            raise ControlRefused("forbidden", f"{article} {actor.kind} may not issue {spec.type}")  # step 4 (kind)
         _check_goal_expected(ctx)
         await spec.handler(ctx)  # steps 4–8 of the command, then its row writes
         return await _finish(ctx, spec.type, env, digest_now)

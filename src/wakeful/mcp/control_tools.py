@@ -365,9 +365,12 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
     ("effect.settle", "Report what happened to an intended effect: succeeded, failed or unknown (e.g. the "
      "connection was lost after sending).",
      _schema({"goal_id": GOAL, "request_key": S, "attempt": {"type": "integer", "minimum": 1},
-              "state": {"type": "string", "enum": ["succeeded", "failed", "unknown"]}, "detail": {"type": "string"},
-              "external_ref": {"type": "string"}}, ("goal_id", "request_key", "attempt", "state")),
-     _effect("settle", ("request_key", "attempt", "state", "detail", "external_ref"))),
+              "outcome": {"type": "string", "enum": ["succeeded", "failed", "unknown"]},
+              "state": {"type": "string", "enum": ["succeeded", "failed", "unknown"],
+                        "description": "older name of outcome"},
+              "detail": {"type": "string"}, "external_ref": {"type": "string"}},
+             ("goal_id", "request_key", "attempt")),
+     _effect("settle", ("request_key", "attempt", "outcome", "state", "detail", "external_ref"))),
     ("effect.readback", "Record what the external system shows for an effect: present (it happened), absent "
      "(it may be sent again as a new attempt) or unreadable (hold).",
      _schema({"goal_id": GOAL, "request_key": S, "attempt": {"type": "integer", "minimum": 1},

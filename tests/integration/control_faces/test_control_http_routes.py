@@ -149,6 +149,10 @@ def test_control_routes(store_url: str, tmp_path: Path) -> None:
         decision = http.get(f"{G}/next", params={"goal_id": goal}, headers=me).json()
         assert (decision["decision"], decision["item"]["id"]) == ("deliver", item)
         assert http.get(f"{G}/next", params={"agent_id": t["other"]}, headers=me).status_code == 404
+        peek = http.post(f"{G}/next", json={"goal_id": goal, "claim": False}, headers=me)  # the key names the agent
+        assert peek.status_code == 200 and peek.json()["item"]["id"] == item, peek.text
+        assert http.post(f"{G}/next", json={"agent_id": t["other"], "goal_id": goal}, headers=me).status_code == 404
+        assert http.post(f"{G}/next", json={"goal_id": goal}, headers=person).json()["field"] == "agent_id"
         claimed = http.post(f"{G}/next", json={"agent_id": t["agent"], "goal_id": goal}, headers=me)
         assert claimed.status_code == 200, claimed.text
         assert claimed.json()["claim"]["claim"]["holder"] == t["agent"]

@@ -117,6 +117,9 @@ async def test_resume_conditions_fire_once(store, store_clock) -> None:
     err = await _refuse(kit.run(kit.person, {"type": "work.resume", "item": on_effect},
                                 expected={"item_revision": 4}))
     assert err.code == "forbidden"
+    assert str(err) == "a person may not issue work.resume"
+    err = await _refuse(kit.run(a, {"type": "work.resume", "item": on_effect}, expected={"item_revision": 4}))
+    assert str(err) == "an agent may not issue work.resume"  # issue 20 bug 8: not "a agent"
     system = Actor("system", "system", kit.group_id)
     await kit.run(system, {"type": "work.resume", "item": on_effect})
     assert (await kit.control.item(kit.goal_id, on_effect))["status"] == "open"
@@ -164,3 +167,33 @@ async def test_stored_state_limits_are_budget_exceeded(store, monkeypatch: pytes
     assert (await _refuse(kit.run(kit.person, {"type": "agent.register", "agent_id": "agt_nobody"},
                                   goal_id=other["goal_id"]))).code == "not_found"
     await kit.run(kit.person, {"type": "agent.register", "agent_id": kit.agents[2].id}, goal_id=other["goal_id"])
+
+
+async def test_settle_takes_the_spec_outcome_member(store) -> None:
+    """control-plane.md §6 writes ``effect.settle {attempt, outcome}`` (issue 20 bug 6); ``state`` stays an alias."""
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    await kit.run(a, _intend("k4"))
+    done = await kit.run(a, {"type": "effect.settle", "request_key": "k4", "attempt": 1, "outcome": "failed"})
+    assert done["effect"]["state"] == "failed"
+    await kit.run(a, _intend("k4"))
+    both = {"type": "effect.settle", "request_key": "k4", "attempt": 2, "outcome": "failed", "state": "succeeded"}
+    err = await _refuse(kit.run(a, both))
+    assert (err.code, err.details["field"]) == ("invalid_command", "command.outcome")
+    err = await _refuse(kit.run(a, {"type": "effect.settle", "request_key": "k4", "attempt": 2}))
+    assert (err.code, err.details["field"]) == ("invalid_command", "command.outcome")
+    assert (await kit.run(a, {**both, "outcome": "succeeded"}))["effect"]["state"] == "succeeded"
+
+
+async def test_a_person_reads_back_an_effect_of_a_paused_goal(store) -> None:
+    """The GPU job that turns out to exist is recorded while the goal is paused (issue 20 bug 7); agents still
+    stop at a paused goal."""
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    await kit.run(a, _intend("gpu-1"))
+    await kit.run(a, {"type": "effect.settle", "request_key": "gpu-1", "attempt": 1, "outcome": "unknown"})
+    await kit.run(kit.person, {"type": "goal.pause"})
+    read = {"type": "effect.readback", "request_key": "gpu-1", "attempt": 1, "observed": "present"}
+    assert (await _refuse(kit.run(a, read))).code == "goal_not_active"
+    assert (await kit.run(kit.person, read))["effect"]["state"] == "succeeded"
+    assert (await kit.control.goal(kit.goal_id))["status"] == "paused"
