@@ -152,8 +152,12 @@ def receipt_lines(receipt: dict[str, Any]) -> list[str]:
     head = f"{receipt['command_type']} applied at seq {receipt['seq']} ({receipt['operation_id']})"
     if receipt.get("replayed"):
         head += " [replayed]"
-    return [head] + [f"  {c['entity']} {c['id']} revision {c['revision']} {c['status'] or ''}".rstrip()
-                     for c in receipt.get("changed", [])]
+    lines = [head] + [f"  {c['entity']} {c['id']} revision {c['revision']} {c['status'] or ''}".rstrip()
+                      for c in receipt.get("changed", [])]
+    claim = receipt.get("claim")
+    if isinstance(claim, dict) and "epoch" in claim:  # what the holder presents next: --claim-epoch/--claim-key
+        lines.append(f"  claim of {claim.get('holder')}: --claim-epoch {claim['epoch']} --claim-key {claim.get('key')}")
+    return lines
 
 
 # ---------------------------------------------------------------- wakeful goal …
@@ -262,12 +266,71 @@ def _goal_command(kind: str, doc: str) -> None:
     def command(ctx: typer.Context, goal: GoalArg,
                 reason: Annotated[str | None, typer.Option("--reason", help="Why.")] = None,
                 agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
-        out = out_for(ctx, json_)
         body: dict[str, Any] = {"type": f"goal.{kind}"}
         if reason:
             body["reason"] = reason
-        show(out, run_control(out, agent, lambda c: c.submit(goal, body, operation_id=operation_id)),
-             receipt_lines)
+        _submit_as(ctx, json_, agent, goal, body, operation_id)
+
+
+def _submit_as(ctx: typer.Context, json_: bool, agent: str | None, goal: str, body: dict[str, Any],
+               operation_id: str | None, expected: dict[str, Any] | None = None) -> None:
+    out = out_for(ctx, json_)
+    show(out, run_control(out, agent, lambda c: c.submit(goal, body, operation_id=operation_id, expected=expected)),
+         receipt_lines)
+
+
+@goal_app.command("update")
+def goal_update(
+    ctx: typer.Context, goal: GoalArg,
+    title: Annotated[str | None, typer.Option("--title")] = None,
+    objective: Annotated[str | None, typer.Option("--objective")] = None,
+    claim_mode: Annotated[str | None, typer.Option("--claim-mode", help="soft or hard.")] = None,
+    budget: Annotated[int | None, typer.Option("--budget-units-per-day", min=1)] = None,
+    expected_revision: Annotated[int | None, typer.Option(
+        "--expected-revision", help="Fence on this goal revision.")] = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Change the goal's title, objective, claim mode or daily budget (a person command: the operator)."""
+    body: dict[str, Any] = {"type": "goal.update", **{k: v for k, v in (
+        ("title", title), ("objective", objective), ("claim_mode", claim_mode)) if v is not None}}
+    if budget is not None:
+        body["budget"] = {"units_per_day": budget}
+    expected = None if expected_revision is None else {"goal_revision": expected_revision}
+    _submit_as(ctx, json_, None, goal, body, operation_id, expected)
+
+
+AgentIdArg = Annotated[str, typer.Argument(help="Agent id (ag_…).")]
+
+
+@goal_app.command("register")
+def goal_register(ctx: typer.Context, goal: GoalArg, agent_id: AgentIdArg, agent: AgentOpt = None,
+                  operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Register an agent on the goal (the operator, or the agent itself with --agent)."""
+    _submit_as(ctx, json_, agent, goal, {"type": "agent.register", "agent_id": agent_id}, operation_id)
+
+
+@goal_app.command("exclude")
+def goal_exclude(ctx: typer.Context, goal: GoalArg, agent_id: AgentIdArg,
+                 reason: Annotated[str | None, typer.Option("--reason")] = None,
+                 operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Exclude an agent from the goal (a person command: the operator)."""
+    body: dict[str, Any] = {"type": "agent.exclude", "agent_id": agent_id}
+    if reason:
+        body["reason"] = reason
+    _submit_as(ctx, json_, None, goal, body, operation_id)
+
+
+@goal_app.command("spend")
+def goal_spend(ctx: typer.Context, goal: GoalArg,
+               units: Annotated[int, typer.Option("--units", min=1, help="Budget units the work cost.")],
+               agent: Annotated[str, typer.Option("--agent", help="The spending agent.")],
+               note: Annotated[str | None, typer.Option("--note")] = None,
+               operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Record budget spent on the goal (an agent command)."""
+    body: dict[str, Any] = {"type": "budget.spend", "units": units}
+    if note:
+        body["note"] = note
+    _submit_as(ctx, json_, agent, goal, body, operation_id)
 
 
 _goal_command("pause", "Pause the goal (person).")
@@ -316,8 +379,8 @@ def goal_rebuild(ctx: typer.Context,
 def acceptance_set(
     ctx: typer.Context, goal: GoalArg,
     file: Annotated[Path, typer.Argument(help="JSON: {document, bindings?} or a bare document.")],
-    expected_revision: Annotated[int | None, typer.Option(
-        "--expected-revision", help="The acceptance revision you revised (default: the current one).")] = None,
+    expected_revision: Annotated[int, typer.Option(
+        "--expected-revision", help="The acceptance revision you revised (0 for the first contract).")],
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Set a new acceptance revision (a person command: the operator)."""
@@ -329,13 +392,9 @@ def acceptance_set(
     if "bindings" in data and "document" in data:
         command["bindings"] = data["bindings"]
 
-    async def body(c: GoalCli) -> dict[str, Any]:
-        rev = expected_revision
-        if rev is None:
-            rev = int((await c.control.goal(goal))["acceptance_revision"])
-        return await c.submit(goal, command, operation_id=operation_id, expected={"acceptance_revision": rev})
-
-    show(out, run_control(out, None, body), receipt_lines)
+    expected = {"acceptance_revision": expected_revision}
+    show(out, run_control(out, None, lambda c: c.submit(goal, command, operation_id=operation_id,
+                                                        expected=expected)), receipt_lines)
 
 
 @acceptance_app.command("show")

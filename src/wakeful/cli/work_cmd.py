@@ -1,9 +1,10 @@
 """`wakeful work | gate | evidence | effect | next …` in local mode (interfaces.md §4.2): work items, a person's
 gate decisions, evidence, effects and the ``next`` decision, on the configured store.
 
-Commands act as the operator (person authority) or, with ``--agent``, as that agent. Item commands fence on the
-item's revision: ``--expected-revision`` (default: the revision read just before, for interactive use). Claims
-are presented from ``--epoch``/``--key`` or, when omitted, from the item's current claim.
+Commands act as the operator (person authority) or, with ``--agent``, as that agent. Every fence is the caller's
+and is never read and copied by the CLI (issue 20): item commands take ``--expected-revision`` (required where the
+kernel fences on it), and a claim is presented only with ``--claim-epoch`` and ``--claim-key`` (the values a
+``work claim`` or ``next --claim`` printed).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ effect_app = typer.Typer(help="External effects: intend, settle, read back.", no
 next_app = typer.Typer(help="What should this agent do now? (control-plane.md §7)", invoke_without_command=True)
 
 ItemArg = Annotated[str, typer.Argument(help="Work item id (w_…).")]
-RevOpt = Annotated[int | None, typer.Option("--expected-revision", help="Fence on this item revision.")]
-EpochOpt = Annotated[int | None, typer.Option("--epoch", help="Claim epoch to present.")]
-KeyOpt = Annotated[str | None, typer.Option("--key", help="Claim key to present.")]
+RevOpt = Annotated[int, typer.Option(
+    "--expected-revision", help="The item revision your change is based on (required; see `work show`).")]
+EpochOpt = Annotated[int | None, typer.Option("--claim-epoch", help="Epoch of the claim you hold (with --claim-key).")]
+KeyOpt = Annotated[str | None, typer.Option("--claim-key", help="Key of the claim you hold (with --claim-epoch).")]
 ResumeOpt = Annotated[list[str] | None, typer.Option("--resume-when", help="Resume condition (repeatable).")]
 
 
@@ -64,29 +66,23 @@ def fields_of(values: list[str] | None) -> dict[str, Any]:
     return out
 
 
-async def fenced(c: GoalCli, goal: str, item: str, revision: int | None, *, epoch: int | None = None,
-                 key: str | None = None, claim: bool = True) -> dict[str, Any]:
-    """``expected`` for an item command: its revision, and the claim when one is given or held."""
-    found = await c.control.item(goal, item)
-    expected: dict[str, Any] = {"item_revision": int(found["revision"]) if revision is None else revision}
-    current = found.get("claim") or {}
-    if epoch is not None or key is not None:
-        expected["claim"] = {"epoch": epoch if epoch is not None else current.get("epoch"),
-                             "key": key if key is not None else current.get("key")}
-    elif claim and current.get("status") == "active" and (c.agent is None or current.get("holder") == c.agent):
-        expected["claim"] = {"epoch": current["epoch"], "key": current["key"]}
+def fenced(revision: int | None, *, epoch: int | None = None, key: str | None = None) -> dict[str, Any]:
+    """``expected`` exactly as given: the item revision and, when both parts are given, the presented claim."""
+    if (epoch is None) != (key is None):
+        raise UsageError("give both --claim-epoch and --claim-key, or neither")
+    expected: dict[str, Any] = {} if revision is None else {"item_revision": revision}
+    if epoch is not None:
+        expected["claim"] = {"epoch": epoch, "key": key}
     return expected
 
 
 def _run_item(ctx: typer.Context, json_: bool, agent: str | None, goal: str, item: str, command: dict[str, Any],
-              revision: int | None, operation_id: str | None, *, epoch: int | None = None, key: str | None = None,
-              claim: bool = True, revised: bool = True) -> None:
+              revision: int | None, operation_id: str | None, *, epoch: int | None = None,
+              key: str | None = None) -> None:
     out = out_for(ctx, json_)
+    expected = fenced(revision, epoch=epoch, key=key)
 
     async def body(c: GoalCli) -> dict[str, Any]:
-        expected = await fenced(c, goal, item, revision, epoch=epoch, key=key, claim=claim)
-        if not revised:
-            expected.pop("item_revision")
         return await c.submit(goal, {**command, "item": item}, operation_id=operation_id, expected=expected)
 
     show(out, run_control(out, agent, body), receipt_lines)
@@ -162,72 +158,87 @@ def work_claim(
 @work_app.command("renew")
 def work_renew(ctx: typer.Context, goal: GoalArg, item: ItemArg, agent: AgentOpt = None, epoch: EpochOpt = None,
                key: KeyOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
-    """Renew the agent's claim."""
-    _run_item(ctx, json_, agent, goal, item, {"type": "claim.renew"}, None, operation_id, epoch=epoch, key=key,
-              revised=False)
+    """Renew the agent's claim (present it with --claim-epoch and --claim-key)."""
+    _run_item(ctx, json_, agent, goal, item, {"type": "claim.renew"}, None, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("release")
 def work_release(ctx: typer.Context, goal: GoalArg, item: ItemArg, agent: AgentOpt = None, epoch: EpochOpt = None,
                  key: KeyOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Release the item's claim (the holder, or a person)."""
-    _run_item(ctx, json_, agent, goal, item, {"type": "claim.release"}, None, operation_id, epoch=epoch, key=key,
-              revised=False)
+    _run_item(ctx, json_, agent, goal, item, {"type": "claim.release"}, None, operation_id, epoch=epoch, key=key)
+
+
+@work_app.command("transfer")
+def work_transfer(
+    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    to: Annotated[str, typer.Option("--to", help="The agent that takes the claim over.")],
+    new_key: Annotated[str, typer.Option("--new-key", help="The new holder's execution key.")],
+    agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None, operation_id: OpOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Hand the item's claim to another agent (the holder presenting its claim, or a person)."""
+    command = {"type": "claim.transfer", "to": to, "key": new_key}
+    _run_item(ctx, json_, agent, goal, item, command, None, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("update")
 def work_update(
-    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
     title: Annotated[str | None, typer.Option("--title")] = None,
     detail: Annotated[str | None, typer.Option("--detail")] = None,
     priority: Annotated[int | None, typer.Option("--priority", min=0, max=4)] = None,
     field: Annotated[list[str] | None, typer.Option("--field", help="NAME=JSON (repeatable).")] = None,
-    expected_revision: RevOpt = None, agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+    agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None, operation_id: OpOpt = None,
+    json_: JsonOpt = False,
 ) -> None:
     """Change an item's fields (a new semantic digest stales acceptance bindings)."""
     changes = {k: v for k, v in (("title", title), ("detail", detail), ("priority", priority)) if v is not None}
     command = {"type": "work.update", **changes, **fields_of(field)}
-    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("block")
-def work_block(ctx: typer.Context, goal: GoalArg, item: ItemArg,
+def work_block(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
                reason: Annotated[str, typer.Option("--reason", help="The missing condition.")],
-               resume_when: ResumeOpt = None, expected_revision: RevOpt = None, agent: AgentOpt = None,
-               operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+               resume_when: ResumeOpt = None, agent: AgentOpt = None, epoch: EpochOpt = None,
+               key: KeyOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Block an open item."""
     command: dict[str, Any] = {"type": "work.block", "reason": reason}
     if resume_when:
         command["resume_when"] = resume_when
-    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("defer")
-def work_defer(ctx: typer.Context, goal: GoalArg, item: ItemArg,
+def work_defer(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
                resume_when: Annotated[list[str], typer.Option("--resume-when", help="Condition (repeatable).")],
-               reason: Annotated[str | None, typer.Option("--reason")] = None, expected_revision: RevOpt = None,
-               agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+               reason: Annotated[str | None, typer.Option("--reason")] = None, agent: AgentOpt = None,
+               epoch: EpochOpt = None, key: KeyOpt = None, operation_id: OpOpt = None,
+               json_: JsonOpt = False) -> None:
     """Defer an open item until a resume condition fires (its claim is released)."""
     command: dict[str, Any] = {"type": "work.defer", "resume_when": resume_when}
     if reason:
         command["reason"] = reason
-    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("reopen")
-def work_reopen(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt = None,
-                agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+def work_reopen(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
+                agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None, operation_id: OpOpt = None,
+                json_: JsonOpt = False) -> None:
     """Reopen a blocked or deferred item."""
-    _run_item(ctx, json_, agent, goal, item, {"type": "work.reopen"}, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, {"type": "work.reopen"}, expected_revision, operation_id,
+              epoch=epoch, key=key)
 
 
 @work_app.command("complete")
 def work_complete(
-    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
     continuation: Annotated[str, typer.Option("--continuation", help="no_followup, successor or goal.")] = "no_followup",
     successor: Annotated[list[str] | None, typer.Option("--successor", help="Successor item (repeatable).")] = None,
     summary: Annotated[str | None, typer.Option("--summary")] = None,
-    expected_revision: RevOpt = None, agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None,
+    agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None,
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Complete an item (bound criteria need applicable passing evidence)."""
@@ -241,11 +252,12 @@ def work_complete(
 
 @work_app.command("supersede")
 def work_supersede(
-    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
     replacement_id: Annotated[str | None, typer.Option("--replacement-id", help="An existing open item.")] = None,
     replacement: Annotated[str | None, typer.Option("--replacement", help="A new item as a JSON object.")] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
-    expected_revision: RevOpt = None, agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+    agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None, operation_id: OpOpt = None,
+    json_: JsonOpt = False,
 ) -> None:
     """Supersede an item by an existing or a new one, linked both ways."""
     if (replacement_id is None) == (replacement is None):
@@ -260,12 +272,12 @@ def work_supersede(
         command["replacement"] = value
     if reason:
         command["reason"] = reason
-    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, command, expected_revision, operation_id, epoch=epoch, key=key)
 
 
 @work_app.command("cancel")
-def work_cancel(ctx: typer.Context, goal: GoalArg, item: ItemArg,
-                reason: Annotated[str | None, typer.Option("--reason")] = None, expected_revision: RevOpt = None,
+def work_cancel(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
+                reason: Annotated[str | None, typer.Option("--reason")] = None,
                 operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Cancel an item (a person command: the operator)."""
     command: dict[str, Any] = {"type": "work.cancel"}
@@ -274,15 +286,23 @@ def work_cancel(ctx: typer.Context, goal: GoalArg, item: ItemArg,
     _run_item(ctx, json_, None, goal, item, command, expected_revision, operation_id)
 
 
-# ---------------------------------------------------------------- wakeful gate resolve
+# ---------------------------------------------------------------- wakeful gate ask | resolve
+
+
+@gate_app.command("ask")
+def gate_ask(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
+             agent: Annotated[str, typer.Option("--agent", help="The agent asking the person.")],
+             operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Ask a person to decide a gate (an agent command; `next` says when)."""
+    _run_item(ctx, json_, agent, goal, item, {"type": "gate.ask"}, expected_revision, operation_id)
 
 
 @gate_app.command("resolve")
 def gate_resolve(
-    ctx: typer.Context, goal: GoalArg, item: ItemArg,
+    ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
     outcome: Annotated[str, typer.Argument(help="approve, reject, cancel or defer.")],
     resume_when: ResumeOpt = None, note: Annotated[str | None, typer.Option("--note")] = None,
-    expected_revision: RevOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """A person's decision on a gate (as the operator)."""
     command: dict[str, Any] = {"type": "gate.resolve", "outcome": outcome}
@@ -290,7 +310,7 @@ def gate_resolve(
         command["resume_when"] = resume_when
     if note:
         command["note"] = note
-    _run_item(ctx, json_, None, goal, item, command, expected_revision, operation_id, claim=False)
+    _run_item(ctx, json_, None, goal, item, command, expected_revision, operation_id)
 
 
 # ---------------------------------------------------------------- wakeful evidence …

@@ -144,8 +144,10 @@ def test_goal_work_evidence_and_next_over_http(node: Node, tmp_path: Path) -> No
     contract = tmp_path / "acceptance.json"
     contract.write_text(json.dumps({"document": {"criteria": [{"id": "lat", "text": "p99", "subject": "repo"}]},
                                     "bindings": {bench: ["lat"]}}))
-    assert node.refused(node.agent_key, "goal", "acceptance", "set", goal, str(contract))["error"] == "forbidden"
-    assert node.group_("goal", "acceptance", "set", goal, str(contract))["command_type"] == "acceptance.set"
+    fence0 = ("--expected-revision", "0")
+    assert node.refused(node.agent_key, "goal", "acceptance", "set", goal, str(contract), *fence0)["error"] == \
+        "forbidden"
+    assert node.group_("goal", "acceptance", "set", goal, str(contract), *fence0)["command_type"] == "acceptance.set"
     assert node.group_("goal", "acceptance", "show", goal)["revision"] == 1
     node.group_("goal", "subject", "set", goal, "repo", "git:b")
 
@@ -154,6 +156,7 @@ def test_goal_work_evidence_and_next_over_http(node: Node, tmp_path: Path) -> No
     assert decision["ask"]["gate_id"] == gate
     claimed = node.agent_("work", "claim", goal, bench, "--agent", node.agent)
     assert claimed["command_type"] == "claim.acquire"
+    held = ("--claim-epoch", str(claimed["claim"]["epoch"]), "--claim-key", claimed["claim"]["key"])
     assert node.agent_("work", "show", goal, bench)["claim"]["holder"] == node.agent
     evidence = node.agent_("evidence", "add", goal, "--kind", "test", "--verdict", "pass", "--item", bench,
                            "--criterion", "lat", "--subject", "repo", "--artifact-revision", "git:b", "--summary",
@@ -161,12 +164,14 @@ def test_goal_work_evidence_and_next_over_http(node: Node, tmp_path: Path) -> No
     assert evidence["command_type"] == "evidence.add"
     (row,) = node.group_("evidence", "list", goal, "--item", bench)
     assert row["verdict"] == "pass" and row["summary"] == "3 ms"
-    assert node.agent_("work", "complete", goal, bench, "--agent", node.agent)["command_type"] == "work.complete"
+    assert node.agent_("work", "complete", goal, bench, "--agent", node.agent, "--expected-revision", "1",
+                       *held)["command_type"] == "work.complete"
     assert node.group_("goal", "status", goal)["acceptance"]["status"] == "accepted"
 
     # a person's decision: an agent key is the wrong kind (forbidden); the group key, a person, decides
-    assert node.refused(node.agent_key, "gate", "resolve", goal, gate, "approve")["error"] == "forbidden"
-    assert node.group_("gate", "resolve", goal, gate, "approve")["command_type"] == "gate.resolve"
+    fence1 = ("--expected-revision", "1")
+    assert node.refused(node.agent_key, "gate", "resolve", goal, gate, "approve", *fence1)["error"] == "forbidden"
+    assert node.group_("gate", "resolve", goal, gate, "approve", *fence1)["command_type"] == "gate.resolve"
     with_claim = node.agent_("next", "--agent", node.agent, "--goal", goal, "--claim")
     assert with_claim["item"]["id"] == ship and with_claim["claim"]["claim"]["holder"] == node.agent
 

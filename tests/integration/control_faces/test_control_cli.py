@@ -39,6 +39,8 @@ class Cli:
         got = main([*argv, "--json"])
         out = self.capsys.readouterr().out
         assert got == code, (argv, got, out)
+        if code == 2 and not out.strip():
+            return None  # a usage error from the command line parser (on stderr)
         lines = out.strip().splitlines()
         assert len(lines) == 1, out  # exactly one JSON document on stdout
         return json.loads(lines[0])
@@ -77,22 +79,20 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     contract = tmp_path / "acceptance.json"
     contract.write_text(json.dumps({"document": {"criteria": [{"id": "lat", "text": "p99", "subject": "repo"}]},
                                     "bindings": {bench: ["lat"]}}))
-    assert cli("goal", "acceptance", "set", goal, str(contract))["command_type"] == "acceptance.set"
+    cli("goal", "acceptance", "set", goal, str(contract), code=2)  # the fence is the caller's
+    assert cli("goal", "acceptance", "set", goal, str(contract), "--expected-revision", "0")["command_type"] == \
+        "acceptance.set"
     assert cli("goal", "acceptance", "show", goal)["revision"] == 1
     cli("goal", "subject", "set", goal, "repo", "git:b")
-    # work as an unregistered agent is refused (exit 1, typed JSON error); the operator registers it
+    # work as an unregistered agent is refused (exit 1, typed JSON error); the operator registers it (issue 20 bug 1)
     refused = cli("work", "claim", goal, bench, "--agent", agent, code=1)
     assert refused["error"] == "not_registered"
-
-    async def register_agent() -> None:
-        store = await Store.open(f"sqlite:///{tmp_path / 'w.db'}")
-        try:
-            await Control(store).submit(Actor("operator", "operator", group), {
-                "operation_id": "reg", "goal_id": goal, "command": {"type": "agent.register", "agent_id": agent}})
-        finally:
-            await store.close()
-
-    asyncio.run(register_agent())
+    assert cli("goal", "register", goal, agent)["command_type"] == "agent.register"
+    other = cli("agent", "create", "--group", group, "a2")["id"]
+    assert cli("goal", "register", goal, other, "--agent", other)["command_type"] == "agent.register"
+    updated = cli("goal", "update", goal, "--objective", "p99 < 5 ms under mixed load", "--budget-units-per-day", "50")
+    assert updated["command_type"] == "goal.update"
+    assert cli("goal", "show", goal)["goal"]["objective"] == "p99 < 5 ms under mixed load"
 
     decision = cli("next", "--agent", agent, "--goal", goal)
     assert (decision["decision"], decision["action"], decision["item"]["id"]) == ("deliver", "start", bench)
@@ -107,13 +107,20 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert cli("evidence", "list", goal, "--item", bench)[0]["verdict"] == "pass"
     stale = cli("work", "complete", goal, bench, "--agent", agent, "--expected-revision", "99", code=1)
     assert (stale["error"], stale["message"]) == ("revision_conflict", stale["message"])
-    done = cli("work", "complete", goal, bench, "--agent", agent)  # presents its claim from the item
+    fence = ["--claim-epoch", str(held["epoch"]), "--claim-key", held["key"]]
+    assert cli("goal", "spend", goal, "--units", "3", "--agent", agent)["command_type"] == "budget.spend"
+    done = cli("work", "complete", goal, bench, "--agent", agent, "--expected-revision", "1", *fence)
     assert done["command_type"] == "work.complete"
     assert cli("work", "show", goal, bench)["status"] == "done"
     assert cli("goal", "status", goal)["acceptance"]["status"] == "accepted"
 
-    # the person's gate decision, then the release is the agent's next start
-    assert cli("gate", "resolve", goal, gate, "approve")["command_type"] == "gate.resolve"
+    # the agent asks the person (issue 20 bug 1); the person's decision; the release is the agent's next start
+    assert cli("next", "--agent", agent, "--goal", goal)["decision"] == "ask_person"
+    assert cli("gate", "ask", goal, gate, "--agent", agent, "--expected-revision", "1")["command_type"] == "gate.ask"
+    assert cli("next", "--agent", agent, "--goal", goal)["wait_kind"] == "needs_person"
+    gate_rev = str(cli("work", "show", goal, gate)["revision"])
+    assert cli("gate", "resolve", goal, gate, "approve", "--expected-revision", gate_rev)["command_type"] == \
+        "gate.resolve"
     assert cli("next", "--agent", agent)["item"]["id"] == ship
     board = cli("goal", "board", goal)
     assert [c["id"] for c in board["columns"]["open"]["runnable"]] == [ship]
@@ -127,12 +134,46 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     readback = cli("next", "--agent", agent, "--goal", goal)
     assert (readback["action"], readback["effect"]["request_key"]) == ("readback_effect", "pr-1")
     cli("effect", "readback", goal, "--request-key", "pr-1", "--attempt", "1", "present", "--agent", agent)
-    cli("work", "block", goal, ship, "--reason", "freeze", "--resume-when", "time:1")
-    cli("work", "reopen", goal, ship)
-    cli("work", "defer", goal, ship, "--resume-when", f"work_done:{gate}")
+    rev = int(cli("work", "show", goal, ship)["revision"])
+    cli("work", "block", goal, ship, "--reason", "freeze", "--resume-when", "time:1", "--expected-revision", str(rev))
+    cli("work", "reopen", goal, ship, "--expected-revision", str(rev + 1))
+    cli("work", "defer", goal, ship, "--resume-when", f"work_done:{gate}", "--expected-revision", str(rev + 2))
     assert cli("goal", "rebuild", goal) == {"goals": 1, "projections": 2}
     assert cli("goal", "pause", goal, "--reason", "holiday")["command_type"] == "goal.pause"
     assert cli("next", "--agent", agent, "--goal", goal)["reasons"] == ["goal_paused"]
+
+
+def test_fences_are_the_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20 bug 2: the CLI never copies the item's revision or the current holder's claim into a request, so
+    an old run's write after its claim was replaced is refused; a claim moves to another agent with transfer."""
+    monkeypatch.setenv("WAKEFUL_DB_URL", f"sqlite:///{tmp_path / 'w.db'}")
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path))
+    cli = Cli(capsys)
+    group = cli("group", "create", "g1")["id"]
+    a, b = (cli("agent", "create", "--group", group, name)["id"] for name in ("a", "b"))
+    goal = cli("goal", "create", "--group", group, "--title", "t", "--objective", "o")["goal"]["id"]
+    for agent in (a, b):
+        cli("goal", "register", goal, agent)
+    item = cli("work", "add", goal, "--class", "advancement", "--title", "x")["item"]["id"]
+    old = cli("work", "claim", goal, item, "--agent", a, "--key", "run-old")["claim"]
+    cli("work", "release", goal, item, "--agent", a, "--claim-epoch", str(old["epoch"]), "--claim-key", "run-old")
+    new = cli("work", "claim", goal, item, "--agent", a, "--key", "run-new")["claim"]
+    assert new["epoch"] > old["epoch"]
+    late = cli("work", "update", goal, item, "--detail", "x", "--agent", a, "--expected-revision", "1",
+               "--claim-epoch", str(old["epoch"]), "--claim-key", "run-old", code=1)
+    assert late["error"] == "claim_stale"
+    assert "detail" not in cli("work", "show", goal, item) or cli("work", "show", goal, item)["detail"] != "x"
+    cli("work", "update", goal, item, "--detail", "y", "--agent", a, code=2)  # no revision given: a usage error
+    half = cli("work", "update", goal, item, "--detail", "y", "--agent", a, "--expected-revision", "1",
+               "--claim-epoch", str(new["epoch"]), code=2)
+    assert "--claim-key" in half["message"]
+    fresh = ["--claim-epoch", str(new["epoch"]), "--claim-key", "run-new"]
+    cli("work", "update", goal, item, "--detail", "y", "--agent", a, "--expected-revision", "1", *fresh)
+    moved = cli("work", "transfer", goal, item, "--to", b, "--new-key", "run-b", "--agent", a, *fresh)
+    assert (moved["command_type"], moved["claim"]["holder"], moved["claim"]["key"]) == ("claim.transfer", b, "run-b")
+    stolen = cli("work", "complete", goal, item, "--agent", a, "--expected-revision", "2", *fresh, code=1)
+    assert stolen["error"] == "claim_stale"
 
 
 def test_usage_and_unavailable_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -150,10 +191,10 @@ def test_usage_and_unavailable_exit_codes(tmp_path: Path, monkeypatch: pytest.Mo
 def test_help_for_every_control_command() -> None:
     """Every command has --help (interfaces.md §9), checked through the real console script once."""
     groups = {"goal": ["create", "list", "show", "status", "board", "pause", "resume", "close", "commits", "rebuild",
-                       "acceptance", "subject"],
-              "work": ["add", "list", "show", "claim", "renew", "release", "update", "block", "defer", "reopen",
-                       "complete", "supersede", "cancel"],
-              "gate": ["resolve"], "evidence": ["add", "list"], "effect": ["intend", "settle", "readback", "list"]}
+                       "acceptance", "subject", "update", "register", "exclude", "spend"],
+              "work": ["add", "list", "show", "claim", "renew", "release", "transfer", "update", "block", "defer",
+                       "reopen", "complete", "supersede", "cancel"],
+              "gate": ["ask", "resolve"], "evidence": ["add", "list"], "effect": ["intend", "settle", "readback", "list"]}
     for group, commands in groups.items():
         for command in commands:
             assert main([group, command, "--help"]) == 0, (group, command)
