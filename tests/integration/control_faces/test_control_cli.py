@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -16,8 +15,6 @@ from typing import Any
 import pytest
 
 from wakeful.cli.main import main
-from wakeful.control import Actor, Control
-from wakeful.harness.store import Store
 
 
 @pytest.fixture(autouse=True)
