@@ -290,11 +290,11 @@ def work_cancel(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revis
 
 
 @gate_app.command("ask")
-def gate_ask(ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
+def gate_ask(ctx: typer.Context, goal: GoalArg, item: ItemArg,
              agent: Annotated[str, typer.Option("--agent", help="The agent asking the person.")],
              operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Ask a person to decide a gate (an agent command; `next` says when)."""
-    _run_item(ctx, json_, agent, goal, item, {"type": "gate.ask"}, expected_revision, operation_id)
+    _run_item(ctx, json_, agent, goal, item, {"type": "gate.ask"}, None, operation_id)  # asking is not fenced
 
 
 @gate_app.command("resolve")

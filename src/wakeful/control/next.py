@@ -17,6 +17,7 @@ from wakeful.control import schema as S
 from wakeful.control import snapshot as snap
 from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
+from wakeful.control.next_steps import attach
 from wakeful.control.rules import covers, scopes_overlap
 from wakeful.harness.store import agents as harness_agents
 from wakeful.harness.store.clock import WallClock
@@ -420,7 +421,9 @@ def _route_rows(x: _Goal) -> dict[str, Any]:
         return _out(x.g, "replan", [*dead, *(f"criterion_failed:{c}" for c in failing)],
                     wait_kind="invalid_route")
     if x.g.acceptance_status in ("accepted", "none"):
-        return _out(x.g, "stop", ["goal_complete"], suggest="goal.close")
+        # an agent may close only an accepted goal; without a contract the close is a person's (cmd_goal.close)
+        closer = "agent" if x.g.acceptance_status == "accepted" else "person"
+        return _out(x.g, "stop", ["goal_complete"], suggest="goal.close", closed_by=closer)
     unmet = [c.id for c in x.g.criteria if c.status != "pass"]
     return _out(x.g, "replan", ["acceptance_unmet", *(f"criterion_unmet:{c}" for c in unmet)],
                 wait_kind="invalid_route")
@@ -533,7 +536,7 @@ async def next_decision(store: Store, submit: Submit, agent_id: str, goal_id: st
         group_id, views, now = await read_views(store, agent_id, goal_id, clock=clock)
         answer = decide(agent_id, views, goal_id=goal_id, now_ms=now, intent_grace_ms=intent_grace_s * 1000)
         if not claim or answer.get("action") != "start":
-            return answer
+            return attach(answer, agent_id=agent_id, group_id=group_id, now_ms=now)
         item_id = answer["item"]["id"]
         command: dict[str, Any] = {"type": "claim.acquire", "item": item_id, "key": key or f"next:{agent_id}:{item_id}"}
         if ttl_s is not None:
@@ -542,7 +545,7 @@ async def next_decision(store: Store, submit: Submit, agent_id: str, goal_id: st
                     "goal_id": answer["goal_id"], "command": command}
         try:
             answer["claim"] = await submit(Actor("agent", agent_id, group_id), envelope)
-            return answer
+            return attach(answer, agent_id=agent_id, group_id=group_id, now_ms=now)
         except ControlRefused as exc:
             if exc.code not in CLAIM_RACES or attempt == CLAIM_ATTEMPTS - 1:
                 raise

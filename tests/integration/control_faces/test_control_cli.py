@@ -13,34 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.control_cli import Cli, built_once  # noqa: F401 (an autouse fixture)
 
 from wakeful.cli.main import main
-
-
-@pytest.fixture(autouse=True)
-def built_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main()`` as is, but the typer command tree is built once per test, not once per call (0.4 s each)."""
-    import functools
-
-    import typer.main
-
-    monkeypatch.setattr(typer.main, "get_command", functools.cache(typer.main.get_command))
-
-
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
-
-    def __call__(self, *argv: str, code: int = 0) -> Any:
-        self.capsys.readouterr()
-        got = main([*argv, "--json"])
-        out = self.capsys.readouterr().out
-        assert got == code, (argv, got, out)
-        if code == 2 and not out.strip():
-            return None  # a usage error from the command line parser (on stderr)
-        lines = out.strip().splitlines()
-        assert len(lines) == 1, out  # exactly one JSON document on stdout
-        return json.loads(lines[0])
 
 
 def item_of(receipt: dict[str, Any]) -> str:
@@ -113,7 +88,7 @@ def test_goal_and_work_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     # the agent asks the person (issue 20 bug 1); the person's decision; the release is the agent's next start
     assert cli("next", "--agent", agent, "--goal", goal)["decision"] == "ask_person"
-    assert cli("gate", "ask", goal, gate, "--agent", agent, "--expected-revision", "1")["command_type"] == "gate.ask"
+    assert cli("gate", "ask", goal, gate, "--agent", agent)["command_type"] == "gate.ask"
     assert cli("next", "--agent", agent, "--goal", goal)["wait_kind"] == "needs_person"
     gate_rev = str(cli("work", "show", goal, gate)["revision"])
     assert cli("gate", "resolve", goal, gate, "approve", "--expected-revision", gate_rev)["command_type"] == \
