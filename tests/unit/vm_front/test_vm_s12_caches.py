@@ -155,6 +155,28 @@ def test_every_overlap_of_two_clang_sections_is_refused(clang_elf: bytes) -> Non
                     loader.prepare(moved, cache=None)
 
 
+def _verified(data: bytes) -> tuple[Any, ...] | None:
+    try:
+        got = loader.prepare(data, cache=None)
+    except InvalidObject:
+        return None
+    return got.report.code_key, got.code, got.layout.rodata_bytes, got.layout.data_bytes, got.layout.stack_bytes
+
+
+def test_an_equal_code_key_means_equal_verified_code(clang_elf: bytes) -> None:
+    """Every single-byte change of a clang object either is refused, changes the code key, or leaves the
+    linked code and layout as they were (it changed data, or a byte nothing reads): the key covers every
+    byte linking and verification read (vm.md §1.1, S12)."""
+    key, *verified = _verified(clang_elf) or ()
+    kept = 0
+    for at in range(len(clang_elf)):
+        got = _verified(clang_elf[:at] + bytes([clang_elf[at] ^ 0x21]) + clang_elf[at + 1:])
+        if got is not None and got[0] == key:
+            assert list(got[1:]) == verified, at
+            kept += 1
+    assert kept > 64  # data bytes and ignored sections (.BTF, .debug_*) keep the key
+
+
 def test_zero_size_and_nobits_sections_may_sit_anywhere() -> None:
     base = asm.elf([asm.Func("main", "r0 = 3\nexit")], rodata=bytes(8), bss=16,
                    extra_sections=[asm.Section(".rodata.empty", data=b"")])
