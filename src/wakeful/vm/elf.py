@@ -116,6 +116,7 @@ def parse(data: bytes, *, max_elf_bytes: int = 65536) -> ElfObject:
     _symbols(obj)
     _relocation_sections(obj)
     _entry(obj)
+    _check_spans(obj, shoff, shnum)
     return obj
 
 
@@ -270,6 +271,23 @@ def _check_symbol(obj: ElfObject, sym: Sym) -> None:
         raise InvalidObject("ELF_SYMTAB", f"symbol {sym.num} [{sym.value}, +{sym.size}) lies outside {sec.name}")
     if sym.type == STT_FUNC and sec.kind == CODE and (sym.value % 8 or sym.value >= sec.size):
         raise InvalidObject("ELF_SYMTAB", f"function symbol {sym.num} at {sec.name}+{sym.value} is not an instruction")
+
+
+# §9 S12: every section with file bytes lies inside the file, and no two such spans overlap each other, the
+# ELF header or the section table -- so each byte has one meaning and the caches' keys (vm/codekey.py, the
+# loader's data twins) cover each byte exactly once. NOBITS and zero-size sections have no span.
+def _check_spans(obj: ElfObject, shoff: int, shnum: int) -> None:
+    spans = [(0, 64, "the ELF header"), (shoff, shoff + shnum * 64, "the section table")]
+    for sec in obj.sections:
+        if sec.type == SHT_NOBITS or not sec.size:
+            continue
+        if sec.offset + sec.size > len(obj.data):
+            raise InvalidObject("ELF_SECTION", f"section {sec.name} at {sec.offset} (+{sec.size}) outside the file")
+        spans.append((sec.offset, sec.offset + sec.size, f"section {sec.name}"))
+    spans.sort()
+    for (a, b, first), (c, d, second) in zip(spans, spans[1:]):
+        if c < b:  # sorted by start: any overlap shows between neighbours
+            raise InvalidObject("ELF_SECTION", f"{first} [{a}, {b}) and {second} [{c}, {d}) overlap in the file")
 
 
 # §3 REL sections: entry size 16, linked to the symbol table; those of ignored sections are ignored

@@ -84,8 +84,12 @@ class _Twin:
 
     vm.md §10: data-only variants (benchmarks.md §1.2) must skip what they can. A new ELF equal to the twin
     outside those spans parses to the same sections, symbols and relocations and has the same code key
-    (vm.md §1.1 never covers data bytes), so only its bytes are swapped in. Spans that overlap any other
-    section, the ELF header or the section table disable the twin (a hostile layout always parses afresh).
+    (vm.md §1.1 never covers data bytes), so only its bytes are swapped in.
+
+    vm.md §9 S12: that holds because every byte parsing, linking and verification read lies outside the
+    spans: the parser refuses sections whose file spans overlap each other, the ELF header or the section
+    table (vm/elf.py), and ``_spans_are_private`` checks it again by section number here, so a twin hit
+    compares every byte the twin's parse, code key and verification depend on.
     """
 
     __slots__ = ("data", "key", "obj", "outside")
@@ -95,11 +99,11 @@ class _Twin:
 
     @classmethod
     def of(cls, obj: elfmod.ElfObject, key: str) -> _Twin | None:
-        spans = sorted((s.offset, s.offset + s.size) for s in obj.of_kind(elfmod.RODATA, elfmod.DATA) if s.size)
-        if not spans or not _spans_are_private(obj, spans):
+        mutable = [s for s in obj.of_kind(elfmod.RODATA, elfmod.DATA) if s.size]
+        if not mutable or not _spans_are_private(obj, mutable):
             return None
         outside, at = [], 0
-        for start, end in spans:
+        for start, end in sorted((s.offset, s.offset + s.size) for s in mutable):
             outside.append((at, start))
             at = end
         outside.append((at, len(obj.data)))
@@ -115,18 +119,18 @@ class _Twin:
         return elfmod.ElfObject(data, o.sections, o.symbols, o.symtab, o.strtab, o.rels, o.rel_sections, o.ignored)
 
 
-def _spans_are_private(obj: elfmod.ElfObject, spans: list[tuple[int, int]]) -> bool:
-    """No data/rodata span overlaps the header, the section table or another section's file bytes."""
+def _spans_are_private(obj: elfmod.ElfObject, mutable: list[elfmod.Sec]) -> bool:
+    """No data/rodata span overlaps the header, the section table, another section's file bytes -- whatever
+    its offset and size, identical spans included -- or another data span."""
     shoff, shnum = _SHOFF_SHNUM.unpack_from(obj.data, 40)
-    mutable = {(s.offset, s.offset + s.size) for s in obj.of_kind(elfmod.RODATA, elfmod.DATA)}
-    others = [(0, 64), (shoff, shoff + shnum * 64)] + [
-        (s.offset, s.offset + s.size) for s in obj.sections
-        if s.type != elfmod.SHT_NOBITS and s.size and (s.offset, s.offset + s.size) not in mutable
+    spans = [(0, 64, -1), (shoff, shoff + shnum * 64, -2)] + [
+        (s.offset, s.offset + s.size, s.num) for s in obj.sections if s.type != elfmod.SHT_NOBITS and s.size
     ]
-    for start, end in spans:
-        if any(start < b and a < end for a, b in others):
+    for sec in mutable:
+        start, end = sec.offset, sec.offset + sec.size
+        if any(start < b and a < end for a, b, num in spans if num != sec.num):
             return False
-    return all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+    return True
 
 
 class _TwinCache:

@@ -26,7 +26,7 @@ GuestGen = Generator[tuple[str, int, tuple[int, ...]], tuple[int, int], int]
 
 _SHAPES = ShapeCache()
 _PROGRAMS: OrderedDict[tuple[Any, ...], Program] = OrderedDict()
-_KEYS_BY_CODE: OrderedDict[str, tuple[str, tuple[tuple[int, int], ...]]] = OrderedDict()
+_KEYS_BY_CODE: OrderedDict[str, tuple[LinkedCode, tuple[str, tuple[tuple[int, int], ...]]]] = OrderedDict()
 
 
 class Instance:
@@ -162,15 +162,19 @@ def _fuel_at_fault(exc: BaseException, shape: Shape, fuel: int) -> int:
 
 
 def _shape_key_for(code: LinkedCode, report: VerifyReport | None) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """The shape key is a function of the code key (§1.1), so data variants skip recomputing it."""
+    """The shape key is a function of the linked code, so data variants (which share the verification
+    cache's ``LinkedCode``, §1.1) skip recomputing it.
+
+    vm.md §9 S12: the memo is found by the report's code key but used only for the very code it was computed
+    from (or equal code), so a report naming another program's key never lends that program's shape."""
     if report is None or not report.code_key:
         return shape_key(code)
     hit = _KEYS_BY_CODE.get(report.code_key)
-    if hit is None:
-        hit = _KEYS_BY_CODE[report.code_key] = shape_key(code)
+    if hit is None or not (hit[0] is code or hit[0] == code):
+        hit = _KEYS_BY_CODE[report.code_key] = (code, shape_key(code))
         if len(_KEYS_BY_CODE) > PROGRAM_CAPACITY:
             _KEYS_BY_CODE.popitem(last=False)
-    return hit
+    return hit[1]
 
 
 def _check_engine(engine: str, slice_insns: int) -> None:

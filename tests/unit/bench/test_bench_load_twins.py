@@ -1,6 +1,6 @@
 """The load path's data twins (vm.md §10, loader.py): a data-only variant of the last parsed object skips
 parse and code key yet loads exactly as a fresh parse would; a layout whose data bytes overlap anything
-else never takes the shortcut."""
+else is refused (S12)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 
 from wakeful.bench.variants import density_source, make_variants
 from wakeful.errors import InvalidObject
-from wakeful.vm import asm
-from wakeful.vm.elf import parse
-from wakeful.vm.loader import TWINS, _Twin, prepare
+from wakeful.vm import asm, loader
+from wakeful.vm.loader import TWINS, prepare
 
 
 @pytest.fixture(scope="module")
@@ -50,18 +49,13 @@ def _overlapping(density_elf: bytes) -> tuple[bytes, int]:
     return asm.patch_shdr(density_elf, ".data", sh_offset=code), code
 
 
-def _outcome(data: bytes, **kw: object) -> object:
-    try:
-        got = prepare(data, **kw)  # type: ignore[arg-type]
-    except InvalidObject as exc:
-        return (exc.rule, exc.message)
-    return (got.report, got.layout, got.code.insns)
-
-
-def test_overlapping_data_disables_the_twin(density_elf: bytes) -> None:
+def test_overlapping_data_is_refused_with_and_without_the_caches(density_elf: bytes) -> None:
+    """vm.md §9 S12: overlapping spans never load, so they never become a twin."""
     hostile, code = _overlapping(density_elf)
-    assert _Twin.of(parse(hostile), "k") is None
-    prepare(hostile)
+    prepare(density_elf)  # a twin of this size exists
     patched = hostile[:code] + bytes(8) + hostile[code + 8 :]  # changes code bytes inside the 'data' span
-    assert _outcome(patched) == _outcome(patched, cache=None)
-    assert _outcome(patched) != _outcome(hostile)
+    for data in (hostile, patched):
+        for cache in (loader.CACHE, None):
+            with pytest.raises(InvalidObject) as info:
+                prepare(data, cache=cache)
+            assert info.value.rule == "ELF_SECTION" and "overlap" in info.value.message
