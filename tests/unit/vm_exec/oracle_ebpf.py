@@ -410,7 +410,7 @@ class Machine:
         return (base + off) & U64
 
     def read(self, address: int, size: int, sign: bool = False) -> int:
-        if not (BASE <= address and address + size <= self.end):
+        if not (address >= BASE and address + size <= self.end):
             raise OracleFault("MEMORY_READ", address, size)
         i = address - BASE
         return int.from_bytes(self.mem[i:i + size], "little", signed=sign) & U64

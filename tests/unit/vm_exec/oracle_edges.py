@@ -249,8 +249,32 @@ exit
 """
 
 
+POINTER_CALLER = """
+r9 = 5
+*(u64 *)(r10 - 16) = r9
+r1 = r10
+r1 += -16
+call g
+r0 = *(u64 *)(r10 - 16)
+r1 = data + 0 ll
+*(u64 *)(r1 + 0) = r0
+exit
+"""
+
+POINTER_CALLEE = """
+r2 = *(u64 *)(r1 + 0)
+r2 *= 3
+*(u64 *)(r1 + 0) = r2
+*(u64 *)(r10 - 8) = r2
+r0 = 0
+exit
+"""
+
+
 def call_cases() -> Iterator[Case]:
     yield Case("local-calls", [("main", CALLER), ("f1", CALLEE), ("f2", LEAF)], data=bytes(160))
+    # a callee writing its caller's frame through a passed pointer (vm.md §5 frames)
+    yield Case("call-with-stack-pointer", [("main", POINTER_CALLER), ("g", POINTER_CALLEE)], data=bytes(8))
 
 
 def _faulting(name: str, body: str) -> Case:
