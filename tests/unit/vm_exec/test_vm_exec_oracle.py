@@ -11,7 +11,7 @@ import oracle_ebpf as oracle
 import oracle_glue as glue
 import pytest
 from oracle_edges import Case, all_cases
-from vmexec_kit import corpus_settings
+from vmexec_kit import corpus_programs, corpus_settings
 from vmexec_progen import generate
 
 SEED_BASE = 3_000_000  # apart from the S9 quick (1,000,000+) and full (0+) ranges
@@ -66,8 +66,9 @@ def test_generated_programs_agree_with_the_oracle(generated: Run) -> None:
     assert 0.01 < generated.faults / SEED_COUNT < 0.2  # the strays reach the fault paths
 
 
-def test_saved_oracle_failures_replay() -> None:
-    for name, entry in glue.saved():
+def test_saved_failures_replay_against_the_oracle() -> None:
+    """The oracle's own failure corpus and the S9 corpus (tests/corpus/diff) through all three."""
+    for name, entry in [*glue.saved(), *corpus_programs()]:
         three = glue.replay(entry)
         assert three.agree(), f"{name}: {three.why()}"
 
