@@ -130,7 +130,7 @@ def trunc_div(a: int, b: int) -> int:
 
 
 @dataclass
-class _Slot:
+class Slot:
     op: int
     dst: int
     src: int
@@ -141,37 +141,37 @@ class _Slot:
 
 
 @dataclass
-class _Code:
+class Code:
     names: list[str]
-    slots: list[list[_Slot]]
+    slots: list[list[Slot]]
     frames: list[int]
     starts: dict[str, int] = field(default_factory=dict)
 
 
-def _fields(code: bytes, i: int) -> tuple[int, int, int, int, int]:
+def fields(code: bytes, i: int) -> tuple[int, int, int, int, int]:
     raw = code[8 * i:8 * i + 8]
     off = int.from_bytes(raw[2:4], "little", signed=True)
     imm = int.from_bytes(raw[4:8], "little", signed=True)
     return raw[0], raw[1] & 0x0F, raw[1] >> 4, off, imm
 
 
-def link(funcs: Sequence[Func], image: Image) -> _Code:
+def link(funcs: Sequence[Func], image: Image) -> Code:
     names = [f.name for f in funcs]
-    code = _Code(names, [], [f.frame for f in funcs])
+    code = Code(names, [], [f.frame for f in funcs])
     for f in funcs:
         relocs = {off // 8: (kind, sym) for off, kind, sym in f.relocs}
-        slots: list[_Slot] = []
+        slots: list[Slot] = []
         n = len(f.code) // 8
         for i in range(n):
-            op, dst, src, off, imm = _fields(f.code, i)
+            op, dst, src, off, imm = fields(f.code, i)
             if slots and slots[-1].op == 0x18 and len(slots) == i:  # second slot of LD_IMM64
                 prev = slots[-1]
                 prev.imm = (prev.imm & U32) | ((imm & U32) << 32)
                 if i - 1 in relocs:
                     prev.imm = (prev.imm + image.section_address(relocs[i - 1][1])) & U64
-                slots.append(_Slot(0, 0, 0, 0, 0, "ld_imm64.hi"))
+                slots.append(Slot(0, 0, 0, 0, 0, "ld_imm64.hi"))
                 continue
-            slot = _Slot(op, dst, src, off, imm, variant_of(op, src, off, imm))
+            slot = Slot(op, dst, src, off, imm, variant_of(op, src, off, imm))
             if op == 0x85:  # the relocation, not src, tells a helper from a local call (vm.md §3)
                 slot.target = _call_target(names, relocs.get(i), src, imm, len(slots))
                 slot.variant = f"call.{slot.target[0]}"
@@ -388,13 +388,12 @@ def all_edge_tags() -> set[str]:
 class Machine:
     """One run of a linked program over its own memory (vm.md §5) with wakeful's call convention."""
 
-    def __init__(self, funcs: Sequence[Func], image: Image, helper: Helper,
-                 arity: dict[str, int], coverage: set[str] | None = None) -> None:
-        self.code = link(funcs, image)
-        self.image = image
-        self.mem = image.memory()
-        self.end = BASE + len(self.mem)
-        self.writable = BASE + image.r
+    def __init__(self, code: Code, mem: bytearray, writable: int, helper: Helper, arity: dict[str, int],
+                 coverage: set[str] | None = None) -> None:
+        self.code = code
+        self.mem = mem
+        self.end = BASE + len(mem)
+        self.writable = writable  # guest address of the first writable byte
         self.helper, self.arity = helper, arity
         self.coverage = coverage
         # vm.md §5 entry registers: r1 = r10 = END, all others 0
@@ -460,7 +459,7 @@ class Machine:
             else:
                 raise OracleError(f"opcode {slot.op:#x}")
 
-    def _alu(self, s: _Slot) -> None:
+    def _alu(self, s: Slot) -> None:
         regs = self.regs
         parts = s.variant.split(".")
         if len(parts) == 1:  # le16 / be32 / bswap64 ...
@@ -475,7 +474,7 @@ class Machine:
             regs[s.dst] = alu(parts[1], bits, regs[s.dst], operand)
         self.pc += 1
 
-    def _jump(self, s: _Slot) -> int | None:
+    def _jump(self, s: Slot) -> int | None:
         code = s.op >> 4
         if code == 0x9:
             return self._exit()
@@ -491,7 +490,7 @@ class Machine:
         self.pc += 1 + (s.off if taken else 0)
         return None
 
-    def _call(self, s: _Slot) -> None:
+    def _call(self, s: Slot) -> None:
         assert s.target is not None
         kind, target = s.target
         regs = self.regs
@@ -518,7 +517,7 @@ class Machine:
         self.regs[0] = r0
         return None
 
-    def _memory(self, s: _Slot) -> None:
+    def _memory(self, s: Slot) -> None:
         regs = self.regs
         parts = s.variant.split(".")
         kind, mode = parts[0], parts[1]
@@ -536,7 +535,7 @@ class Machine:
         else:
             self._atomic(s, parts[2], size)
 
-    def _atomic(self, s: _Slot, name: str, size: int) -> None:
+    def _atomic(self, s: Slot, name: str, size: int) -> None:
         """RFC 9669 §5.3 on one thread: read, modify, write; FETCH puts the old value in src."""
         if size not in (4, 8):
             raise OracleError("atomic of 1 or 2 bytes")
@@ -564,4 +563,4 @@ class Machine:
 def run(funcs: Sequence[Func], image: Image, helper: Helper, arity: dict[str, int],
         coverage: set[str] | None = None) -> Result:
     """Run the entry (the first function) to its exit or fault."""
-    return Machine(funcs, image, helper, arity, coverage).run()
+    return Machine(link(funcs, image), image.memory(), BASE + image.r, helper, arity, coverage).run()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import oracle_ebpf as oracle
+import oracle_elf
 from vmexec_kit import Env, Outcome
 from vmexec_kit import run as run_engine
 
@@ -71,20 +72,24 @@ def assemble(funcs: Sequence[tuple[str, str]]) -> list[tuple[str, bytes, list[as
 
 def run_three(parts: Parts, *, rodata: bytes = b"", data: bytes = b"", bss: int = 0,
               slice_insns: int = 16384, coverage: set[str] | None = None) -> Three:
-    """Build one ELF, load it in both engines, run all three."""
+    """Build one ELF from assembled functions and run it in all three."""
     blob = asm.elf([asm.Func(n, c, relocs=list(r)) for n, c, r in parts], rodata=rodata, data=data, bss=bss)
+    return run_elf(blob, slice_insns=slice_insns, coverage=coverage)
+
+
+def run_elf(blob: bytes, *, slice_insns: int = 16384, coverage: set[str] | None = None) -> Three:
+    """Load ``blob`` in both engines and in the oracle (its own ELF reader), run all three."""
     progs = [load(blob, engine=e, slice_insns=slice_insns, max_elf_bytes=1 << 20) for e in ("interp", "translate")]
     interp, translate = run_engine(progs[0]), run_engine(progs[1])
+    # layout facts from the verifier (vm.md §5.1): frame sizes and the stack size
     frames = {f.name: f.frame_bytes for f in progs[0].code.functions}
     layout = progs[0].layout
-    image = oracle.Image(rodata, data, bss, layout.stack_bytes)
+    loaded = oracle_elf.load(blob, frames, layout.stack_bytes)
     # the oracle lays memory out itself; the loader must agree with it (vm.md §5)
-    assert (image.r, image.d) == (layout.rodata_bytes, layout.data_bytes), (image.r, image.d, layout)
-    funcs = [oracle.Func(n, c, tuple((r.offset, r.type, str(r.symbol)) for r in rl), frames[n])
-             for n, c, rl in parts]
+    assert (loaded.writable - oracle.BASE, len(loaded.mem)) == (layout.rodata_bytes, layout.size), layout
     env = Env()
-    machine = oracle.Machine(funcs, image, _helpers(env), ARITY, coverage)
-    env.mem, env.layout = machine.mem, _Writable(image.r)  # type: ignore[assignment]
+    machine = oracle.Machine(loaded.code, loaded.mem, loaded.writable, _helpers(env), ARITY, coverage)
+    env.mem, env.layout = machine.mem, _Writable(loaded.writable - oracle.BASE)  # type: ignore[assignment]
     result = machine.run()
     return Three((result.r0, result.fault, result.mem, env.calls), interp, translate, result.steps)
 
