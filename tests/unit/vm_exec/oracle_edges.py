@@ -297,6 +297,11 @@ def fault_cases() -> Iterator[Case]:
         for sel in (0x00, 0x01, 0xE1, 0xF1):
             yield _faulting(f"atomic-rodata-{op:x}-{sel:x}", f"r1 = rodata + 8 ll\nr2 = 1\n.raw 0x{op:02x} 1 2 0 {sel}")
             yield _faulting(f"atomic-low-{op:x}-{sel:x}", f"r1 = 0x{BASE:x} ll\nr2 = 1\n.raw 0x{op:02x} 1 2 -4 {sel}")
+    # vm.md §9.1.4: walk down from r10 through stack, data and rodata to below BASE; up from data past END
+    walk = "r6 = data + 0 ll\n{start}\nr2 = 0\nloop:\nr1 += {step}\nr3 = *(u8 *)(r1 + 0)\nr2 *= 31\n" \
+           "r2 += r3\n*(u64 *)(r6 + 0) = r2\ngoto loop"
+    yield _faulting("walk-down", walk.format(start="r1 = r10", step=-1))
+    yield _faulting("walk-up", walk.format(start="r1 = data + 8 ll", step=1))
     yield _faulting("below-base-by-wrap", f"r1 = 0x{BASE:x} ll\nr0 = *(u8 *)(r1 - 1)")
     yield _faulting("rodata-data-straddle", "r1 = data + 0 ll\n*(u64 *)(r1 - 4) = r1")
     yield _faulting("end-is-r1", "r0 = *(u8 *)(r1 + 0)")

@@ -83,10 +83,12 @@ def test_fault_programs_fault_where_vm_md_says(edges: Run) -> None:
     in_range = {"read-b-end-1", "write-b-end-1"}
     for name, three in edges.results.items():
         if name.startswith(("read-", "write-", "atomic-", "store-release", "load-acquire", "below-", "end-is",
-                            "helper-", "rodata-data")):
+                            "helper-", "rodata-data", "walk-")):
             assert (three.oracle[1] is None) == (name in in_range), (name, three.oracle[:2])
     assert edges.results["rodata-data-straddle"].oracle[1][0] == "RODATA_WRITE"  # type: ignore[index]
     assert edges.results["helper-pointer"].oracle[1][0] == "HELPER_POINTER"  # type: ignore[index]
+    assert edges.results["walk-down"].oracle[1][:3] == ("MEMORY_READ", 0xFFFF, 1)
+    assert edges.results["walk-up"].oracle[1][0] == "MEMORY_READ"  # type: ignore[index]
 
 
 def test_local_calls_keep_the_callers_registers_and_frame(edges: Run) -> None:
