@@ -274,6 +274,8 @@ exit
 def call_cases() -> Iterator[Case]:
     yield Case("local-calls", [("main", CALLER), ("f1", CALLEE), ("f2", LEAF)], data=bytes(160))
     # a callee writing its caller's frame through a passed pointer (vm.md §5 frames)
+    # vm.md §3: CALL src 1 without a relocation is a relative local call (pc + imm + 1)
+    yield Case("call-relative", [("main", "r1 = 5\ncall pc+2\nr0 += 1\nexit\nr0 = r1\nr0 *= 3\nexit\n")])
     yield Case("call-with-stack-pointer", [("main", POINTER_CALLER), ("g", POINTER_CALLEE)], data=bytes(8))
 
 

@@ -102,6 +102,7 @@ def test_local_calls_keep_the_callers_registers_and_frame(edges: Run) -> None:
     # callee on entry: r0 = r6 = r7 = r9 = 0, r1 and r5 the caller's
     assert words[10:16] == [0, 0x1111, 0x5555, 0, 0, 0]
     assert edges.results["call-with-stack-pointer"].oracle[0] == 15
+    assert edges.results["call-relative"].oracle[0] == 16
 
 
 def test_oracle_covers_every_instruction_form_and_edge(generated: Run, edges: Run) -> None:
