@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import oracle_ebpf as oracle
+import oracle_fuzz
 import oracle_glue as glue
 import pytest
 from oracle_edges import Case, all_cases
@@ -16,6 +17,7 @@ from vmexec_progen import generate
 
 SEED_BASE = 3_000_000  # apart from the S9 quick (1,000,000+) and full (0+) ranges
 SEED_COUNT = 3000
+DENSE_COUNT = 1000  # oracle_fuzz programs (seeds 0+)
 SETTINGS = corpus_settings()
 
 
@@ -64,6 +66,17 @@ def _run_case(case: Case, coverage: set[str] | None = None) -> glue.Three:
 def test_generated_programs_agree_with_the_oracle(generated: Run) -> None:
     assert not generated.failures, generated.failures[:5]
     assert 0.01 < generated.faults / SEED_COUNT < 0.2  # the strays reach the fault paths
+
+
+def test_dense_dataflow_programs_agree_with_the_oracle() -> None:
+    failures = []
+    for seed in range(DENSE_COUNT):
+        funcs, data = oracle_fuzz.program(seed)
+        three = glue.run_three(glue.assemble(funcs), data=data)
+        if not three.agree():
+            glue.save(f"dense-{seed}", funcs, rodata=b"", data=data, bss=0, slice_insns=16384)
+            failures.append(f"dense seed {seed}: {three.why()}")
+    assert not failures, failures[:5]
 
 
 def test_saved_failures_replay_against_the_oracle() -> None:
