@@ -53,12 +53,24 @@ def check_source(tree: ast.Module) -> None:
     """Raise :class:`UnsafeSource` unless every node of ``tree`` is on the allowlist (vm.md §9 S11)."""
     if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) and tree.body[0].name == "shape"):
         raise UnsafeSource("a shape module holds exactly one definition, of shape()")
-    for node in ast.walk(tree):
-        if type(node) not in ALLOWED_NODES:
-            _refuse(node, f"{type(node).__name__} is not an allowed syntax node")
-        check = _CHECKS.get(type(node))
+    # an explicit stack over every field (about twice as fast as ast.walk); a list element that is
+    # not a node (a str in Global.names) is refused like any other type off the allowlist
+    allowed, checks, node_type = ALLOWED_NODES, _CHECKS, ast.AST
+    stack: list[ast.AST] = [tree]  # may briefly hold a non-node from a list field (refused below)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind not in allowed:
+            raise UnsafeSource(f"line {getattr(node, 'lineno', 0)}: {kind.__name__} is not an allowed syntax node")
+        check = checks.get(kind)
         if check is not None:
             check(node)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend(value)
+            elif isinstance(value, node_type):
+                stack.append(value)
 
 
 def _refuse(node: ast.AST, reason: str) -> None:

@@ -11,31 +11,24 @@ from __future__ import annotations
 
 import ast
 import linecache
+from typing import Any
 
 import pytest
-from vmexec_kit import Env, Outcome, run
-from vmexec_longgen import long_program
+from vmexec_kit import Env, Outcome
+from vmexec_longgen import both as run_both
+from vmexec_longgen import build, disagreement, long_program, saved, seed_program
 
-from wakeful.vm import asm, load
-from wakeful.vm.program import Program
 from wakeful.vm.translate import PLAIN_COST_LIMIT
 
 SIZES = [4000, 4096, 4097, 6000, 8192, 8200]
 BRANCHY = [4097, 8200]
 
 
-def build(funcs: list[tuple[str, str]], engine: str, slice_insns: int) -> Program:
-    blob = asm.elf([asm.Func(n, t) for n, t in funcs])
-    return load(blob, engine=engine, slice_insns=slice_insns, max_instructions=65536, max_elf_bytes=1 << 20)
-
-
 def both(funcs: list[tuple[str, str]], slice_insns: int = 16384) -> tuple[Outcome, Outcome, Env, Env]:
-    envs = Env(), Env()
-    a = run(build(funcs, "interp", slice_insns), env=envs[0])
-    b = run(build(funcs, "translate", slice_insns), env=envs[1])
+    a, b, env_a, env_b = run_both(funcs, slice_insns)
     assert a.fault is None and a.r0 is not None
     assert a.comparable() == b.comparable()
-    return a, b, envs[0], envs[1]
+    return a, b, env_a, env_b
 
 
 def straight(n: int) -> list[tuple[str, str]]:
@@ -79,6 +72,15 @@ def test_a_function_of_4096_units_stays_plain() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_generated_long_loop_free_programs_agree(seed: int) -> None:
-    """A small fixed-seed corpus of long loop-free functions (4,000–8,200 instructions)."""
-    n = 4000 + (seed * 1637) % 4201
-    both(long_program(1000 + seed, n, callee=seed % 2 == 1), slice_insns=(16384, 3000)[seed % 2])
+    """The first seeds of the long loop-free corpus (the integration test runs more)."""
+    funcs, slice_insns = seed_program(seed)
+    assert disagreement(f"long-seed-{seed}", funcs, slice_insns) is None
+
+
+SAVED = saved()
+
+
+@pytest.mark.skipif(not SAVED, reason="no saved long loop-free failures")
+@pytest.mark.parametrize(("name", "entry"), SAVED, ids=[n for n, _ in SAVED])
+def test_saved_long_loop_free_programs_agree(name: str, entry: dict[str, Any]) -> None:
+    both([(n, t) for n, t in entry["funcs"]], entry["slice_insns"])

@@ -9,7 +9,19 @@ conditional jumps over a few instructions, ending in a spill of r0-r9 to the sta
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
+from typing import Any
+
+from vmexec_kit import Env, Outcome, run
+
+from wakeful.vm import asm, load
+from wakeful.vm.program import Program
+
+# failing programs are saved here and replayed by tests/unit/vm_exec/test_vm_exec_long_loopfree.py
+# (not tests/corpus/diff: these exceed the default 8,192-instruction limit)
+CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "diff_long"
 
 OPS = ["+=", "-=", "*=", "|=", "&=", "^=", "<<=", ">>=", "s>>="]
 JUMPS = ["==", "!=", ">", ">=", "<", "<=", "s>", "s>=", "s<", "s<=", "&"]
@@ -59,3 +71,41 @@ def long_program(seed: int, n: int, *, callee: bool = False) -> list[tuple[str, 
         return [("main", body(seed, n))]
     main = "r1 = 3\nr2 = 4\ncall long\nr6 = r0\nr1 = 5\ncall long\nr0 += r6\nexit"
     return [("main", main), ("long", body(seed, n))]
+
+
+def build(funcs: list[tuple[str, str]], engine: str, slice_insns: int) -> Program:
+    blob = asm.elf([asm.Func(n, t) for n, t in funcs])
+    return load(blob, engine=engine, slice_insns=slice_insns, max_instructions=65536, max_elf_bytes=1 << 20)
+
+
+def both(funcs: list[tuple[str, str]], slice_insns: int = 16384) -> tuple[Outcome, Outcome, Env, Env]:
+    """Run in the interpreter and the translator; each env gets the engine's ``fuel_left``."""
+    envs = Env(), Env()
+    return (run(build(funcs, "interp", slice_insns), env=envs[0]),
+            run(build(funcs, "translate", slice_insns), env=envs[1]), *envs)
+
+
+def disagreement(name: str, funcs: list[tuple[str, str]], slice_insns: int) -> str | None:
+    """None when both engines agree and exit; else save the program to the corpus and say why."""
+    try:
+        a, b, _, _ = both(funcs, slice_insns)
+        reason = None if a.comparable() == b.comparable() and a.fault is None else (
+            f"interp r0={a.r0} fault={a.fault} / translate r0={b.r0} fault={b.fault}")
+    except Exception as exc:  # a crash is saved like a disagreement
+        reason = f"{type(exc).__name__}: {exc}"
+    if reason is not None:
+        CORPUS.mkdir(exist_ok=True)
+        entry = {"funcs": [list(f) for f in funcs], "slice_insns": slice_insns}
+        (CORPUS / f"{name}.json").write_text(json.dumps(entry, indent=1))
+        return f"{name}: {reason}"
+    return None
+
+
+def saved() -> list[tuple[str, dict[str, Any]]]:
+    return [(p.stem, json.loads(p.read_text())) for p in sorted(CORPUS.glob("*.json"))]
+
+
+def seed_program(seed: int) -> tuple[list[tuple[str, str]], int]:
+    """Generated program ``seed``: 4,000-8,200 instructions, entry or callee, large or small slice."""
+    n = 4000 + (seed * 1637) % 4201
+    return long_program(1000 + seed, n, callee=seed % 2 == 1), (16384, 3000)[seed // 2 % 2]
