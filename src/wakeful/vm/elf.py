@@ -5,6 +5,7 @@ Reads straight from the bytes and never raises anything but ``InvalidObject``, w
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -18,7 +19,7 @@ JUMP_TABLE_HINT = "jump tables (.jumptables/gotox) are not supported; rebuild wi
 
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL = 0, 1, 2, 3, 4, 8, 9
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
-STT_OBJECT, STT_FUNC, STT_SECTION = 1, 2, 3
+STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 1, 2, 3, 4
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
 
 MAX_SECTIONS = 128
@@ -165,18 +166,29 @@ def _string_table(data: bytes, header: tuple[int, ...], what: str) -> tuple[int,
     return offset, size
 
 
+# vm.md §9 S11 (decisions-vm-front.md): section and symbol names are plain ASCII names; a source-file
+# symbol (STT_FILE, a file's base name) may hold any printable text
+PLAIN_NAME = re.compile(rb"[A-Za-z0-9_.$-]*")
+PLAIN_NAME_CHARS = "ASCII letters, digits and _ . $ -"
+
+
 # §2 strings: NUL-terminated inside their string table, <= 256 bytes
-def _name(data: bytes, table: tuple[int, int], off: int, what: str) -> str:
+def _name(data: bytes, table: tuple[int, int], off: int, what: str, *, file: bool = False) -> str:
     start, size = table
     if off >= size:
         raise InvalidObject("ELF_STRTAB", f"{what} name offset {off} outside its string table")
     end = data.find(b"\0", start + off, start + size)
     if end < 0 or end - start - off > MAX_NAME:
         raise InvalidObject("ELF_STRTAB", f"{what} name at {off} is not NUL-terminated within {MAX_NAME} bytes")
+    if not file and PLAIN_NAME.fullmatch(data, start + off, end) is None:
+        raise InvalidObject("ELF_STRTAB", f"{what} name at {off} has characters other than {PLAIN_NAME_CHARS}")
     try:
-        return data[start + off:end].decode()
+        name = data[start + off:end].decode()
     except UnicodeDecodeError:
         raise InvalidObject("ELF_STRTAB", f"{what} name at {off} is not UTF-8") from None
+    if file and not name.isprintable():
+        raise InvalidObject("ELF_STRTAB", f"{what} name at {off} has control or format characters")
+    return name
 
 
 def _classify(data: bytes, headers: list[tuple[int, ...]], names: list[str]) -> list[Sec]:
@@ -251,7 +263,7 @@ def _symbols(obj: ElfObject) -> None:
     for i, (name_off, info, _other, shndx, value, size) in enumerate(_SYM.iter_unpack(raw)):
         sym = Sym(i, name_off, info & 0xF, info >> 4, shndx, value, size)
         if name_off:
-            _name(obj.data, table, name_off, "symbol")
+            _name(obj.data, table, name_off, "symbol", file=sym.type == STT_FILE)
         _check_symbol(obj, sym)
         obj.symbols.append(sym)
 

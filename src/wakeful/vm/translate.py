@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import linecache
 import struct
 from array import array
@@ -16,11 +17,12 @@ from typing import Any
 
 from wakeful.errors import GuestFault
 from wakeful.vm import isa
-from wakeful.vm.guest import HELPER_MAX_CHARGE, SUSPENDING_HELPERS, SYNC_HELPERS
+from wakeful.vm.guest import HELPER_MAX_CHARGE, PREEMPT, SUSPENDING_HELPERS, SYNC_HELPERS
 from wakeful.vm.isa import BASE, Insn
 from wakeful.vm.linked import Function, LinkedCode
 from wakeful.vm.semantics import memory_access, memory_fault, sdiv, smod
 from wakeful.vm.shapes import Shape
+from wakeful.vm.srccheck import UnsafeSource, check_source
 
 __all__ = ["PLAIN_COST_LIMIT", "Untranslatable", "fill_fault", "recover_fault", "translate"]
 
@@ -466,7 +468,7 @@ class _Source:
             self.table[len(self.lines)] = slot
 
 
-PREEMPT_YIELD = "_, fuel = yield ('preempt', fuel, ())"
+PREEMPT_YIELD = "_, fuel = yield (PREEMPT, fuel, ())"
 RUN = 4  # fan-out of the range guards over a function's blocks
 
 
@@ -516,6 +518,10 @@ class _FunctionEmitter:
         self.comments = comments
         self.gen = info.generator
         self.blocks = info.blocks
+        # vm.md §6.1: a generator without back-edges and calls (a long loop-free function) has no other
+        # yield, so it charges its fuel at each exit and may yield PREEMPT there
+        self.exit_charge = self.gen and not info.back_edges and not any(
+            code.insns[slot].op == isa.OP_CALL for b in self.blocks for slot in b.slots)
         self.by_start = {b.start: b for b in self.blocks}
         self.order = {b.start: i for i, b in enumerate(self.blocks)}
         self.self_loops = self._self_loops()
@@ -637,9 +643,9 @@ class _FunctionEmitter:
     # -- emission --
 
     def emit(self) -> None:
-        f = self.info.func
         params = "r1, r2, r3, r4, r5, fp, fuel" if self.gen else "r1, r2, r3, r4, r5, fp"
-        self.out.add(2, f"def f{self.info.index}({params}):  # {f.name}")
+        # vm.md §9 S11: no name of the ELF in the source; names come from the line table (§8)
+        self.out.add(2, f"def f{self.info.index}({params}):")
         self.out.add(3, "r0 = r6 = r7 = r8 = r9 = 0")
         depth = 3
         scope = self.scope
@@ -755,6 +761,8 @@ class _FunctionEmitter:
             return
         slot = b.slots[-1]
         if term.op & 0xF0 == isa.EXIT:
+            if self.exit_charge:
+                self._emit_lines(self._charge_lines(u), depth, slot)
             out.add(depth, ("return r0, fuel" if self.gen else "return r0") + self._comment(slot), slot)
             return
         target = b.target
@@ -820,7 +828,8 @@ class _FunctionEmitter:
         if name in SUSPENDING_HELPERS:
             regs = "".join(f"r{i}, " for i in range(1, SUSPENDING_HELPERS[name] + 1))
             out.add(depth, f"fuel -= {u}", slot)
-            out.add(depth, f"r0, fuel = yield ({name!r}, fuel, ({regs}))" + self._comment(slot), slot)
+            op = _yield_op(name)
+            out.add(depth, f"r0, fuel = yield ({op}, fuel, ({regs}))" + self._comment(slot), slot)
             out.add(depth, f"r0 &= {M64}", slot)
             out.add(depth, "if fuel <= 0:", slot)
             out.add(depth + 1, PREEMPT_YIELD, slot)
@@ -838,6 +847,15 @@ class _FunctionEmitter:
         self.out.add(depth + 1, PREEMPT_YIELD, slot)
 
 
+_SUSPENDING = tuple(SUSPENDING_HELPERS)
+
+
+def _yield_op(name: str) -> str:
+    """vm.md §9 S11: a suspending helper's op is a prebound name (``Y`` + its helper-table index), so no
+    string of the ELF, nor any string at all, is written into the source."""
+    return f"Y{_SUSPENDING.index(name)}"
+
+
 # ================================================================ the shape module
 
 
@@ -853,7 +871,8 @@ NAMESPACE: dict[str, Any] = {
     "LDSH": struct.Struct("<h").unpack_from, "LDSW": struct.Struct("<i").unpack_from,
     "STH": struct.Struct("<H").pack_into, "STW": struct.Struct("<I").pack_into,
     "STQ": struct.Struct("<Q").pack_into, "BAD": 1 << 64, "SDIV": sdiv, "SMOD": smod,
-    "BSWAP32": _bswap(32), "BSWAP64": _bswap(64),
+    "BSWAP32": _bswap(32), "BSWAP64": _bswap(64), "PREEMPT": PREEMPT,
+    **{f"Y{i}": name for i, name in enumerate(_SUSPENDING)},
 }
 
 
@@ -864,13 +883,15 @@ def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
     infos = analyse_program(code)
     out = _Source()
     params = ", ".join([*(f"k{slot}" for slot, _ in recipe), "W"])
-    out.add(0, f"# wakeful translation of shape {key} ({'generator' if infos[code.entry].generator else 'plain'}"
+    # vm.md §9 S11: integers and fixed templates only (the key is printed from its integer value)
+    out.add(0, f"# wakeful translation of shape {int(key, 16):064x} "
+            f"({'generator' if infos[code.entry].generator else 'plain'}"
             " entry)")
     out.add(0, f"def shape({params}):")
     out.add(1, "def instance(M, env, H):")
     for i, name in enumerate(code.helpers):
         if name in SYNC_HELPERS:
-            out.add(2, f"h{i} = H[{i}]  # {name}")
+            out.add(2, f"h{i} = H[{i}]")
     notes = _comments(code) if comments else []
     for index in sorted(infos):
         _FunctionEmitter(code, infos[index], infos, out, notes).emit()
@@ -892,12 +913,17 @@ def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...]) -
 
     The compiled source carries no comments (memory per shape); ``generate(..., comments=True)``
     rebuilds the annotated listing with identical line numbers for ``wakeful vm dump``."""
-    entry_name = code.functions[code.entry].name
-    filename = f"<wakeful:{key[:16]}:{entry_name}>"
+    # vm.md §9 S11: the filename names the entry by its function index (a shape serves every program
+    # with that code, whatever its symbol names)
+    filename = f"<wakeful:{int(key[:16], 16):016x}:f{code.entry}>"
     namespace = dict(NAMESPACE)
     try:
         source, out, infos = generate(code, key, recipe, comments=False)
-        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
+        tree = ast.parse(source, filename)
+        check_source(tree)  # vm.md §9 S11: the syntax allowlist, before compile()
+        exec(compile(tree, filename, "exec"), namespace)  # noqa: S102 - our own generated, checked source
+    except UnsafeSource as exc:
+        raise Untranslatable(f"generated source refused by the S11 allowlist: {exc}") from None
     except UNTRANSLATABLE as exc:  # vm.md §9 S8: never an internal error (decisions-vm-exec.md)
         raise Untranslatable(f"{type(exc).__name__}: {exc}") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -916,7 +942,8 @@ def _comments(code: LinkedCode) -> list[str]:
     out = [""] * len(code.insns)
     for func in code.functions:
         for slot in range(func.start, func.end):
-            out[slot] = f"{func.name}+{slot - func.start}: {insn_text(code, slot)}"
+            # a display-only listing (never compiled); ascii() keeps any name on its comment line
+            out[slot] = ascii(f"{func.name}+{slot - func.start}: {insn_text(code, slot)}")[1:-1]
     return out
 
 
