@@ -299,6 +299,25 @@ def goal_update(
     _submit_as(ctx, json_, None, goal, body, operation_id, expected)
 
 
+@goal_app.command("propose")
+def goal_propose(
+    ctx: typer.Context, goal: GoalArg,
+    agent: Annotated[str, typer.Option("--agent", help="The proposing agent.")],
+    title: Annotated[str | None, typer.Option("--title")] = None,
+    objective: Annotated[str | None, typer.Option("--objective")] = None,
+    claim_mode: Annotated[str | None, typer.Option("--claim-mode", help="soft or hard.")] = None,
+    budget: Annotated[int | None, typer.Option("--budget-units-per-day", min=1)] = None,
+    note: Annotated[str | None, typer.Option("--note", help="Why, for the person who decides.")] = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Propose a change to the goal (an agent command): a person's gate approval applies exactly it."""
+    body: dict[str, Any] = {"type": "goal.propose", **{k: v for k, v in (
+        ("title", title), ("objective", objective), ("claim_mode", claim_mode), ("note", note)) if v is not None}}
+    if budget is not None:
+        body["budget"] = {"units_per_day": budget}
+    _submit_as(ctx, json_, agent, goal, body, operation_id)
+
+
 AgentIdArg = Annotated[str, typer.Argument(help="Agent id (ag_…).")]
 
 
@@ -384,17 +403,35 @@ def acceptance_set(
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Set a new acceptance revision (a person command: the operator)."""
-    out = out_for(ctx, json_)
+    command = {"type": "acceptance.set", **_contract_file(file)}
+    _submit_as(ctx, json_, None, goal, command, operation_id, {"acceptance_revision": expected_revision})
+
+
+@acceptance_app.command("propose")
+def acceptance_propose(
+    ctx: typer.Context, goal: GoalArg,
+    file: Annotated[Path, typer.Argument(help="JSON: {document, bindings?} or a bare document.")],
+    expected_revision: Annotated[int, typer.Option(
+        "--expected-revision", help="The acceptance revision your proposal revises.")],
+    agent: Annotated[str, typer.Option("--agent", help="The proposing agent.")],
+    note: Annotated[str | None, typer.Option("--note", help="Why, for the person who decides.")] = None,
+    operation_id: OpOpt = None, json_: JsonOpt = False,
+) -> None:
+    """Propose an acceptance revision (an agent command): a person's gate approval applies exactly it."""
+    command = {"type": "acceptance.propose", **_contract_file(file)}
+    if note:
+        command["note"] = note
+    _submit_as(ctx, json_, agent, goal, command, operation_id, {"acceptance_revision": expected_revision})
+
+
+def _contract_file(file: Path) -> dict[str, Any]:
     data = read_json_file(file, "acceptance")
     if not isinstance(data, dict):
         raise UsageError("the acceptance file must hold a JSON object")
-    command: dict[str, Any] = {"type": "acceptance.set", "document": data.get("document", data)}
+    out: dict[str, Any] = {"document": data.get("document", data)}
     if "bindings" in data and "document" in data:
-        command["bindings"] = data["bindings"]
-
-    expected = {"acceptance_revision": expected_revision}
-    show(out, run_control(out, None, lambda c: c.submit(goal, command, operation_id=operation_id,
-                                                        expected=expected)), receipt_lines)
+        out["bindings"] = data["bindings"]
+    return out
 
 
 @acceptance_app.command("show")

@@ -302,10 +302,14 @@ def gate_resolve(
     ctx: typer.Context, goal: GoalArg, item: ItemArg, expected_revision: RevOpt,
     outcome: Annotated[str, typer.Argument(help="approve, reject, cancel or defer.")],
     resume_when: ResumeOpt = None, note: Annotated[str | None, typer.Option("--note")] = None,
+    digest: Annotated[str | None, typer.Option(
+        "--digest", help="For a proposal: the digest you read (approving another one is refused).")] = None,
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """A person's decision on a gate (as the operator)."""
     command: dict[str, Any] = {"type": "gate.resolve", "outcome": outcome}
+    if digest:
+        command["digest"] = digest
     if resume_when:
         command["resume_when"] = resume_when
     if note:

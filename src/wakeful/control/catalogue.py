@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wakeful.control import cmd_claim, cmd_effect, cmd_evidence, cmd_gate, cmd_goal, cmd_work
+from wakeful.control import cmd_claim, cmd_effect, cmd_evidence, cmd_gate, cmd_goal, cmd_proposal, cmd_work
 from wakeful.control.errors import ControlRefused
 from wakeful.control.fields import (
     KEY_RE,
@@ -152,7 +152,12 @@ _SPECS = [
     _spec("gate.ask", "agent", cmd_gate.ask, {"item": item_id}, ("item",)),
     _spec("gate.resolve", "person", cmd_gate.resolve, {
         "item": item_id, "outcome": choice("approve", "reject", "cancel", "defer"), "resume_when": conditions,
-        "note": text(2000)}, ("item", "outcome")),
+        "note": text(2000), "digest": text(64)}, ("item", "outcome")),
+    _spec("acceptance.propose", "agent", cmd_proposal.propose_acceptance, {
+        "document": document, "bindings": _bindings, "note": text(2000)}, ("document",)),
+    _spec("goal.propose", "agent", cmd_proposal.propose_goal, {
+        "title": text(200, empty=False), "objective": text(4000), "claim_mode": choice("soft", "hard"),
+        "budget": budget, "note": text(2000)}),
     _spec("evidence.add", "person agent loop", cmd_evidence.add, {
         "item": item_id, "criterion_ids": criterion_ids,
         "kind": choice("test", "check", "review", "observation", "loop_wake", "manual"),

@@ -17,7 +17,8 @@ from wakeful.harness.store.ids import ulid
 if TYPE_CHECKING:
     from wakeful.control.kernel import Ctx
 
-__all__ = ["MAX_EVIDENCE_PER_ITEM", "acceptance_set", "add", "observe", "record_evidence", "watch"]
+__all__ = ["MAX_EVIDENCE_PER_ITEM", "acceptance_set", "add", "apply_contract", "check_contract", "observe",
+           "record_evidence", "watch"]
 
 MAX_EVIDENCE_PER_ITEM = 200
 
@@ -27,22 +28,35 @@ async def acceptance_set(ctx: Ctx) -> None:
         raise ControlRefused("invalid_command", "acceptance.set needs expected.acceptance_revision",
                              field="expected.acceptance_revision")
     document = ctx.command["document"]
+    await apply_contract(ctx, document, await check_contract(ctx, document, ctx.command.get("bindings", {})))
+
+
+async def check_contract(ctx: Ctx, document: dict[str, Any], raw: dict[str, list[str]],
+                         prefix: str = "command") -> dict[str, Any]:
+    """§2.3: unique criterion ids; bindings name advancement items and known criteria → the stored bindings
+    (each with the item's semantic digest now)."""
     criteria = document["criteria"]
     ids = [c["id"] for c in criteria]
     if len(set(ids)) != len(ids):
-        raise ControlRefused("invalid_command", "criterion ids must be unique", field="command.document.criteria")
+        raise ControlRefused("invalid_command", "criterion ids must be unique", field=f"{prefix}.document.criteria")
     by_id = {c["id"]: c for c in criteria}
     bindings: dict[str, Any] = {}
-    for item_id, cids in ctx.command.get("bindings", {}).items():
-        item = await ctx.item(item_id, field_name=f"command.bindings.{item_id}")
+    for item_id, cids in raw.items():
+        item = await ctx.item(item_id, field_name=f"{prefix}.bindings.{item_id}")
         if item["class"] != "advancement":
             raise ControlRefused("invalid_command", f"only advancement items are bound ({item_id} is a "
-                                 f"{item['class']})", field=f"command.bindings.{item_id}")
+                                 f"{item['class']})", field=f"{prefix}.bindings.{item_id}")
         unknown = [c for c in cids if c not in by_id]
         if unknown:
             raise ControlRefused("invalid_command", f"unknown criteria {unknown}",
-                                 field=f"command.bindings.{item_id}")
+                                 field=f"{prefix}.bindings.{item_id}")
         bindings[item_id] = {"criteria": cids, "semantic_digest": item["semantic_digest"]}
+    return bindings
+
+
+async def apply_contract(ctx: Ctx, document: dict[str, Any], bindings: dict[str, Any]) -> None:
+    """Store the next acceptance revision and re-assess (acceptance.set, and an approved proposal)."""
+    criteria = document["criteria"]
     revision = int(ctx.goal["acceptance_revision"]) + 1
     _, before = await goal_acceptance_status(ctx)
     values = {

@@ -47,6 +47,10 @@ async def resolve(ctx: Ctx) -> None:
         await ctx.write_item(gate, status="done", done_kind="cancelled", outcome="cancel", resolved_by=by,
                              done_ms=ctx.now)
         return
+    if outcome == "approve" and gate.get("proposal"):  # an approved proposal applies in this same commit
+        from wakeful.control.cmd_proposal import apply_proposal
+
+        await apply_proposal(ctx, gate)
     await ctx.write_item(gate, status="done", done_kind="resolved", outcome=outcome, resolved_by=by,
                          done_ms=ctx.now)
     for ref in gate["targets"]:

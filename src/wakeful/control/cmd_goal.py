@@ -50,11 +50,16 @@ async def _active_claims(ctx: Ctx) -> int:
 
 
 async def update(ctx: Ctx) -> None:
-    cmd = ctx.command
-    if "claim_mode" in cmd and cmd["claim_mode"] != ctx.goal["claim_mode"] and await _active_claims(ctx):
+    await apply_goal_changes(ctx, {k: ctx.command[k] for k in ("title", "objective", "claim_mode", "budget")
+                                   if k in ctx.command})
+
+
+async def apply_goal_changes(ctx: Ctx, changes: dict[str, Any]) -> None:
+    """goal.update, and an approved goal.propose."""
+    if "claim_mode" in changes and changes["claim_mode"] != ctx.goal["claim_mode"] and await _active_claims(ctx):
         raise ControlRefused("illegal_transition", "claim_mode changes only while no claim is active",
                              reason="claims_active")
-    ctx.set_goal(**{k: cmd[k] for k in ("title", "objective", "claim_mode", "budget") if k in cmd})
+    ctx.set_goal(**changes)
 
 
 async def pause(ctx: Ctx) -> None:

@@ -20,7 +20,7 @@ CODES = frozenset(
         "claimed_by_other", "revision_conflict", "claim_required", "claim_stale", "claim_expired",
         "idempotency_key_reuse", "budget_exceeded", "illegal_transition", "dependencies_open",
         "continuation_invalid", "effect_unsettled", "acceptance_unmet", "request_key_conflict",
-        "readback_required", "loop_not_found", "loop_foreign",
+        "readback_required", "loop_not_found", "loop_foreign", "proposal_stale",
     }
 )
 

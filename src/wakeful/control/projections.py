@@ -149,7 +149,17 @@ def _counts(items: Iterable[Row]) -> dict[str, dict[str, int]]:
 def _person_card(item: Row) -> dict[str, Any]:
     return {"id": item["id"], "class": item["class"], "title": item["title"], "question": item.get("question"),
             "options": item.get("options") or [], "scope": item.get("scope"), "targets": item.get("targets") or [],
-            "asked_ms": item.get("asked_ms")}
+            "asked_ms": item.get("asked_ms"), **_proposal_of(item)}
+
+
+def _proposal_of(item: Row) -> dict[str, Any]:
+    """An open proposal as persons see it (issue 20): what it would apply, its digest, its base and author."""
+    p = item.get("proposal")
+    if not p:
+        return {}
+    return {"proposal": {"kind": p["kind"], "digest": p["digest"], "based_on": p["based_on"],
+                         "proposed_by": p.get("proposed_by"), "document": p.get("document"),
+                         "bindings": p.get("bindings"), "changes": p.get("changes")}}
 
 
 def _monitor(item: Row) -> dict[str, Any]:
@@ -211,7 +221,7 @@ def _card(item: Row, claim: Row | None, evidence: Row | None) -> dict[str, Any]:
             "status": item["status"], "done_kind": item.get("done_kind"), "holder": holder,
             "evidence": None if evidence is None else evidence["verdict"],
             "gate_scope": item.get("scope"), "missing_scopes": missing,
-            "blocked_reason": item.get("blocked_reason")}
+            "blocked_reason": item.get("blocked_reason"), **_proposal_of(item)}
 
 
 def build(kind: str, rows: GoalRows) -> dict[str, Any]:

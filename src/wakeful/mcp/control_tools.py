@@ -262,6 +262,17 @@ async def work_supersede(args: dict[str, Any], ctx: McpContext) -> Any:
     return await _submit(ctx, args, command, await _expected(ctx, args))
 
 
+async def acceptance_propose(args: dict[str, Any], ctx: McpContext) -> Any:
+    command: dict[str, Any] = {"type": "acceptance.propose"}
+    command.update({k: args[k] for k in ("document", "bindings", "note") if k in args})
+    return await _submit(ctx, args, command, {"acceptance_revision": args["expected_revision"]})
+
+
+async def goal_propose(args: dict[str, Any], ctx: McpContext) -> Any:
+    names = ("title", "objective", "claim_mode", "budget", "note")
+    return await _submit(ctx, args, {"type": "goal.propose", **{k: args[k] for k in names if k in args}})
+
+
 async def gate_ask(args: dict[str, Any], ctx: McpContext) -> Any:
     return await _submit(ctx, args, {"type": "gate.ask", "item": args["item_id"]})
 
@@ -346,6 +357,23 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
      _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
               "replacement": {"type": ["string", "object"]}, "reason": {"type": "string"}, **_CLAIM},
              ("goal_id", "item_id", "expected_revision", "replacement")), work_supersede),
+    ("acceptance.propose", "Propose a new acceptance contract (you cannot set it): expected_revision is the "
+     "acceptance revision you read. It waits on a gate a person approves; the approval applies exactly this "
+     "document (refused if the acceptance moved on). Returns the receipt with proposal.gate_id and digest.",
+     _schema({"goal_id": GOAL, "expected_revision": {"type": "integer", "minimum": 0,
+                                                      "description": "the acceptance revision you revise"},
+              "document": {"type": "object", "description": "{criteria: [{id, text, subject?, workload?, "
+                           "independent?}]}"},
+              "bindings": {"type": "object", "description": "item id -> [criterion ids]"},
+              "note": {"type": "string", "description": "why, for the person who decides"}},
+             ("goal_id", "expected_revision", "document")), acceptance_propose),
+    ("goal.propose", "Propose a change to the goal's title, objective, claim_mode or budget (you cannot change "
+     "it): a person's gate approval applies exactly it, refused if those fields changed meanwhile.",
+     _schema({"goal_id": GOAL, "title": S, "objective": {"type": "string"},
+              "claim_mode": {"type": "string", "enum": ["soft", "hard"]},
+              "budget": {"type": "object", "description": "{units_per_day}"},
+              "note": {"type": "string", "description": "why, for the person who decides"}}, ("goal_id",)),
+     goal_propose),
     ("gate.ask", "Record that you put a gate's question to a person (then wait for gate_resolved:<id>).",
      _schema({"goal_id": GOAL, "item_id": ITEM}, ("goal_id", "item_id")), gate_ask),
     ("evidence.add", "Record evidence (immutable): kind test/check/review/observation/manual, verdict pass/fail/"

@@ -163,7 +163,7 @@ def test_usage_and_unavailable_exit_codes(tmp_path: Path, monkeypatch: pytest.Mo
 def test_help_for_every_control_command() -> None:
     """Every command has --help (interfaces.md §9), checked through the real console script once."""
     groups = {"goal": ["create", "list", "show", "status", "board", "pause", "resume", "close", "commits", "rebuild",
-                       "acceptance", "subject", "update", "register", "exclude", "spend"],
+                       "acceptance", "subject", "update", "register", "exclude", "spend", "propose"],
               "work": ["add", "list", "show", "claim", "renew", "release", "transfer", "update", "block", "defer",
                        "reopen", "complete", "supersede", "cancel"],
               "gate": ["ask", "resolve"], "evidence": ["add", "list"], "effect": ["intend", "settle", "readback", "list"]}
@@ -173,3 +173,32 @@ def test_help_for_every_control_command() -> None:
     proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "next", "--help"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "--agent" in proc.stdout
+
+
+def test_proposals_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20: an agent proposes an acceptance revision and a goal change; the operator approves the digest it
+    read, and the approval applies exactly the proposal."""
+    monkeypatch.setenv("WAKEFUL_DB_URL", f"sqlite:///{tmp_path / 'w.db'}")
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path))
+    cli = Cli(capsys)
+    group = cli("group", "create", "g1")["id"]
+    agent = cli("agent", "create", "--group", group, "a1")["id"]
+    goal = cli("goal", "create", "--group", group, "--title", "t", "--objective", "o")["goal"]["id"]
+    cli("goal", "register", goal, agent)
+    contract = tmp_path / "v1.json"
+    contract.write_text(json.dumps({"criteria": [{"id": "mixed", "text": "mixed-load p99 < 5 ms"}]}))
+    proposed = cli("goal", "acceptance", "propose", goal, str(contract), "--expected-revision", "0", "--agent", agent,
+                   "--note", "isolated numbers mislead")
+    gate, digest = proposed["proposal"]["gate_id"], proposed["proposal"]["digest"]
+    (card,) = cli("goal", "status", goal)["needs_person"]
+    assert (card["id"], card["proposal"]["digest"]) == (gate, digest)
+    rev = str(cli("work", "show", goal, gate)["revision"])
+    wrong = cli("gate", "resolve", goal, gate, "approve", "--expected-revision", rev, "--digest", "f" * 64, code=1)
+    assert wrong["error"] == "proposal_stale"
+    cli("gate", "resolve", goal, gate, "approve", "--expected-revision", rev, "--digest", digest)
+    assert cli("goal", "acceptance", "show", goal)["criteria"][0]["id"] == "mixed"
+    change = cli("goal", "propose", goal, "--objective", "ship under mixed load", "--agent", agent)
+    gate2 = change["proposal"]["gate_id"]
+    cli("gate", "resolve", goal, gate2, "approve", "--expected-revision", str(cli("work", "show", goal, gate2)["revision"]))
+    assert cli("goal", "show", goal)["goal"]["objective"] == "ship under mixed load"

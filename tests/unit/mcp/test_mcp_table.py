@@ -43,11 +43,11 @@ def test_listing_matches_the_spec_in_both_name_styles() -> None:
     assert all("." not in n for n in underscore)
 
 
-# interfaces.md §3.2, in the spec's order (the goal/work/evidence/effect rows come from mcp/control_tools.py)
+# interfaces.md §3.2, in the spec's order, plus the proposal tools of issue 20 (rows from mcp/control_tools.py)
 CONTROL_TOOLS = [
     "goal.create", "goal.list", "goal.join", "subject.set", "budget.spend", "goal.status", "goal.board", "work.add",
     "work.list", "work.next", "work.claim", "work.renew", "work.release", "work.update", "work.complete",
-    "work.supersede", "gate.ask", "evidence.add", "effect.intend", "effect.settle", "effect.readback",
+    "work.supersede", "acceptance.propose", "goal.propose", "gate.ask", "evidence.add", "effect.intend", "effect.settle", "effect.readback",
 ]
 PERSON_ONLY = {"acceptance.set", "gate.resolve", "agent.exclude", "work.cancel", "goal.close"}
 
