@@ -415,6 +415,16 @@ def effect_readback(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOp
     _effect(ctx, goal, body, detail, external_ref, agent, operation_id, json_)
 
 
+@effect_app.command("watch")
+def effect_watch(ctx: typer.Context, goal: GoalArg, request_key: RequestKeyOpt,
+                 loop: Annotated[str, typer.Option("--loop", help="The Loop that reads the effect back (lp_…).")],
+                 agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
+    """Give an unsettled effect a readback Loop: its wake {"readback": {request_key, attempt, observed}} records
+    what the external system shows, with no agent turn."""
+    body = {"type": "effect.watch", "request_key": request_key, "loop_id": loop}
+    _effect(ctx, goal, body, None, None, agent, operation_id, json_)
+
+
 @effect_app.command("list")
 def effect_list(ctx: typer.Context, goal: GoalArg, state: Annotated[str | None, typer.Option("--state")] = None,
                 json_: JsonOpt = False) -> None:

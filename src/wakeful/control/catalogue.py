@@ -177,7 +177,9 @@ _SPECS = [
         "request_key": key, "attempt": int_(1, 1_000_000), "outcome": choice("succeeded", "failed", "unknown"),
         "state": choice("succeeded", "failed", "unknown"),  # the faces' older name for outcome
         "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt")),
-    _spec("effect.readback", "agent person", cmd_effect.readback, {
+    _spec("effect.watch", "agent person", cmd_effect.watch, {"request_key": key, "loop_id": text(40, empty=False)},
+          ("request_key", "loop_id")),
+    _spec("effect.readback", "agent person loop", cmd_effect.readback, {
         "request_key": key, "attempt": int_(1, 1_000_000), "observed": choice("present", "absent", "unreadable"),
         "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt", "observed")),
 ]

@@ -18,7 +18,7 @@ from wakeful.harness.store.ids import ulid
 if TYPE_CHECKING:
     from wakeful.control.kernel import Ctx
 
-__all__ = ["effect_view", "intend", "readback", "settle"]
+__all__ = ["effect_view", "intend", "readback", "settle", "watch"]
 
 F = S.effect
 
@@ -38,6 +38,14 @@ def _may_act(ctx: Ctx, effect: dict[str, Any]) -> None:
     if ctx.actor.kind == "agent" and effect["actor"] != ctx.actor.ref:
         raise ControlRefused("forbidden", "only the intending agent or a person acts on this effect",
                              request_key=effect["request_key"])
+    if ctx.actor.kind == "loop" and _watcher(effect) != ctx.actor.id:
+        raise ControlRefused("forbidden", "only the effect's readback Loop reads it back",
+                             request_key=effect["request_key"])
+
+
+def _watcher(effect: dict[str, Any]) -> str | None:
+    """The readback Loop given to the effect by ``effect.watch`` (kept in its ``readback`` record)."""
+    return (effect.get("readback") or {}).get("loop_id")
 
 
 async def _write(ctx: Ctx, effect: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -125,7 +133,10 @@ async def readback(ctx: Ctx) -> None:
     if effect["state"] != "unknown" and not overdue:
         raise ControlRefused("illegal_transition", f"the effect is {effect['state']}", state=effect["state"])
     observed = ctx.command["observed"]
-    note = {"observed": observed, "detail": ctx.command.get("detail", ""), "at_ms": ctx.now}
+    note: dict[str, Any] = {"observed": observed, "detail": ctx.command.get("detail", ""), "at_ms": ctx.now,
+                            "by": ctx.actor.ref}
+    if _watcher(effect) is not None:
+        note["loop_id"] = _watcher(effect)
     if observed == "present":
         outcome = {"detail": ctx.command.get("detail", ""), "external_ref": ctx.command.get("external_ref")}
         await _write(ctx, effect, state="succeeded", readback=note, outcome=outcome)
@@ -133,3 +144,20 @@ async def readback(ctx: Ctx) -> None:
         await _write(ctx, effect, state="intended", attempt=effect["attempt"] + 1, readback=note)
     else:
         await _write(ctx, effect, state="unknown", readback=note)
+
+
+async def watch(ctx: Ctx) -> None:
+    """``effect.watch {request_key, loop_id}`` (issue 20): a Loop polls the external system by the effect's request
+    key and commits ``effect.readback`` through the Loop bridge when it learns the outcome."""
+    effect = await _load(ctx, ctx.command["request_key"])
+    if effect is None:
+        raise ControlRefused("not_found", f"no effect with request key {ctx.command['request_key']}",
+                             resource="effect")
+    _may_act(ctx, effect)
+    if effect["state"] not in ("intended", "unknown"):
+        raise ControlRefused("illegal_transition", f"the effect is {effect['state']}", state=effect["state"])
+    from wakeful.control.cmd_work import check_loop
+
+    await check_loop(ctx, ctx.command["loop_id"])
+    watching = {**(effect.get("readback") or {}), "loop_id": ctx.command["loop_id"], "watch_since_ms": ctx.now}
+    await _write(ctx, effect, readback=watching)

@@ -76,7 +76,7 @@ async def _refuse_cycle(ctx: Ctx, self_id: str, depends_on: list[str]) -> None:
             stack.extend(dep["depends_on"])
 
 
-async def _check_loop(ctx: Ctx, loop_id: str) -> None:
+async def check_loop(ctx: Ctx, loop_id: str) -> None:
     """§9: a monitor's Loop is in the goal's group and its owner is registered on the goal."""
     loop = await harness_loops.find_loop(ctx.tx, loop_id)
     if loop is None:
@@ -101,7 +101,7 @@ async def new_item(ctx: Ctx, fields: dict[str, Any], prefix: str = "command", **
             raise ControlRefused("invalid_command", f"a {cls} needs {name}", field=f"{prefix}.{name}")
     await _check_refs(ctx, fields)
     if fields.get("loop_id") is not None:
-        await _check_loop(ctx, fields["loop_id"])
+        await check_loop(ctx, fields["loop_id"])
     if await count_open(ctx) >= MAX_OPEN_ITEMS:
         raise ControlRefused("budget_exceeded", f"a goal has at most {MAX_OPEN_ITEMS} items not done",
                              limit=MAX_OPEN_ITEMS)

@@ -26,7 +26,7 @@ from wakeful.harness.store import sessions
 from wakeful.harness.store.core import Store
 from wakeful.harness.store.sessions import Message
 
-__all__ = ["SWEEP_S", "LoopBridge", "evidence_of", "observe_command", "watch_state_of"]
+__all__ = ["SWEEP_S", "LoopBridge", "evidence_of", "observe_command", "readback_of", "watch_state_of"]
 
 log = logging.getLogger("wakeful.control.loops")
 SWEEP_S = 60.0  # §9: a 60 s sweep compares each Loop-backed item with its Loop
@@ -67,6 +67,31 @@ def evidence_of(content: str) -> dict[str, Any] | None:
             out[name] = value
     if out.get("criterion_ids") and ("subject" not in out or "artifact_revision" not in out):
         return None  # §2.7: evidence naming criteria must say what it examined
+    return out
+
+
+def readback_of(content: str) -> dict[str, Any] | None:
+    """The ``readback`` member of a wake — ``{request_key, attempt, observed, detail?, external_ref?}`` — or None
+    when the content is not one or it is invalid."""
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return None
+    member = doc.get("readback") if isinstance(doc, dict) else None
+    if not isinstance(member, dict) or member.get("observed") not in ("present", "absent", "unreadable"):
+        return None
+    key, attempt = member.get("request_key"), member.get("attempt")
+    if not isinstance(key, str) or not 1 <= len(key) <= 160:
+        return None
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= 1_000_000:
+        return None
+    out: dict[str, Any] = {"request_key": key, "attempt": attempt, "observed": member["observed"]}
+    for name, limit in (("detail", 2000), ("external_ref", 500)):
+        value = member.get(name)
+        if value is not None:
+            if not isinstance(value, str) or len(value) > limit:
+                return None
+            out[name] = value
     return out
 
 
@@ -182,6 +207,26 @@ class LoopBridge:
                         "command": observe_command(item["id"], message)}
             applied += await self._submit(Actor("loop", message.loop_id, message.group_id), envelope)
         applied += await self._resume(message.loop_id, message.group_id, "loop_wake")
+        return applied + await self._readbacks(message)
+
+    # -- readback Loops (issue 20): a wake {"readback": {...}} from an effect's watching Loop reads it back
+    async def _readbacks(self, message: Message) -> int:
+        found = readback_of(message.content)
+        if found is None:
+            return 0
+        async with self.store.tx(readonly=True) as tx:
+            E, G = S.effect, S.goal
+            stmt = sa.select(E).join(G, G.c.id == E.c.goal_id).where(
+                E.c.request_key == found["request_key"], E.c.state.in_(("intended", "unknown")),
+                G.c.status == "active", G.c.group_id == message.group_id)
+            effects = [R.effect_row(r) for r in (await tx.execute(stmt)).all()]
+        applied = 0
+        for effect in effects:
+            if (effect.get("readback") or {}).get("loop_id") != message.loop_id:
+                continue
+            envelope = {"operation_id": f"readback:{message.id}:{effect['id']}", "goal_id": effect["goal_id"],
+                        "command": {"type": "effect.readback", **found}}
+            applied += await self._submit(Actor("loop", str(message.loop_id), message.group_id), envelope)
         return applied
 
     # -- §9 lifecycle: the Loop's state in watch_state
@@ -215,7 +260,13 @@ class LoopBridge:
             active = sa.select(S.goal.c.id).where(S.goal.c.status == "active")
             loop_ids = [r[0] for r in (await tx.execute(sa.select(W.c.loop_id).distinct().where(
                 W.c.loop_id.is_not(None), W.c.status != "done", W.c.goal_id.in_(active)))).all()]
+            E = S.effect
+            watched = [R.effect_row(r) for r in (await tx.execute(sa.select(E).where(
+                E.c.state.in_(("intended", "unknown")), E.c.readback.is_not(None),
+                E.c.goal_id.in_(active)))).all()]
         applied = 0
+        for effect in watched:  # readback Loops: their recent wakes again (each applies once)
+            applied += await self._replay_wakes(str(effect["readback"].get("loop_id") or ""), int(effect["updated_ms"]))
         for loop_id in loop_ids:
             applied += await self.on_transition(loop_id)
             async with self.store.tx(readonly=True) as tx:
@@ -225,6 +276,17 @@ class LoopBridge:
                                                      after_ms=since - SWEEP_SLACK_MS)
             for message in wakes:
                 applied += await self.on_message(message.id)
+        return applied
+
+    async def _replay_wakes(self, loop_id: str, since_ms: int) -> int:
+        if not loop_id:
+            return 0
+        async with self.store.tx(readonly=True) as tx:
+            wakes = await sessions.list_messages(tx, loop_id=loop_id, kinds=("loop",), limit=SWEEP_MESSAGES,
+                                                 after_ms=since_ms - SWEEP_SLACK_MS)
+        applied = 0
+        for message in wakes:
+            applied += await self._readbacks(message)
         return applied
 
     # -- resume conditions that only a Loop can fire (§3.4 loop_wake / loop_active)

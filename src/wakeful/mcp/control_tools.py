@@ -399,6 +399,12 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
               "detail": {"type": "string"}, "external_ref": {"type": "string"}},
              ("goal_id", "request_key", "attempt")),
      _effect("settle", ("request_key", "attempt", "outcome", "state", "detail", "external_ref"))),
+    ("effect.watch", "Give an unsettled effect a readback Loop (one of yours): when the Loop learns the outcome "
+     "it wakes with {\"readback\": {request_key, attempt, observed, external_ref?}} and the plane records the "
+     "readback itself, with no agent turn.",
+     _schema({"goal_id": GOAL, "request_key": S, "loop_id": {"type": "string", "description": "the Loop (lp_…)"}},
+             ("goal_id", "request_key", "loop_id")),
+     _effect("watch", ("request_key", "loop_id"))),
     ("effect.readback", "Record what the external system shows for an effect: present (it happened), absent "
      "(it may be sent again as a new attempt) or unreadable (hold).",
      _schema({"goal_id": GOAL, "request_key": S, "attempt": {"type": "integer", "minimum": 1},

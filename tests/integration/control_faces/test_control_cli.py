@@ -166,7 +166,7 @@ def test_help_for_every_control_command() -> None:
                        "acceptance", "subject", "update", "register", "exclude", "spend", "propose"],
               "work": ["add", "list", "show", "claim", "renew", "release", "transfer", "update", "block", "defer",
                        "reopen", "complete", "supersede", "cancel"],
-              "gate": ["ask", "resolve"], "evidence": ["add", "list"], "effect": ["intend", "settle", "readback", "list"]}
+              "gate": ["ask", "resolve"], "evidence": ["add", "list"], "effect": ["intend", "settle", "watch", "readback", "list"]}
     for group, commands in groups.items():
         for command in commands:
             assert main([group, command, "--help"]) == 0, (group, command)

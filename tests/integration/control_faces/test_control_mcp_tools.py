@@ -22,7 +22,7 @@ PERSON_ONLY = ("acceptance.set", "gate.resolve", "agent.exclude", "work.cancel",
 SPEC_TOOLS = ["goal.create", "goal.list", "goal.join", "subject.set", "budget.spend", "goal.status", "goal.board",
               "work.add", "work.list", "work.next", "work.claim", "work.renew", "work.release", "work.update",
               "work.complete", "work.supersede", "acceptance.propose", "goal.propose", "gate.ask", "evidence.add", "effect.intend", "effect.settle",
-              "effect.readback"]
+              "effect.watch", "effect.readback"]
 
 
 @asynccontextmanager

@@ -197,3 +197,27 @@ async def test_a_person_reads_back_an_effect_of_a_paused_goal(store) -> None:
     assert (await _refuse(kit.run(a, read))).code == "goal_not_active"
     assert (await kit.run(kit.person, read))["effect"]["state"] == "succeeded"
     assert (await kit.control.goal(kit.goal_id))["status"] == "paused"
+
+
+async def test_effect_watch_rules(store) -> None:
+    """effect.watch names a Loop of the goal's group owned by a registered agent; only that Loop reads back."""
+    from wakeful.harness.store import loops, sessions
+
+    kit = await make_kit(store)
+    a = kit.agents[0]
+    async with store.tx() as tx:
+        session = await sessions.create_session(tx, agent_id=a.id)
+        rows = [await loops.insert_loop(tx, group_id=kit.group_id, agent_id=a.id, session_id=session.id,
+                                        artifact_sha256="0" * 64, config={}, creator="operator", state="active")
+                for _ in range(2)]
+    watcher, other = rows[0].id, rows[1].id
+    await kit.run(a, _intend("job"))
+    await kit.run(a, {"type": "effect.settle", "request_key": "job", "attempt": 1, "outcome": "unknown"})
+    watch = {"type": "effect.watch", "request_key": "job", "loop_id": watcher}
+    assert (await _refuse(kit.run(a, {**watch, "loop_id": "lp_nope"}))).code == "loop_not_found"
+    assert (await _refuse(kit.run(a, {**watch, "request_key": "nope"}))).code == "not_found"
+    await kit.run(a, watch)
+    read = {"type": "effect.readback", "request_key": "job", "attempt": 1, "observed": "present"}
+    assert (await _refuse(kit.run(Actor("loop", other, kit.group_id), read))).code == "forbidden"
+    assert (await kit.run(Actor("loop", watcher, kit.group_id), read))["effect"]["state"] == "succeeded"
+    assert (await _refuse(kit.run(a, watch))).code == "illegal_transition"  # settled: nothing to watch

@@ -173,3 +173,43 @@ def test_structured_wake_parsing() -> None:
                 json.dumps({"evidence": {"verdict": "pass", "summary": 5}}),
                 json.dumps({"evidence": {"verdict": "pass", "criterion_ids": "a"}})):
         assert evidence_of(bad) is None, bad
+
+
+async def test_a_readback_loop_settles_an_unknown_effect(store_url: str, store_clock: Any, tmp_path: Path,
+                                                         compile_c: Any) -> None:
+    """Issue 20: the GPU job whose outcome is unknown is given a Loop; when the Loop learns the outcome it wakes
+    with {"readback": …} and the bridge commits effect.readback as that Loop — no agent turn."""
+    h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
+    await h.start()
+    bridge = h._bridge
+    assert isinstance(bridge, LoopBridge)
+    try:
+        agent, _session, loop_id = await driver_loop(h, compile_c)
+        ctl = Ctl(h.store, (await loop_row(h, loop_id)).group_id, agent, submitter=h.control)
+        person, me = ctl.person, ctl.agent_actor
+        goal = (await ctl.submit(person, {"operation_id": "g", "command": {
+            "type": "goal.create", "title": "train", "objective": "a model"}}))["goal_id"]
+        g = ctl.on(goal)
+        await g.cmd(person, "agent.register", agent_id=agent)
+        await g.cmd(me, "effect.intend", request_key="gpu-7", kind="gpu.job", target="cluster", payload_digest="d")
+        await g.cmd(me, "effect.settle", request_key="gpu-7", attempt=1, outcome="unknown")
+        await g.cmd(me, "effect.watch", request_key="gpu-7", loop_id=loop_id)
+        (watched,) = await h.control.effects(goal)
+        assert watched["readback"]["loop_id"] == loop_id
+        # a wake about another key, or a malformed readback, changes nothing
+        await notify(h, bridge, loop_id, "r0", {"readback": {"request_key": "other", "attempt": 1,
+                                                             "observed": "present"}})
+        await notify(h, bridge, loop_id, "r1", {"readback": {"request_key": "gpu-7", "attempt": "one",
+                                                             "observed": "present"}})
+        assert (await h.control.effects(goal))[0]["state"] == "unknown"
+        # the Loop found the job by its request key: succeeded, recorded as the Loop's readback
+        await notify(h, bridge, loop_id, "r2", {"readback": {"request_key": "gpu-7", "attempt": 1,
+                                                             "observed": "present", "external_ref": "job/991"}})
+        (done,) = await h.control.effects(goal)
+        assert (done["state"], done["outcome"]["external_ref"]) == ("succeeded", "job/991")
+        assert (done["readback"]["by"], done["readback"]["loop_id"]) == (f"system:loop:{loop_id}", loop_id)
+        message = (await h.messages(_session, kinds=("loop",)))[-1]
+        assert await bridge.on_message(message.id) == 0  # at-least-once delivery: applied once
+        assert await bridge.sweep() == 0
+    finally:
+        await h.stop()
