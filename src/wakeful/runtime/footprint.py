@@ -10,7 +10,6 @@ shared between boxes only make the accounting conservative.
 
 from __future__ import annotations
 
-import re
 import sys
 
 __all__ = ["DICT", "EMPTY", "FLAT_EXACT", "HANDLE", "MEMBER", "NUMBER", "bytes_cost", "estimate", "flat_cost",
@@ -31,8 +30,10 @@ FLAT_EXACT = 1024  # flat values encoded this large or larger are estimated from
 
 _COMPACT_ASCII = sys.getsizeof("") - 1  # 48: header of an ASCII str, terminator excluded
 _COMPACT = sys.getsizeof("\xe9") - 2  # 72: header of a non-ASCII str
-# small ints the decoder returns from the interpreter's cache: 0..99 and -1..-5 after a "[", "," or ":"
-_SMALL_INT = re.compile(rb"[\[,:](?:-[1-5]|\d\d?)(?=[,\]}])")
+# Small ints the decoder returns from the interpreter's cache: numbers of one or two digits (0..99). In a
+# flat encoding every delimiter becomes "," (doubled, so neighbouring numbers do not share one), every
+# digit "d" and any other number character "x"; then ",d," and ",dd," are exactly those numbers.
+_DIGITS = bytes.maketrans(b"0123456789[]{}:-+.eE", b"dddddddddd,,,,,xxxxx")
 
 
 def str_cost(text: str) -> int:
@@ -63,7 +64,8 @@ def estimate(encoded: bytes, flat: bytes, strings: int, nodes: int) -> int:
     literals = flat.count(b"u") + flat.count(b"a")
     numbers = nodes - dicts - lists - (strings - members) - literals
     if numbers > 0 and nodes > 1:
-        numbers -= len(_SMALL_INT.findall(flat))
+        marks = flat.translate(_DIGITS).replace(b",", b",,")
+        numbers -= marks.count(b",d,") + marks.count(b",dd,")
     outside = len(flat) - strings  # bytes that are not in a string (all ASCII)
     if encoded.isascii():
         text_cost = STR * strings + len(encoded) - outside - 2 * strings
