@@ -617,7 +617,7 @@ def _checked_json(value: Any, message: str) -> Any:
 
 
 _ENVELOPE_FRAME = len(b'{"event_id":,"topic":,"payload":}')
-_ENVELOPE_COST = footprint.DICT + 3 * footprint.MEMBER  # the dict; its keys are interned literals
+_ENVELOPE_COST = footprint.DICT + 3 * footprint.MEMBER + 2 * footprint.WIDE_STR  # keys: interned literals
 
 
 def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
@@ -625,7 +625,7 @@ def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
     value = {"event_id": event_id, "topic": topic, "payload": payload.value}
     # '{"event_id":' + id + ',"topic":' + topic + ',"payload":' + payload + '}': the payload is not re-encoded
     size = _ENVELOPE_FRAME + jsonval.str_size(event_id) + jsonval.str_size(topic) + payload.size
-    cost = _ENVELOPE_COST + footprint.str_cost(event_id) + footprint.str_cost(topic) + payload.cost
+    cost = _ENVELOPE_COST + footprint.WIDEST * (len(event_id) + len(topic)) + payload.cost  # ids: ≤ 128 B
     return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1, cost)
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["DICT", "EMPTY", "FLAT_EXACT", "HANDLE", "MEMBER", "NUMBER", "bytes_cost", "estimate", "flat_cost",
-           "item_cost", "member_cost", "str_cost"]
+__all__ = [
+    "DICT", "EMPTY", "FILLED_DICT", "FILLED_LIST", "FLAT_EXACT", "HANDLE", "ITEM", "MEMBER", "NUMBER", "WIDEST",
+    "WIDE_STR", "bytes_cost", "estimate", "flat_cost", "str_cost",
+]
 
 HANDLE = 160  # a handle: the Json box (5 slots), its number and its entry in the table
 BYTES_HEAD = 48  # a bytes object's header, rounded
@@ -22,6 +24,7 @@ DICT = 160  # a non-empty dict with its smallest table (up to 5 members)
 MEMBER = 24  # each member's share of a dict's table: index, entry and growth slack
 LIST = 80  # a non-empty list: the object and its item array's header
 ITEM = 9  # each element's slot: 8 bytes plus append over-allocation
+FILLED_DICT, FILLED_LIST = DICT - EMPTY, LIST - EMPTY  # what the first member or element adds
 STR = 56  # an ASCII str: header, terminator and rounding
 WIDE_STR = 80  # a non-ASCII str's header
 NUMBER = 32  # a float, or an int outside the interpreter's small-int cache (-5..256)
@@ -91,13 +94,3 @@ def flat_cost(value: object, kind: type, size: int) -> int:
         count = len(value)  # type: ignore[arg-type]
         return LIST + count * (ITEM + STR) + WIDEST * size if count else EMPTY
     return NUMBER if kind is int or kind is float else 0
-
-
-def member_cost(key: str, was_empty: bool) -> int:
-    """What adding a member under ``key`` adds to a dict's cost (the value's own cost aside)."""
-    return MEMBER + str_cost(key) + (DICT - EMPTY if was_empty else 0)
-
-
-def item_cost(was_empty: bool) -> int:
-    """What appending an element adds to a list's cost (the element's own cost aside)."""
-    return ITEM + (LIST - EMPTY if was_empty else 0)

@@ -57,12 +57,11 @@ class HandleSpace:
 class HandleTable:
     """One object's live handles (sdk.md §5): at most ``limit`` entries, numbers from the shared space."""
 
-    __slots__ = ("bytes", "entries", "limit", "max_bytes", "space")
+    __slots__ = ("bytes", "entries", "limit", "space")  # no more: one per object (density, benchmarks.md §1.8)
 
     def __init__(self, space: HandleSpace, *, limit: int = MAX_LIVE) -> None:
         self.space = space
         self.limit = limit
-        self.max_bytes = space.object_max_bytes
         self.entries: dict[int, Entry] = {}
         self.bytes = 0
 
@@ -79,7 +78,7 @@ class HandleTable:
         live = space.live_bytes + size
         entries = self.entries
         if (len(entries) >= self.limit or handle > space.last or live > space.max_bytes
-                or self.bytes + size > self.max_bytes):
+                or self.bytes + size > space.object_max_bytes):
             return SF_LIMIT
         space.next = handle + 1
         entries[handle] = entry
@@ -102,7 +101,7 @@ class HandleTable:
         old = self.entries[handle]
         delta = entry_size(entry) - entry_size(old)
         if delta > 0 and (self.space.live_bytes + delta > self.space.max_bytes
-                          or self.bytes + delta > self.max_bytes):
+                          or self.bytes + delta > self.space.object_max_bytes):
             return SF_LIMIT
         self.entries[handle] = entry
         self.bytes += delta
@@ -115,7 +114,7 @@ class HandleTable:
         entry = self.entries.pop(handle, None)
         if entry is None:
             return SF_INVALID
-        size = entry_size(entry)
+        size = HANDLE + (entry.cost if type(entry) is Json else BYTES_HEAD + len(entry))  # type: ignore[union-attr]
         self.bytes -= size
         self.space.live_bytes -= size
         self.space.live_handles -= 1

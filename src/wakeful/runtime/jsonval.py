@@ -464,8 +464,9 @@ def appended(array: Json, item: Json) -> Json:
     """A new box for ``array + [item]`` with exact size, nodes and depth, without walking either value."""
     assert type(array.value) is list
     comma = 1 if array.value else 0
+    cost = array.cost + footprint.ITEM + item.cost + (0 if comma else footprint.FILLED_LIST)
     return Json([*array.value, item.value], array.size + comma + item.size, array.nodes + item.nodes,
-                max(array.depth, item.depth + 1), array.cost + footprint.item_cost(not comma) + item.cost)
+                max(array.depth, item.depth + 1), cost)
 
 
 def with_member(obj: Json, key: str, item: Json) -> Json:
@@ -481,7 +482,8 @@ def with_member(obj: Json, key: str, item: Json) -> Json:
         return part_of(updated)
     comma = 1 if obj.value else 0
     size = obj.size + comma + len(_encode_checked(key)) + 1 + item.size
-    cost = obj.cost + footprint.member_cost(key, not comma) + item.cost
+    cost = obj.cost + footprint.MEMBER + footprint.str_cost(key) + item.cost
+    cost += 0 if comma else footprint.FILLED_DICT
     return Json(updated, size, obj.nodes + item.nodes, max(obj.depth, item.depth + 1), cost)
 
 

@@ -74,7 +74,7 @@ def test_replace_respects_the_guard_and_keeps_accounts() -> None:
     assert table.json(h) == middle
     assert table.replace(h, jsonval.parse("1")) == 0
     assert space.live_bytes == entry_size(jsonval.parse("1"))
-    space.object_max_bytes = table.max_bytes = entry_size(middle) - 1  # the object guard applies too
+    space.object_max_bytes = entry_size(middle) - 1  # the object guard applies too
     assert table.replace(h, middle) == SF_LIMIT
 
 
