@@ -2,9 +2,10 @@
 process RSS grows while handles are filled, next to what the accounting charged, and prints one JSON line.
 
 ``guest ELF OBJECTS``: OBJECTS handle_filler.c guests each parse maximal objects until their guard stops them.
-``shapes COPIES``: COPIES parsed copies of each value of ``SHAPES`` held in one table, shape after shape.
+``shapes COPIES``: COPIES decoded copies of each value of ``SHAPES`` boxed like ``parse`` boxes them, held in
+one table, shape after shape.
 Nothing is freed while a sample is taken, so every sample's RSS growth is fresh memory; gc runs before each
-reading. RSS comes from /proc/self/statm (resident pages).
+reading (then freezes what survived). RSS comes from /proc/self/statm (resident pages).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def rss() -> int:
     gc.collect()
+    gc.freeze()  # what is held from now on is never traversed again: later collections stay cheap
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * PAGE
 
@@ -73,9 +75,10 @@ def shapes(copies: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in SHAPES.items():
         text = jsonval.dumps(jsonval.from_python(value))
+        box = jsonval.parse(text)  # every copy is boxed like this one: decode only, keep the box's figures
         charged, before = table.bytes, rss()
         for _ in range(copies):
-            assert table.add(jsonval.parse(text)) > 0
+            assert table.add(box._replace(value=jsonval.parse_value(text))) > 0
         out[name] = {"rss_growth": rss() - before, "charged": table.bytes - charged}
     return out
 
