@@ -21,9 +21,9 @@ from wakeful.errors import (
     InvalidParams,
     ObjectNotFound,
 )
-from wakeful.runtime import jsonval
+from wakeful.runtime import footprint, jsonval
 from wakeful.runtime.clock import Clock, SystemClock
-from wakeful.runtime.handles import HandleSpace
+from wakeful.runtime.handles import MAX_HANDLE_BYTES, MAX_OBJECT_HANDLE_BYTES, HandleSpace
 from wakeful.runtime.helpers import GuestContext
 from wakeful.runtime.hostcall import HostCalls, HostHandler
 from wakeful.runtime.mailbox import Mailbox
@@ -62,6 +62,8 @@ class RuntimeOptions:
     build_workers: int = 2
     build_cache: str | None = None  # a directory, "off", or None for the default
     build_root: str | None = None  # None: <data>/build (build.md §5.1)
+    max_handle_bytes: int = MAX_HANDLE_BYTES  # sdk.md §5 runtime guard, estimated Python bytes of all handles
+    max_object_handle_bytes: int = MAX_OBJECT_HANDLE_BYTES  # the same, per object
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,7 @@ class Runtime:
         self._counter = 0
         self._opened_ns = self.clock.monotonic_ns()
         self._builder: Any = None
-        self.handles = _new_handle_space()
+        self.handles = _new_handle_space(self.options)
         self.scheduler = Scheduler(
             self.clock, slice_insns=self.options.slice_insns,
             on_running=self._on_running, on_end=self._on_end,
@@ -615,6 +617,7 @@ def _checked_json(value: Any, message: str) -> Any:
 
 
 _ENVELOPE_FRAME = len(b'{"event_id":,"topic":,"payload":}')
+_ENVELOPE_COST = footprint.DICT + 3 * footprint.MEMBER + 2 * footprint.WIDE_STR  # keys: interned literals
 
 
 def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
@@ -622,7 +625,8 @@ def _envelope(event_id: str, topic: str, payload: jsonval.Json) -> jsonval.Json:
     value = {"event_id": event_id, "topic": topic, "payload": payload.value}
     # '{"event_id":' + id + ',"topic":' + topic + ',"payload":' + payload + '}': the payload is not re-encoded
     size = _ENVELOPE_FRAME + jsonval.str_size(event_id) + jsonval.str_size(topic) + payload.size
-    return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1)
+    cost = _ENVELOPE_COST + footprint.WIDEST * (len(event_id) + len(topic)) + payload.cost  # ids: ≤ 128 B
+    return jsonval.Json(value, size, payload.nodes + 3, payload.depth + 1, cost)
 
 
 def _check_load_options(cpu_limit_ms: int | None, label: str | None) -> None:
@@ -646,8 +650,8 @@ def _utf8_len(text: str) -> int:
 # ---------------------------------------------------------------------- seams to runtime/helpers.py
 
 
-def _new_handle_space() -> HandleSpace:
-    return HandleSpace()
+def _new_handle_space(options: RuntimeOptions) -> HandleSpace:
+    return HandleSpace(max_bytes=options.max_handle_bytes, object_max_bytes=options.max_object_handle_bytes)
 
 
 def _attach_memory(ctx: GuestContext, inst: Any) -> None:

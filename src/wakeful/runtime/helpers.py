@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from wakeful.errors import GuestFault
-from wakeful.runtime import jsonval
+from wakeful.runtime import footprint, jsonval
 from wakeful.runtime.handles import SF_INVALID, SF_LIMIT, HandleSpace, HandleTable
 from wakeful.runtime.jsonval import MAX_BYTES, MAX_NODES, Json, JsonValue
 from wakeful.runtime.policy import Capability, CapabilityPolicy, parse_capabilities
@@ -54,11 +54,11 @@ MAX_PENDING_HOST_CALLS = 16384  # runtime-protocol.md §9.3
 
 _I64 = struct.Struct("<q")
 _SIGN = 1 << 63
-_EMPTY_OBJECT = Json({}, 2, 1, 0)  # boxes are immutable, so the empty values can be shared
-_EMPTY_ARRAY = Json([], 2, 1, 0)
-_NULL = Json(None, 4, 1, 0)
-_TRUE = Json(True, 4, 1, 0)
-_FALSE = Json(False, 5, 1, 0)
+_EMPTY_OBJECT = Json({}, 2, 1, 0, footprint.EMPTY)  # boxes are immutable, so the empty values can be shared
+_EMPTY_ARRAY = Json([], 2, 1, 0, footprint.EMPTY)
+_NULL = Json(None, 4, 1, 0, 0)
+_TRUE = Json(True, 4, 1, 0, 0)
+_FALSE = Json(False, 5, 1, 0, 0)
 
 
 class Clock(Protocol):
@@ -371,13 +371,13 @@ class GuestContext:
         size = len(jsonval.encode(text))
         if size > MAX_BYTES:
             return SF_LIMIT
-        return self._new(Json(text, size, 1, 0))
+        return self._new(Json(text, size, 1, 0, footprint.str_cost(text)))
 
     # sdk.md §9.5: an integer (the argument read as i64)
     def sf_json_number(self, value: int) -> int:
         self.debt += 8
         number = value - (1 << 64) if value >= _SIGN else value
-        return self.table.add(Json(number, len(str(number)), 1, 0))
+        return self.table.add(Json(number, len(str(number)), 1, 0, footprint.NUMBER))
 
     # sdk.md §9.5: true if non-zero
     def sf_json_boolean(self, value: int) -> int:

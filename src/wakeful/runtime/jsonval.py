@@ -23,6 +23,7 @@ from itertools import accumulate
 from typing import Any, NamedTuple, TypeAlias
 
 from wakeful.errors import InvalidParams
+from wakeful.runtime import footprint
 
 __all__ = [
     "MAX_BYTES",
@@ -83,7 +84,8 @@ class JsonTypeError(JsonError):
 
 
 class Json(NamedTuple):
-    """A JSON value with its compact encoded size, node count and deepest node depth (sdk.md §6).
+    """A JSON value with its compact encoded size, node count, deepest node depth (sdk.md §6) and ``cost``,
+    the estimated bytes of its Python objects (``footprint``; what a handle holding it is charged, sdk.md §5).
 
     Immutable; a named tuple because several boxes are made per event and a frozen dataclass's ``__init__``
     costs five times as much (benchmarks.md §1.8 fan-out).
@@ -93,6 +95,7 @@ class Json(NamedTuple):
     size: int
     nodes: int
     depth: int
+    cost: int
 
     def within_limits(self) -> bool:
         return self.size <= MAX_BYTES and self.nodes <= MAX_NODES and self.depth <= MAX_DEPTH
@@ -333,7 +336,7 @@ def _count(value: JsonValue, max_nodes: int, max_depth: int) -> tuple[int, int]:
     return caps[0], depth
 
 
-# Shape of a value from its compact encoding, at C speed. Every string becomes the scalar "0" (a split
+# Shape of a value from its compact encoding, at C speed. Every string becomes the scalar "s" (a split
 # on quotes when no escaped quote exists; else a regex that always consumes whole strings), every
 # empty container "0" too; then each remaining "[" or "{" is a non-empty container, so
 # nodes = 1 + commas + containers, and the deepest node sits at the highest bracket nesting.
@@ -342,33 +345,36 @@ _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 
 
-def _shape(encoded: bytes) -> tuple[int, int]:
-    """(nodes, deepest depth) of a value from its compact encoding (trusted: produced by ``encode``)."""
+def _profile(encoded: bytes) -> tuple[int, int, int]:
+    """(nodes, deepest depth, cost) of a value from its compact encoding (trusted: produced by ``encode``)."""
     if b'\\"' in encoded:
-        flat = _STRING.sub(b"0", encoded)
+        strings_out, strings = _STRING.subn(b"s", encoded)
     else:
-        flat = b"0".join(encoded.split(b'"')[::2])
-    flat = flat.replace(b"[]", b"0").replace(b"{}", b"0")
+        parts = encoded.split(b'"')
+        strings_out, strings = b"s".join(parts[::2]), len(parts) >> 1
+    flat = strings_out.replace(b"[]", b"0").replace(b"{}", b"0")
     steps = flat.translate(_STEPS, _NOT_BRACKET)
     nodes = 1 + flat.count(b",") + steps.count(1)
-    return nodes, (max(accumulate(array("b", steps))) if steps else 0)
+    depth = max(accumulate(array("b", steps))) if steps else 0
+    return nodes, depth, footprint.estimate(encoded, strings_out, strings, nodes)
 
 
 def _box(value: JsonValue, encoded: bytes) -> Json:
     """Box a value known to hold only JSON types (parsed by us, or part of a box)."""
-    nodes, depth = _shape(encoded)
-    return Json(value, len(encoded), nodes, depth)
+    nodes, depth, cost = _profile(encoded)
+    return Json(value, len(encoded), nodes, depth, cost)
 
 
 def part_of(value: JsonValue) -> Json:
     """Box a part of a boxed value (already validated) from its encoding alone: no walk, no limits."""
     kind = type(value)
     if kind is int:  # a validated int encodes as its decimal text: skip the encoder (hot in events)
-        return Json(value, len(str(value)), 1, 0)
+        return Json(value, len(str(value)), 1, 0, footprint.NUMBER)
     if kind is dict or kind is list:
         size = _measure_flat(value, kind)  # one pass: the size, or -1 when it holds a container
-        if size >= 0:
-            return Json(value, size, 1 + len(value), 1 if value else 0)  # type: ignore[arg-type]
+        if 0 <= size < footprint.FLAT_EXACT:
+            return Json(value, size, 1 + len(value), 1 if value else 0,  # type: ignore[arg-type]
+                        footprint.flat_cost(value, kind, size))
     return _box(value, _encode_checked(value))
 
 
@@ -447,7 +453,8 @@ def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 <<
     ``max_nodes``/``max_depth`` stop the walk early with ``JsonLimitError`` (the size is not capped).
     """
     nodes, depth = _count(value, max_nodes, max_depth)
-    return Json(value, len(_encode_checked(value)), nodes, depth)
+    encoded = _encode_checked(value)
+    return Json(value, len(encoded), nodes, depth, _profile(encoded)[2])
 
 
 # ---------------------------------------------------------------- building (sdk.md §9.5)
@@ -457,8 +464,9 @@ def appended(array: Json, item: Json) -> Json:
     """A new box for ``array + [item]`` with exact size, nodes and depth, without walking either value."""
     assert type(array.value) is list
     comma = 1 if array.value else 0
+    cost = array.cost + footprint.ITEM + item.cost + (0 if comma else footprint.FILLED_LIST)
     return Json([*array.value, item.value], array.size + comma + item.size, array.nodes + item.nodes,
-                max(array.depth, item.depth + 1))
+                max(array.depth, item.depth + 1), cost)
 
 
 def with_member(obj: Json, key: str, item: Json) -> Json:
@@ -474,7 +482,9 @@ def with_member(obj: Json, key: str, item: Json) -> Json:
         return part_of(updated)
     comma = 1 if obj.value else 0
     size = obj.size + comma + len(_encode_checked(key)) + 1 + item.size
-    return Json(updated, size, obj.nodes + item.nodes, max(obj.depth, item.depth + 1))
+    cost = obj.cost + footprint.MEMBER + footprint.str_cost(key) + item.cost
+    cost += 0 if comma else footprint.FILLED_DICT
+    return Json(updated, size, obj.nodes + item.nodes, max(obj.depth, item.depth + 1), cost)
 
 
 def check(box: Json) -> Json:
@@ -508,7 +518,9 @@ def from_python(value: object, *, limits: bool = True) -> Json:
         size = _measure_flat(value, kind) if kind is dict or kind is list else _flat_size(value)
         if limits and size > MAX_BYTES:
             raise JsonLimitError(f"JSON value of {size} bytes exceeds {MAX_BYTES}")
-        return Json(duplicate, size, nodes, depth)
+        if size < footprint.FLAT_EXACT:
+            return Json(duplicate, size, nodes, depth, footprint.flat_cost(duplicate, kind, size))
+        return Json(duplicate, size, nodes, depth, _profile(_encode_checked(duplicate))[2])
     cap_nodes, cap_depth = (MAX_NODES, MAX_DEPTH) if limits else (1 << 30, 1 << 30)
     nodes, depth = _count(value, cap_nodes, cap_depth)  # type: ignore[arg-type]
     encoded = _encode_checked(value)  # type: ignore[arg-type]
@@ -518,7 +530,7 @@ def from_python(value: object, *, limits: bool = True) -> Json:
         copy: JsonValue = json.loads(encoded)  # our own encoding of a checked value: plain loads is exact
     except RecursionError:
         raise JsonLimitError("JSON nested too deeply") from None
-    return Json(copy, len(encoded), nodes, depth)
+    return Json(copy, len(encoded), nodes, depth, _profile(encoded)[2])
 
 
 # ---------------------------------------------------------------- equality (sdk.md §6 Equality)

@@ -10,7 +10,7 @@ import pytest
 
 from wakeful.errors import GuestFault, HostCallError
 from wakeful.runtime import jsonval
-from wakeful.runtime.handles import HandleSpace
+from wakeful.runtime.handles import HandleSpace, entry_size
 from wakeful.runtime.helpers import (
     SF_DENIED,
     SF_HOST_ERROR,
@@ -292,7 +292,8 @@ def test_close_releases_handles_and_memory() -> None:
     space = HandleSpace()
     ctx = make(space=space)
     ctx.sf_bytes(W, 100)
-    assert space.live_bytes == 100 and ctx.handle_bytes == 100 and ctx.handle_count == 1
+    charged = entry_size(bytes(100))
+    assert space.live_bytes == charged and ctx.handle_bytes == charged and ctx.handle_count == 1
     ctx.close()
     assert space.live_bytes == 0 and space.live_handles == 0 and len(ctx.mem) == 0
 

@@ -231,7 +231,7 @@ def test_round_trip_and_measure_agree(value: object) -> None:
 
 
 def test_box_is_immutable() -> None:
-    box = Json(1, 1, 1, 0)
+    box = Json(1, 1, 1, 0, 0)
     with pytest.raises(AttributeError):
         box.value = 2  # type: ignore[misc]
     assert math.isfinite(jsonval.parse("1.5").value)  # type: ignore[arg-type]
