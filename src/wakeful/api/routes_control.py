@@ -127,6 +127,18 @@ async def submit_command(group_id: str, goal_id: str, request: Request, principa
     return await control.submit(actor_of(principal, group_id), env)
 
 
+@router.post(GOAL + "/criteria/{criterion_id}/validate")
+async def validate_criterion(group_id: str, goal_id: str, criterion_id: str, request: Request,
+                             principal: MemberPrincipal) -> dict[str, Any]:
+    """Run the criterion's validator in the node's script sandbox (or reuse its run) and record the evidence."""
+    from wakeful.control.validators import script_runner, validate
+
+    control = control_of(request)
+    await goal_in_group(control, group_id, goal_id)
+    return await validate(control, actor_of(principal, group_id), goal_id, criterion_id,
+                          script_runner(harness_of(request).scripts))
+
+
 # ---------------------------------------------------------------- projections and reads
 
 

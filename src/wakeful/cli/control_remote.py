@@ -114,6 +114,10 @@ class RemoteControl:
 
     # ---- commands
 
+    async def validate(self, goal_id: str, criterion_id: str, agent_id: str | None) -> dict[str, Any]:
+        path = self.goal_path(goal_id, f"/criteria/{segment(criterion_id, 'criterion')}/validate")
+        return self._dict(self.r.request("POST", path, headers=_acting(agent_id)), "POST …/validate")
+
     async def submit(self, actor: Actor, envelope: dict[str, Any]) -> dict[str, Any]:
         """``POST G/goals`` for ``goal.create`` (no goal yet), else ``POST G/goals/{id}/commands``; an agent actor
         is sent as ``X-Wakeful-Agent`` (the server takes the actor from the key, never from the body)."""

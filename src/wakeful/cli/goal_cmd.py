@@ -318,6 +318,21 @@ def goal_propose(
     _submit_as(ctx, json_, agent, goal, body, operation_id)
 
 
+@goal_app.command("validate")
+def goal_validate(ctx: typer.Context, goal: GoalArg,
+                  criterion: Annotated[str, typer.Argument(help="The criterion whose validator runs.")],
+                  agent: AgentOpt = None, json_: JsonOpt = False) -> None:
+    """Run a criterion's validator on the node (remote mode: --server) and record its evidence."""
+    from wakeful.cli import remote
+
+    if remote.server_url() is None:
+        raise UsageError("validators run in a node's script sandbox: give --server URL (and --key)")
+    out = out_for(ctx, json_)
+    found = run_control(out, agent, lambda c: c.control.validate(goal, criterion, agent))  # type: ignore[attr-defined]
+    show(out, found, lambda v: [f"{criterion}: {v['verdict']} (attempt {v['attempt']}"
+                                f"{', reused' if v['reused'] else ''}) evidence {v['evidence']}"])
+
+
 AgentIdArg = Annotated[str, typer.Argument(help="Agent id (ag_…).")]
 
 

@@ -63,6 +63,8 @@ def inapplicable_reason(
             return "workload_mismatch"
     if criterion.get("independent") and ev["recorded_by"] in completers:
         return "not_independent"
+    if criterion.get("evidence_from") == "validator" and ev.get("source") != "validator":
+        return "not_validator"  # issue 20: only the plane's own validator run decides this criterion
     return None
 
 

@@ -68,9 +68,12 @@ ITEM_FIELDS: dict[str, Check] = {
 }
 ADD_FIELDS = {"class": choice("advancement", "user_gate", "user_action", "monitor", "blocker"), **ITEM_FIELDS}
 UPDATE_FIELDS = {k: v for k, v in ITEM_FIELDS.items() if k not in ("scope", "targets", "loop_id")}
+# issue 20: a validator the plane runs (a script, harness.md §18) and whether only its evidence counts
+validator = obj({"source": text(16_384, empty=False), "budget_s": int_(1, 60)}, required=("source",))
 criterion = obj({
     "id": text(64, pattern=CRITERION_RE), "text": text(1000, empty=False), "workload": workload,
-    "independent": bool_, "subject": text(64, pattern=SUBJECT_RE),
+    "independent": bool_, "subject": text(64, pattern=SUBJECT_RE), "validator": validator,
+    "evidence_from": choice("any", "validator"),
 }, required=("id", "text"))
 document = obj({
     "objective": text(4000), "non_goals": list_(text(1000), hi=16), "criteria": list_(criterion, lo=1, hi=32),
@@ -170,16 +173,21 @@ _SPECS = [
     _spec("monitor.watch", "system", cmd_evidence.watch, {
         "item": item_id, "loop_state": text(16, empty=False), "reason": text(200), "incarnation": int_(0, 2**53)},
           ("item", "loop_state")),
-    _spec("effect.intend", "agent person", cmd_effect.intend, {
+    _spec("effect.intend", "agent person system", cmd_effect.intend, {
         "request_key": key, "kind": text(64, empty=False), "target": text(500), "payload_digest": text(200,
         empty=False), "item": item_id}, ("request_key", "kind", "target", "payload_digest")),
-    _spec("effect.settle", "agent person", cmd_effect.settle, {
+    _spec("effect.settle", "agent person system", cmd_effect.settle, {
         "request_key": key, "attempt": int_(1, 1_000_000), "outcome": choice("succeeded", "failed", "unknown"),
         "state": choice("succeeded", "failed", "unknown"),  # the faces' older name for outcome
         "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt")),
+    _spec("validator.record", "system", cmd_effect.record_validation, {
+        "request_key": key, "attempt": int_(1, 1_000_000), "criterion_id": text(64, pattern=CRITERION_RE),
+        "verdict": choice("pass", "fail", "inconclusive"), "summary": text(2000),
+        "subject": text(64, pattern=SUBJECT_RE), "artifact_revision": text(200, empty=False)},
+          ("request_key", "attempt", "criterion_id", "verdict", "subject", "artifact_revision")),
     _spec("effect.watch", "agent person", cmd_effect.watch, {"request_key": key, "loop_id": text(40, empty=False)},
           ("request_key", "loop_id")),
-    _spec("effect.readback", "agent person loop", cmd_effect.readback, {
+    _spec("effect.readback", "agent person loop system", cmd_effect.readback, {
         "request_key": key, "attempt": int_(1, 1_000_000), "observed": choice("present", "absent", "unreadable"),
         "detail": text(2000), "external_ref": text(500)}, ("request_key", "attempt", "observed")),
 ]

@@ -18,7 +18,7 @@ from wakeful.harness.store.ids import ulid
 if TYPE_CHECKING:
     from wakeful.control.kernel import Ctx
 
-__all__ = ["effect_view", "intend", "readback", "settle", "watch"]
+__all__ = ["effect_view", "intend", "readback", "record_validation", "settle", "watch"]
 
 F = S.effect
 
@@ -161,3 +161,30 @@ async def watch(ctx: Ctx) -> None:
     await check_loop(ctx, ctx.command["loop_id"])
     watching = {**(effect.get("readback") or {}), "loop_id": ctx.command["loop_id"], "watch_since_ms": ctx.now}
     await _write(ctx, effect, readback=watching)
+
+
+async def record_validation(ctx: Ctx) -> None:
+    """``validator.record`` (the plane's own, control/validators.py): the run's evidence and its effect settled
+    ``succeeded`` in one commit, so a crash leaves either both or neither."""
+    from wakeful.control.cmd_evidence import record_evidence
+    from wakeful.control.validators import RUN_KIND, evidence_ref
+
+    cmd = ctx.command
+    effect = await _current(ctx)
+    if effect["kind"] != RUN_KIND or effect["state"] != "intended":
+        raise ControlRefused("illegal_transition", f"effect {cmd['request_key']} is not an intended validator run",
+                             state=effect["state"])
+    contract = await ctx.contract()
+    criterion = next((c for c in (contract or {}).get("criteria", []) if c["id"] == cmd["criterion_id"]), None)
+    if criterion is None or not criterion.get("validator"):
+        raise ControlRefused("not_found", f"criterion {cmd['criterion_id']} names no validator",
+                             field="command.criterion_id")
+    fields = {"kind": "validator", "verdict": cmd["verdict"], "summary": cmd.get("summary", ""),
+              "criterion_ids": [cmd["criterion_id"]], "subject": cmd["subject"],
+              "artifact_revision": cmd["artifact_revision"], "details_url": evidence_ref(cmd["request_key"])}
+    if criterion.get("workload") is not None:
+        fields["workload"] = criterion["workload"]
+    ev_id = await record_evidence(ctx, fields, item_id=None)
+    ctx.receipt_extra["evidence"] = ev_id
+    await _write(ctx, effect, state="succeeded", outcome={"detail": f"validator {cmd['verdict']}",
+                                                          "external_ref": ev_id})

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
+from wakeful.control.actor import Actor
 from wakeful.control.core import Control
 from wakeful.control.loops import SWEEP_S, LoopBridge
+from wakeful.control.validators import script_runner, validate
 from wakeful.harness.embed import Harness as NodeHarness
 
 __all__ = ["RESUME_SWEEP_S", "Harness"]
@@ -62,6 +65,10 @@ class Harness(NodeHarness):
                 await control.tick()
             except Exception:
                 log.exception("control resume sweep failed")
+
+    async def validate(self, actor: Actor, goal_id: str, criterion_id: str) -> dict[str, Any]:
+        """Run the criterion's validator in this node's script sandbox and record its evidence (issue 20)."""
+        return await validate(self.control, actor, goal_id, criterion_id, script_runner(self.scripts))
 
     @property
     def control(self) -> Control:

@@ -273,6 +273,18 @@ async def goal_propose(args: dict[str, Any], ctx: McpContext) -> Any:
     return await _submit(ctx, args, {"type": "goal.propose", **{k: args[k] for k in names if k in args}})
 
 
+async def criterion_validate(args: dict[str, Any], ctx: McpContext) -> Any:
+    goal_id, criterion_id = str(args["goal_id"]), str(args["criterion_id"])
+    if ctx.harness is None:
+        return await _api(ctx).request("POST", _goal_path(ctx, goal_id) + f"/criteria/{criterion_id}/validate")
+    from wakeful.control import Actor
+    from wakeful.control.validators import script_runner, validate
+
+    await _in_group(ctx, goal_id)
+    return await validate(_control(ctx), Actor("agent", ctx.agent_id, ctx.group_id), goal_id, criterion_id,
+                          script_runner(ctx.harness.scripts))
+
+
 async def gate_ask(args: dict[str, Any], ctx: McpContext) -> Any:
     return await _submit(ctx, args, {"type": "gate.ask", "item": args["item_id"]})
 
@@ -374,6 +386,11 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
               "budget": {"type": "object", "description": "{units_per_day}"},
               "note": {"type": "string", "description": "why, for the person who decides"}}, ("goal_id",)),
      goal_propose),
+    ("criterion.validate", "Ask the plane to run a criterion's validator (a script named by the acceptance "
+     "contract) on the subject's current revision; it records validator evidence, or reuses the run already "
+     "made for this revision. Returns {request_key, attempt, evidence, verdict, reused}.",
+     _schema({"goal_id": GOAL, "criterion_id": {"type": "string", "description": "the criterion's id"}},
+             ("goal_id", "criterion_id")), criterion_validate),
     ("gate.ask", "Record that you put a gate's question to a person (then wait for gate_resolved:<id>).",
      _schema({"goal_id": GOAL, "item_id": ITEM}, ("goal_id", "item_id")), gate_ask),
     ("evidence.add", "Record evidence (immutable): kind test/check/review/observation/manual, verdict pass/fail/"

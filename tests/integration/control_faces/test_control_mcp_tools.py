@@ -21,7 +21,8 @@ from wakeful.mcp.control_tools import TOOL_NAMES
 PERSON_ONLY = ("acceptance.set", "gate.resolve", "agent.exclude", "work.cancel", "goal.close")
 SPEC_TOOLS = ["goal.create", "goal.list", "goal.join", "subject.set", "budget.spend", "goal.status", "goal.board",
               "work.add", "work.list", "work.next", "work.claim", "work.renew", "work.release", "work.update",
-              "work.complete", "work.supersede", "acceptance.propose", "goal.propose", "gate.ask", "evidence.add", "effect.intend", "effect.settle",
+              "work.complete", "work.supersede", "acceptance.propose", "goal.propose", "criterion.validate",
+              "gate.ask", "evidence.add", "effect.intend", "effect.settle",
               "effect.watch", "effect.readback"]
 
 

@@ -47,7 +47,7 @@ def test_listing_matches_the_spec_in_both_name_styles() -> None:
 CONTROL_TOOLS = [
     "goal.create", "goal.list", "goal.join", "subject.set", "budget.spend", "goal.status", "goal.board", "work.add",
     "work.list", "work.next", "work.claim", "work.renew", "work.release", "work.update", "work.complete",
-    "work.supersede", "acceptance.propose", "goal.propose", "gate.ask", "evidence.add", "effect.intend", "effect.settle", "effect.watch", "effect.readback",
+    "work.supersede", "acceptance.propose", "goal.propose", "criterion.validate", "gate.ask", "evidence.add", "effect.intend", "effect.settle", "effect.watch", "effect.readback",
 ]
 PERSON_ONLY = {"acceptance.set", "gate.resolve", "agent.exclude", "work.cancel", "goal.close"}
 
