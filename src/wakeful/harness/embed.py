@@ -22,6 +22,7 @@ from wakeful.harness.ratelimit import Limiter
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.harness.store import agents, groups, sessions
 from wakeful.harness.store.core import Store
+from wakeful.harness.store.keycache import FLUSH_EVERY_S, KeyCache
 from wakeful.harness.store.sessions import Message
 from wakeful.harness.tools import LoopTools
 from wakeful.runtime import Clock
@@ -60,6 +61,7 @@ class Harness:
         self.registry = ToolRegistry()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
         self._store: Store | None = None
+        self._keys: KeyCache | None = None
         self._node: Node | None = None
         self._tools: LoopTools | None = None
         self._intake: Intake | None = None
@@ -112,13 +114,15 @@ class Harness:
         except BaseException:
             await self._store.close()
             raise
+        self._keys = KeyCache(self._store)
         await self._open_scripts()
         if self._node.placement is None:  # a cluster node offers an agent's messages when it claims the agent
             await self._offer_unhandled()
         if self.sweeps:
             loop = asyncio.get_running_loop()
             self._sweeps = [loop.create_task(self._every(self.tick_s, self._sweep_tick)),
-                            loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs))]
+                            loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs)),
+                            loop.create_task(self._every(FLUSH_EVERY_S, self.keys.flush))]
             if self._solo is not None:
                 beat = float(self.config.placement.heartbeat_s)
                 self._sweeps.append(loop.create_task(self._every(beat, self._solo.heartbeat)))
@@ -149,9 +153,11 @@ class Harness:
             await self._node.dispatch.decider.aclose()
         if self._builder is not None:
             self._builder.close()
+        if self._keys is not None:  # the last batch of key uses (last_used_ms, harness.md §2.1)
+            await self._keys.flush()
         if self._store is not None:
             await self._store.close()
-        self._node = self._store = self._tools = self._intake = None
+        self._node = self._store = self._tools = self._intake = self._keys = None
 
     async def run(self) -> None:
         """Start and run until cancelled."""
@@ -179,7 +185,7 @@ class Harness:
         await self.node.tick(reconcile=due)
 
     @staticmethod
-    async def _every(seconds: float, work: Callable[[], Awaitable[None]]) -> None:
+    async def _every(seconds: float, work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(seconds)
             try:
@@ -192,6 +198,13 @@ class Harness:
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
+
+    @property
+    def keys(self) -> KeyCache:
+        """The node's API key cache (harness.md §2.1), shared by the HTTP API and ``/mcp``."""
+        if self._keys is None:
+            raise RuntimeError("the harness is not started")
+        return self._keys
 
     @property
     def store(self) -> Store:
