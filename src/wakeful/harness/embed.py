@@ -87,6 +87,7 @@ class Harness:
         url = self.config.effective_store_url
         self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # interfaces.md §7: mode 0700
         self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
+        self._keys = KeyCache(self._store)  # harness.md §2.1, for the faces (flushed by a sweep and at stop)
         try:
             self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
                               on_message=self._on_message)
@@ -114,7 +115,6 @@ class Harness:
         except BaseException:
             await self._store.close()
             raise
-        self._keys = KeyCache(self._store)
         await self._open_scripts()
         if self._node.placement is None:  # a cluster node offers an agent's messages when it claims the agent
             await self._offer_unhandled()

@@ -3,7 +3,7 @@ closing the connection as the observable event (a generous cap, never a timing a
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import time
 
@@ -23,8 +23,7 @@ def until_closed(sock: socket.socket, *, trickle: bytes = b"", every: float = 0.
     deadline = time.monotonic() + cap
     got = b""
     while time.monotonic() < deadline:
-        readable, _, _ = select.select([sock], [], [], every)
-        if readable:
+        if _readable(sock, every):
             try:
                 chunk = sock.recv(65536)
             except (ConnectionResetError, TimeoutError):
@@ -44,22 +43,32 @@ def until_closed(sock: socket.socket, *, trickle: bytes = b"", every: float = 0.
 def all_closed(socks: list[socket.socket], *, cap: float = 60.0) -> list[bytes]:
     """Wait until the server closed every socket (their answers, in order); AssertionError after ``cap`` s."""
     got = {s: b"" for s in socks}
-    open_ = set(socks)
-    deadline = time.monotonic() + cap
-    while open_ and time.monotonic() < deadline:
-        readable, _, _ = select.select(list(open_), [], [], 0.2)
-        for sock in readable:
-            try:
-                chunk = sock.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                chunk = b""
-            if chunk:
-                got[sock] += chunk
-            else:
-                open_.discard(sock)
-    if open_:
-        raise AssertionError(f"{len(open_)} of {len(socks)} connections still open after {cap} s")
+    with selectors.DefaultSelector() as selector:  # epoll: descriptors above 1,023 too
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + cap
+        while selector.get_map() and time.monotonic() < deadline:
+            for ready, _ in selector.select(0.2):
+                sock = ready.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    chunk = sock.recv(65536)
+                except (ConnectionResetError, TimeoutError):
+                    chunk = b""
+                if chunk:
+                    got[sock] += chunk
+                else:
+                    selector.unregister(sock)
+        still = len(selector.get_map())
+    if still:
+        raise AssertionError(f"{still} of {len(socks)} connections still open after {cap} s")
     return [got[s] for s in socks]
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
 
 
 def status_of(answer: bytes) -> int | None:

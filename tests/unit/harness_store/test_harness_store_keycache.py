@@ -169,3 +169,19 @@ async def test_revocation_still_takes_effect_within_the_window(store: Any, store
         await groups.revoke_key(tx, groups.split_key_text(texts[1])[0])  # type: ignore[index]
     cache.forget(groups.split_key_text(texts[1])[0])  # type: ignore[index]
     assert await cache.verify(texts[1]) is None  # this node revoked it: at once
+
+
+async def test_the_node_flushes_key_uses_when_it_stops(store_url: str, tmp_path: Any) -> None:
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+    from wakeful.harness.store import Store
+
+    async with Harness(Config(data_dir=tmp_path / "data", store_url=store_url), sweeps=False) as h:
+        _, text = await h.create_key("admin")
+        assert await h.keys.verify(text) is not None
+        assert set((await _last_used(h.store)).values()) == {None}  # nothing on the request path
+    reopened = await Store.open(store_url)
+    try:
+        assert None not in (await _last_used(reopened)).values()  # the stop wrote the batch
+    finally:
+        await reopened.close()
