@@ -154,7 +154,10 @@ class Harness:
         if self._builder is not None:
             self._builder.close()
         if self._keys is not None:  # the last batch of key uses (last_used_ms, harness.md §2.1)
-            await self._keys.flush()
+            try:
+                await self._keys.flush()
+            except Exception:  # the store still closes
+                log.exception("the last key-use flush failed")
         if self._store is not None:
             await self._store.close()
         self._node = self._store = self._tools = self._intake = self._keys = None

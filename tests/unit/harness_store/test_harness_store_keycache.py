@@ -185,3 +185,28 @@ async def test_the_node_flushes_key_uses_when_it_stops(store_url: str, tmp_path:
         assert None not in (await _last_used(reopened)).values()  # the stop wrote the batch
     finally:
         await reopened.close()
+
+
+async def test_a_read_begun_before_a_revocation_is_not_cached_after_it(store: Any, store_clock: Any,
+                                                                       monkeypatch: Any) -> None:
+    [text] = await _keys(store, 1)
+    key_id = groups.split_key_text(text)[0]  # type: ignore[index]
+    cache = KeyCache(store, monotonic_ns=store_clock.monotonic_ns)
+    real_load, read, go_on = groups.load_key, asyncio.Event(), asyncio.Event()
+
+    async def held_load(tx: Any, wanted: str) -> Any:  # the real read, then held until the revocation is done
+        found = await real_load(tx, wanted)
+        if not read.is_set():
+            read.set()
+            await go_on.wait()
+        return found
+
+    monkeypatch.setattr(groups, "load_key", held_load)
+    first = asyncio.ensure_future(cache.verify(text))
+    await read.wait()  # the row was read while the key was live
+    async with store.tx() as tx:
+        await groups.revoke_key(tx, key_id)
+    cache.forget(key_id)  # what DELETE …/keys/{id} does after its commit
+    go_on.set()
+    await first  # in flight during the revocation: either answer is allowed for it
+    assert await cache.verify(text) is None  # but nothing live was cached after the revocation

@@ -57,6 +57,7 @@ class KeyCache:
         self._unknown: OrderedDict[str, int] = OrderedDict()  # key id → expiry
         self._loading: dict[str, asyncio.Future[_Entry | None]] = {}
         self._used: dict[str, None] = {}  # key ids whose use is not written yet (an ordered set)
+        self._forgets = 0  # bumped by forget: a read begun before a revocation is not cached after it
         self.lookups = 0  # store round trips, for tests and metrics
 
     async def verify(self, key_text: object) -> groups.ApiKey | None:
@@ -78,6 +79,7 @@ class KeyCache:
         """Drop one key (this node revoked it: no need to wait for the window)."""
         self._known.pop(key_id, None)
         self._unknown.pop(key_id, None)
+        self._forgets += 1
 
     def sizes(self) -> dict[str, int]:
         """Entries held: known keys, unknown ids, uses waiting for ``flush``."""
@@ -124,8 +126,12 @@ class KeyCache:
 
     async def _load(self, key_id: str, stale: _Entry | None) -> _Entry | None:
         self.lookups += 1
+        forgets = self._forgets
         async with self.store.tx(readonly=True) as tx:
             found = await groups.load_key(tx, key_id)
+        if forgets != self._forgets:  # a key was revoked meanwhile: this read may predate it; read once more
+            async with self.store.tx(readonly=True) as tx:
+                found = await groups.load_key(tx, key_id)
         expires = self._now() + TTL_NS
         if found is None:
             self._known.pop(key_id, None)
