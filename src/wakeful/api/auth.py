@@ -67,13 +67,8 @@ class Principal:
 
 
 def key_cache(request: Request) -> KeyCache:
-    """The node's key cache, made on first use (the store exists once the harness has started)."""
-    state = request.app.state
-    cache: KeyCache | None = getattr(state, "key_cache", None)
-    if cache is None:
-        cache = KeyCache(harness_of(request).store)
-        state.key_cache = cache
-    return cache
+    """The node's key cache (``Harness.keys``: one per node, shared with ``/mcp``, flushed by the node)."""
+    return harness_of(request).keys
 
 
 def bearer_text(request: Request) -> str | None:

@@ -7,17 +7,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from wakeful.api.app import create_app
+from wakeful.api.connections import guarded_protocol
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
 
-__all__ = ["make_server", "serve"]
+__all__ = ["connection_limit", "make_server", "serve"]
+
+log = logging.getLogger("wakeful.api")
+FD_RESERVE = 100  # descriptors kept for the store, artifacts, logs and refused connections' 503s
 
 
 class _RedactWebhooks(logging.Filter):
@@ -52,14 +57,36 @@ class _Server(uvicorn.Server):
 
 def make_server(harness: Harness, host: str, port: int, *, node_name: str = "", public_base_url: str | None = None,
                 public_docs: bool = True, access_log: bool = True, **uvicorn_options: Any) -> uvicorn.Server:
-    """A uvicorn server for the harness's app (not started)."""
+    """A uvicorn server for the harness's app (not started), with the connection limits of ``server.*``
+    (``api/connections.py``)."""
     app = create_app(harness, node_name=node_name, public_base_url=public_base_url, public_docs=public_docs)
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, _RedactWebhooks) for f in access.filters):
         access.addFilter(_RedactWebhooks())
+    limits = harness.config.http
+    protocol = guarded_protocol(limits, connection_limit(limits.max_connections), app.state.refusals.record)
+    options = {"http": protocol, "timeout_keep_alive": limits.keep_alive_s, **uvicorn_options}
     config = uvicorn.Config(app, host=host, port=port, access_log=access_log, log_config=None,
-                            lifespan="off", server_header=False, **uvicorn_options)
+                            lifespan="off", server_header=False, **options)
     return _Server(config)
+
+
+def connection_limit(configured: int, fd_limit: int | None = None) -> int:
+    """``server.max_connections``, lowered to fit the descriptor limit (the process's soft ``RLIMIT_NOFILE``
+    unless given) less ``FD_RESERVE`` or an eighth of it, whichever is more, so the limit's 503 comes before
+    ``accept`` runs out of descriptors."""
+    if fd_limit is None:
+        try:
+            fd_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (OSError, ValueError):
+            return configured
+    if fd_limit == resource.RLIM_INFINITY or fd_limit < 0:
+        return configured
+    fitted = max(1, min(configured, fd_limit - max(FD_RESERVE, fd_limit // 8)))
+    if fitted < configured:
+        log.warning("server.max_connections %d lowered to %d to fit the descriptor limit of %d", configured,
+                    fitted, fd_limit)
+    return fitted
 
 
 async def serve(harness: Harness, host: str = "127.0.0.1", port: int = 8470, **options: Any) -> None:

@@ -34,7 +34,7 @@ from wakeful.harness.errors import InvalidRequest
 from wakeful.harness.web_policy import WebSettings
 
 __all__ = [
-    "KEYS", "BuildSettings", "Config", "ControlSettings", "Limits", "LogSettings", "McpSettings", "Placement",
+    "KEYS", "BuildSettings", "Config", "ControlSettings", "HttpLimits", "Limits", "LogSettings", "McpSettings", "Placement",
     "ScriptLimits", "UiSettings", "default_data_dir", "load_config", "redacted_url",
 ]
 
@@ -107,6 +107,17 @@ class BuildSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class HttpLimits:
+    """The HTTP server's connection limits (config keys ``server.header_timeout_s``, ``server.body_timeout_s``,
+    ``server.keep_alive_s``, ``server.max_connections``; not in interfaces.md §7, see docs/decisions-api.md)."""
+
+    header_timeout_s: int = 10  # a request's line and headers must arrive within this time
+    body_timeout_s: int = 30  # its body within this time after the headers
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this time
+    max_connections: int = 1000  # open connections per node; more are answered 503 (capped by the fd limit)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ControlSettings:
     """control-plane.md §6, §2.5 (config keys ``control.*``)."""
 
@@ -153,6 +164,7 @@ class Config:
     server_host: str = "127.0.0.1"  # server.host (interfaces.md §7)
     server_port: int = 8470  # server.port
     public_docs: bool = True  # server.public_docs: serve /openapi.json and /docs
+    http: HttpLimits = field(default_factory=HttpLimits)  # server.*_timeout_s, keep_alive_s, max_connections
     decide: DecideSettings = field(default_factory=DecideSettings)  # decide.* (harness.md §16.4)
     web: WebSettings = field(default_factory=WebSettings)  # web.* (harness.md §17.3)
     build: BuildSettings = field(default_factory=BuildSettings)  # build.* (build.md §2, §5, §8)
@@ -209,7 +221,7 @@ class Config:
         if dotted in _FIELD_OF:
             return getattr(self, _FIELD_OF[dotted])
         section, name = dotted.split(".")
-        return getattr(getattr(self, section), name)
+        return getattr(self.http if section == "server" else getattr(self, section), name)
 
 
 # SQLAlchemy's reading: the password runs to the first "@" ("/" and ":" included); asyncpg also takes ?password=
@@ -236,7 +248,10 @@ def _ints(cls: Any, low: Callable[[str], int]) -> dict[str, Key]:
 # interfaces.md §7, the key table: section → key → kind, default and bounds (docs/decisions-config.md)
 KEYS: dict[str, dict[str, Key]] = {
     "server": {"host": text("127.0.0.1", blank=False), "port": integer(8470, 0, 65_535), "public_base_url": text(),
-               "public_docs": boolean(True), "node_name": text()},
+               "public_docs": boolean(True), "node_name": text(),
+               # docs/decisions-api.md "Slow clients": read deadlines, keep-alive and the connection limit
+               "header_timeout_s": integer(10, 1, 3600), "body_timeout_s": integer(30, 1, 3600),
+               "keep_alive_s": integer(5, 1, 3600), "max_connections": integer(1000, 1, 1_000_000)},
     "store": {"url": text(secret=True)},
     "runtime": {"mode": choice("inprocess", "inprocess", "stdio"), "command": text(),
                 "max_objects": integer(10_000, 1)},
@@ -292,6 +307,7 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         dedup_retention_s=v["events.dedup_retention_s"], scripts=_section(got, "scripts", ScriptLimits),
         placement=_section(got, "placement", Placement), node_name=v["server.node_name"] or None,
         server_host=v["server.host"], server_port=v["server.port"], public_docs=v["server.public_docs"],
+        http=HttpLimits(**{f.name: v[f"server.{f.name}"] for f in fields(HttpLimits)}),
         decide=_checked(got, lambda: DecideSettings.parse(_given(got, "decide"), {}, str(file))),
         web=_checked(got, lambda: WebSettings.parse(_given(got, "web", lists=True), {}, str(file))),
         build=_section(got, "build", BuildSettings), control=_section(got, "control", ControlSettings),

@@ -22,6 +22,7 @@ from wakeful.harness.ratelimit import Limiter
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.harness.store import agents, groups, sessions
 from wakeful.harness.store.core import Store
+from wakeful.harness.store.keycache import FLUSH_EVERY_S, KeyCache
 from wakeful.harness.store.sessions import Message
 from wakeful.harness.tools import LoopTools
 from wakeful.runtime import Clock
@@ -60,6 +61,7 @@ class Harness:
         self.registry = ToolRegistry()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
         self._store: Store | None = None
+        self._keys: KeyCache | None = None
         self._node: Node | None = None
         self._tools: LoopTools | None = None
         self._intake: Intake | None = None
@@ -85,6 +87,7 @@ class Harness:
         url = self.config.effective_store_url
         self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # interfaces.md §7: mode 0700
         self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
+        self._keys = KeyCache(self._store)  # harness.md §2.1, for the faces (flushed by a sweep and at stop)
         try:
             self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
                               on_message=self._on_message)
@@ -118,7 +121,8 @@ class Harness:
         if self.sweeps:
             loop = asyncio.get_running_loop()
             self._sweeps = [loop.create_task(self._every(self.tick_s, self._sweep_tick)),
-                            loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs))]
+                            loop.create_task(self._every(LOG_FLUSH_S, self.node.flush_logs)),
+                            loop.create_task(self._every(FLUSH_EVERY_S, self.keys.flush))]
             if self._solo is not None:
                 beat = float(self.config.placement.heartbeat_s)
                 self._sweeps.append(loop.create_task(self._every(beat, self._solo.heartbeat)))
@@ -149,9 +153,14 @@ class Harness:
             await self._node.dispatch.decider.aclose()
         if self._builder is not None:
             self._builder.close()
+        if self._keys is not None:  # the last batch of key uses (last_used_ms, harness.md §2.1)
+            try:
+                await self._keys.flush()
+            except Exception:  # the store still closes
+                log.exception("the last key-use flush failed")
         if self._store is not None:
             await self._store.close()
-        self._node = self._store = self._tools = self._intake = None
+        self._node = self._store = self._tools = self._intake = self._keys = None
 
     async def run(self) -> None:
         """Start and run until cancelled."""
@@ -179,7 +188,7 @@ class Harness:
         await self.node.tick(reconcile=due)
 
     @staticmethod
-    async def _every(seconds: float, work: Callable[[], Awaitable[None]]) -> None:
+    async def _every(seconds: float, work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(seconds)
             try:
@@ -192,6 +201,13 @@ class Harness:
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
+
+    @property
+    def keys(self) -> KeyCache:
+        """The node's API key cache (harness.md §2.1), shared by the HTTP API and ``/mcp``."""
+        if self._keys is None:
+            raise RuntimeError("the harness is not started")
+        return self._keys
 
     @property
     def store(self) -> Store:

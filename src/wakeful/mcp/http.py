@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from wakeful.harness.store import agents
-from wakeful.harness.store.keycache import KeyCache
 from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
 
@@ -40,7 +39,6 @@ class McpHttpApp:
         self.server = make_server(build_table(harness), self._resolve, tool_names=names)
         self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True,
                                                     max_request_body_size=MAX_BODY)
-        self._keys: KeyCache | None = None
         self._running: asyncio.Task[None] | None = None
         self._ready: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
@@ -86,9 +84,7 @@ class McpHttpApp:
             raise ToolRefusal("unauthorized", "an Authorization: Bearer wk_… agent key is required")
         if self.harness._store is None:
             raise ToolRefusal("unavailable", "the node is starting or stopping")
-        if self._keys is None:
-            self._keys = KeyCache(self.harness.store)
-        key = await self._keys.verify(token.strip())
+        key = await self.harness.keys.verify(token.strip())
         if key is None:
             raise ToolRefusal("unauthorized", "the key is unknown or revoked")
         acting = headers.get("x-wakeful-agent")

@@ -156,6 +156,7 @@ class ServeProcess:
         self.log = data_dir / "serve.log"
         self.client = httpx.Client(timeout=30)
         self.env: dict[str, str] = {}
+        self.prefix: list[str] = []  # e.g. ["prlimit", "--nofile=256:256", "--"]
         self._files: list[Any] = []
 
     def close_pipes(self) -> None:
@@ -184,7 +185,7 @@ class ServeProcess:
         out = open(self.log, "a")  # noqa: SIM115 - closed by close_pipes
         self._files.append(out)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wakeful.cli.main", "serve", "--port", str(self.port), "--db-url", self.db_url,
+            [*self.prefix, sys.executable, "-m", "wakeful.cli.main", "serve", "--port", str(self.port), "--db-url", self.db_url,
              "--node-name", "test-node", *self.args],
             stdout=subprocess.PIPE, stderr=out, text=True, env=env,
         )

@@ -9,6 +9,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "revoke_key",
     "set_group_limits",
     "split_key_text",
+    "touch_keys",
     "verify_key",
 ]
 
@@ -220,20 +222,32 @@ async def verify_key(tx: Tx, key_text: object) -> ApiKey | None:
 
 
 async def load_key(tx: Tx, key_id: str) -> tuple[ApiKey, str] | None:
-    """The key row and its stored digest (for a cache), refreshing ``last_used_ms`` like ``verify_key``."""
+    """The key row and its stored digest (for a cache); reads only — the cache records uses and writes
+    ``last_used_ms`` later in batches (``touch_keys``), so authentication never takes the write lock."""
     if lookup_text(key_id) is None:
         return None
     row = (await tx.execute(sa.select(K).where(K.c.id == key_id))).first()
     if row is None:
         return None
-    await _touch(tx, row)
     return _key(row), str(row.secret_sha256)
 
 
 async def _touch(tx: Tx, row: Any) -> None:
+    await touch_keys(tx, [row.id])
+
+
+# §2.1: last_used_ms is updated at most once a minute (the guard holds across nodes)
+async def touch_keys(tx: Tx, key_ids: Iterable[str]) -> int:
+    """Set ``last_used_ms`` to the transaction's store time on the given keys whose stamp is older than a
+    minute (or unset), in one statement; the number of rows written."""
+    ids = list(key_ids)
+    if not ids:
+        return 0
     now = await tx.now_ms()
-    if row.last_used_ms is None or not 0 <= now - row.last_used_ms < LAST_USED_EVERY_MS:
-        await tx.execute(K.update().where(K.c.id == row.id).values(last_used_ms=now))
+    stale = sa.or_(K.c.last_used_ms.is_(None), K.c.last_used_ms <= now - LAST_USED_EVERY_MS,
+                   K.c.last_used_ms > now)
+    result = await tx.execute(K.update().where(K.c.id.in_(ids), stale).values(last_used_ms=now))
+    return int(result.rowcount or 0)
 
 
 async def revoke_key(tx: Tx, key_id: str) -> bool:

@@ -1,0 +1,157 @@
+"""Connection limits of the HTTP server (issue 14; docs/decisions-api.md "Slow clients"): uvicorn's h11 protocol
+with per-connection read deadlines and a per-node connection limit.
+
+- **Headers:** a request's line and headers must arrive within ``header_timeout_s`` of the connection opening
+  (or of the previous response ending); a trickle of bytes does not extend it. A connection that sent part of a
+  request is answered ``408 request_timeout`` and closed; one that sent nothing is closed silently.
+- **Body:** once the headers are in, the whole body must arrive within ``body_timeout_s``, also when the route
+  answered early; the connection is then closed (the route, if still reading, sees a disconnect).
+- **Keep-alive:** uvicorn's ``timeout_keep_alive`` (``keep_alive_s``) closes idle connections.
+- **Connections:** beyond ``max_connections`` open connections, a new one is answered ``503 unavailable`` at once,
+  its write side shut, and closed after ``LINGER_S`` (so the client reads the answer instead of a reset).
+
+The deadline is one timer per connection, re-armed only when the h11 state changes phase; a request being
+processed by the app (and a streamed response such as SSE) has no client deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from wakeful.harness.config import HttpLimits
+
+__all__ = ["LINGER_S", "Guard", "guarded_protocol", "raw_answer"]
+
+LINGER_S = 1.0  # a refused connection stays this long after its 503, for the client to read it
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The limits one server's connections share; ``on_refusal(status)`` counts the limit's 503s."""
+
+    limits: HttpLimits
+    max_connections: int
+    on_refusal: Callable[[int], None] = lambda status: None
+
+
+class GuardedH11Protocol(H11Protocol):
+    """``H11Protocol`` with the read deadlines and the connection limit of the module docstring."""
+
+    guard: ClassVar[Guard]  # set by ``guarded_protocol``
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._phase = ""  # "head" | "body" | "" (the app's time: no client deadline)
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.guard.max_connections:
+            self._refuse_busy()
+            return
+        self._watch()
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # a refused connection's request is read and dropped while its 503 is delivered
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    # ------------------------------------------------------------------ deadlines
+
+    def _watch(self) -> None:
+        if self.transport.is_closing():
+            self._disarm()
+            return
+        state = self.conn.their_state
+        phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else ""
+        if phase == self._phase:
+            return  # the same phase goes on: its deadline stands however many bytes trickle in
+        self._disarm()
+        self._phase = phase
+        if phase:
+            seconds = self.guard.limits.header_timeout_s if phase == "head" else self.guard.limits.body_timeout_s
+            self._deadline = self.loop.call_later(seconds, self._expired, phase)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self, phase: str) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if phase == "head":
+            if self.conn.trailing_data[0]:  # part of a request came: say why it ends
+                seconds = self.guard.limits.header_timeout_s
+                self._write_answer(408, "request_timeout",
+                                   f"the request headers did not arrive within {seconds} s")
+            self.transport.close()
+            return
+        cycle = self.cycle
+        if cycle is not None:  # the app sees a disconnect; its late answer goes nowhere
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if not cycle.response_started:
+                self._write_answer(408, "request_timeout",
+                                   f"the request body did not arrive within {self.guard.limits.body_timeout_s} s")
+        self.transport.close()
+
+    # ------------------------------------------------------------------ the connection limit
+
+    def _refuse_busy(self) -> None:
+        self._refused = True
+        self._write_answer(503, "unavailable",
+                           f"the node has too many open connections (limit {self.guard.max_connections}); retry shortly",
+                           retry_after=1)
+        self.guard.on_refusal(503)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self._deadline = self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
+
+    def _write_answer(self, status: int, code: str, message: str, *, retry_after: int | None = None) -> None:
+        self.transport.write(raw_answer(status, code, message, retry_after=retry_after))
+
+
+_REASONS = {408: b"Request Timeout", 503: b"Service Unavailable"}
+
+
+def raw_answer(status: int, code: str, message: str, *, retry_after: int | None = None) -> bytes:
+    """A complete ``Connection: close`` HTTP/1.1 answer with the API's error body (interfaces.md §2.1) and an
+    ``X-Request-Id``, written straight to the transport (no request cycle exists to carry it)."""
+    body = json.dumps({"error": code, "message": message}).encode()
+    lines = [b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error")),
+             b"content-type: application/json", b"content-length: %d" % len(body), b"connection: close",
+             b"x-request-id: req_" + secrets.token_hex(8).encode(),
+             b"date: " + time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()).encode()]
+    if retry_after is not None:
+        lines.append(b"retry-after: %d" % retry_after)
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def guarded_protocol(limits: HttpLimits, max_connections: int,
+                     on_refusal: Callable[[int], None] | None = None) -> type[GuardedH11Protocol]:
+    """The protocol class for ``uvicorn.Config(http=…)`` with these limits."""
+    guard = Guard(limits, max_connections, on_refusal) if on_refusal is not None else Guard(limits, max_connections)
+    return type("WakefulH11Protocol", (GuardedH11Protocol,), {"guard": guard})
