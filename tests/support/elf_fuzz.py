@@ -12,6 +12,7 @@ that creates :data:`SENTINEL` if it is ever executed.
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import tempfile
@@ -23,7 +24,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 MARKER = "Wq9zFuzzMark"  # never produced by the translator; every planted name contains it
-SENTINEL = Path(tempfile.gettempdir()) / "wakeful-fuzz-sentinel"  # created only if planted code runs
+SENTINEL = Path(tempfile.gettempdir()) / f"wakeful-fuzz-sentinel-{os.getpid()}"  # made only if planted code runs
 
 SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_NOBITS, SHT_REL = 1, 2, 3, 8, 9
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
@@ -139,8 +140,10 @@ def symbols(data: bytes) -> tuple[Shdr, list[int]] | None:
 
 
 def payload(indent: int, newline: str = "\n") -> str:
-    """A statement that creates SENTINEL when executed, on a fresh line indented ``indent`` spaces."""
-    return f"{newline}{' ' * indent}__import__('pathlib').Path({str(SENTINEL)!r}).touch()"
+    """A statement that creates SENTINEL of the process that executes it (the path is computed when it
+    runs, so parallel runs and replays elsewhere each see their own), on a fresh line indented ``indent``."""
+    path = "__import__('tempfile').gettempdir(), 'wakeful-fuzz-sentinel-%d' % __import__('os').getpid()"
+    return f"{newline}{' ' * indent}__import__('pathlib').Path({path}).touch()"
 
 
 _PIECES: list[str | bytes] = [
@@ -153,6 +156,8 @@ _PIECES: list[str | bytes] = [
 def hostile_name(ch: Chooser) -> bytes:
     """A name holding MARKER and up to five hostile pieces: line breaks, quotes, non-ASCII, Python code,
     invalid UTF-8, and often a payload statement at one of the translator's indentations."""
+    if ch.chance(35):  # a plain identifier: a fixed loader accepts it, and it must still stay out of source
+        return f"{ch.pick(['main_', 'f', '_', 'g_'])}{MARKER}{ch.below(1000)}".encode()
     parts: list[bytes] = [MARKER.encode()] if ch.chance(50) else [b"main", MARKER.encode()]
     for _ in range(ch.below(6)):
         piece = ch.pick(_PIECES)

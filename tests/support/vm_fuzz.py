@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import linecache
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "vm_fuzz"
 FUEL = 2000  # per slice
 SLICES = 4  # helper suspensions answered before a still-running guest is closed
 PREEMPTS = 8  # preemptions answered before a still-running guest is closed
+HISTORY = 24  # earlier cases kept so a find that needs their cache entries can be replayed
 LONG_MIN, LONG_MAX = 3_900, 8_190  # straight-line functions around the 4,096-unit generator threshold
 
 
@@ -96,7 +97,7 @@ def make_case(ch: Chooser, seeds: list[bytes]) -> Case:
     same size, bytes changed only inside section spans, sometimes with the verification cache evicted."""
     if ch.chance(4):
         return Case([("load", long_function(LONG_MIN + ch.below(LONG_MAX - LONG_MIN)))])
-    base = mutate(ch.pick(seeds), ch, 1 + ch.below(3))
+    base = mutate(ch.pick(seeds), ch, ch.below(4))  # 0 rounds: data-only variants of a valid object
     case = Case([("load", base)])
     current = base
     for _ in range(ch.below(6)):
@@ -258,16 +259,37 @@ def run_case(case: Case, stats: Counter[str] | None = None) -> list[str]:
     return problems
 
 
+def _shows(case: Case, kind: str) -> bool:
+    """Whether ``case`` run from cleared caches (as a replay runs) shows a problem of ``kind``."""
+    clear_all()
+    return bool(case.steps) and any(signature(p) == kind for p in run_case(case))
+
+
 def shrink(case: Case, kind: str) -> Case:
-    """Drop every step the ``kind`` of problem does not need (from cleared caches, as a replay runs)."""
-    steps = list(case.steps)
-    for i in range(len(steps) - 1, -1, -1):
-        trial = Case(steps[:i] + steps[i + 1:])
-        clear_all()
-        if trial.steps and any(signature(p) == kind for p in run_case(trial)):
-            steps = trial.steps
+    """Drop chunks of steps (halves first, single steps last) the ``kind`` of problem does not need."""
+    steps, size = list(case.steps), max(1, len(case.steps) // 2)
+    while True:
+        i = 0
+        while i < len(steps):
+            trial = steps[:i] + steps[i + size:]
+            if _shows(Case(trial), kind):
+                steps = trial
+            else:
+                i += size
+        if size == 1:
+            break
+        size //= 2
     clear_all()
     return Case(steps)
+
+
+def replayable(case: Case, history: Iterable[Case], kind: str) -> Case | None:
+    """``case`` if it shows ``kind`` from cleared caches, else the earlier cases since the caches were last
+    cleared followed by it (a problem that needs another program's cache entries), else None."""
+    if _shows(case, kind):
+        return case
+    longer = Case([step for earlier in history for step in earlier.steps] + case.steps)
+    return longer if _shows(longer, kind) else None
 
 
 # ---------------------------------------------------------------- corpus
@@ -304,17 +326,30 @@ class Tally:
 def fuzz(inputs: Iterable[bytes], seeds: list[bytes], tally: Tally, *, save_to: Path | None = CORPUS,
          clear_every: int = 500) -> Tally:
     """Run one case per input (caches warm across cases too); save the first case of each new kind."""
+    history: deque[Case] = deque(maxlen=HISTORY)
     for data in inputs:
         case = make_case(Chooser(data), seeds)
         problems = run_case(case, tally.outcomes)
         tally.cases += 1
         tally.loads += sum(op == "load" for op, _ in case.steps)
-        for kind in dict.fromkeys(signature(p) for p in problems):
-            if kind not in tally.found:
-                small = shrink(case, kind)
-                mine = [p for p in run_case(small) if signature(p) == kind] or [kind]
-                tally.found[kind] = save(small, mine, save_to) if save_to else Path(kind)
-                clear_all()
-        if tally.cases % clear_every == 0:
+        new = [kind for kind in dict.fromkeys(signature(p) for p in problems) if kind not in tally.found]
+        for kind in new:
+            tally.found[kind] = _keep(case, history, kind, problems, save_to)  # leaves the caches cleared
+        history.append(case)
+        if new or tally.cases % clear_every == 0:
             clear_all()  # junk shapes and programs would otherwise pile up
+            history.clear()
     return tally
+
+
+def _keep(case: Case, history: Iterable[Case], kind: str, problems: list[str], save_to: Path | None) -> Path:
+    """Shrink a new find to the smallest case that still shows it from cleared caches, and save it (as
+    found, marked, when no replay from cleared caches shows it)."""
+    base = replayable(case, history, kind)
+    if base is None:
+        small, mine = case, [f"{p} [not reproduced from cleared caches]" for p in problems if signature(p) == kind]
+    else:
+        small = shrink(base, kind)
+        mine = [p for p in run_case(small) if signature(p) == kind] or [kind]
+    clear_all()
+    return save(small, mine, save_to) if save_to else Path(kind)

@@ -45,4 +45,4 @@ def test_fixed_seed_sequences_hold_s8_s11_s12(seeds: list[bytes]) -> None:
     # the cases must reach every stage, or the harness is not testing much
     seen = tally.outcomes
     assert tally.loads > 2 * tally.cases and seen["refused"] > tally.cases // 4, seen
-    assert seen["loaded"] > tally.loads // 10 and seen["exited"] > 20 and seen["faulted"] > 10, seen
+    assert seen["loaded"] > tally.loads // 10 and seen["exited"] + seen["faulted"] > 50 and seen["running"] > 50, seen

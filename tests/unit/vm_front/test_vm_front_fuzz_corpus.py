@@ -10,7 +10,7 @@ import pytest
 from support import vm_fuzz
 from support.elf_fuzz import MARKER, SENTINEL, payload
 
-from wakeful.vm import asm, loader
+from wakeful.vm import Program, asm, loader
 from wakeful.vm import translate as translate_mod
 
 FILES = vm_fuzz.corpus_files()
@@ -65,8 +65,16 @@ def test_s11_oracle_sees_a_name_in_generated_source(weakened_translator: list[st
     assert [vm_fuzz.signature(p) for p in problems] == ["s11-source"]
 
 
-def test_s11_oracle_sees_host_code_run(weakened_translator: list[str]) -> None:
-    weakened_translator.append(payload(0).strip())
+def test_s11_oracle_sees_host_code_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VM that runs host code while a guest starts (what a pasted name did on main) is caught."""
+    real = Program.instantiate
+
+    def instantiate(self: Program, env):  # type: ignore[no-untyped-def]
+        exec(payload(0).strip())  # noqa: S102 - the weakened VM under test
+        return real(self, env)
+
+    monkeypatch.setattr(Program, "instantiate", instantiate)
+    vm_fuzz.clear_all()
     problems = vm_fuzz.check_load(_object("main", 1))
     assert "s11-sentinel" in [vm_fuzz.signature(p) for p in problems]
     assert not SENTINEL.exists()
