@@ -12,5 +12,5 @@ seconds="${1:-300}"
 runs="${2:-0}"
 shift $(( $# > 2 ? 2 : $# ))
 if [ "$seconds" = 0 ]; then seconds=31536000; fi
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="${PYTHONPATH:-$PWD/src}"  # this checkout's code unless the caller names another tree
 exec python3 scripts/fuzz_vm.py --seconds "$seconds" --runs "$runs" "$@"

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "src")]
+# this checkout's code unless PYTHONPATH names another (e.g. a tree with fixes to try the corpus against)
+sys.path[:0] = [str(ROOT / "tests")] + ([] if os.environ.get("PYTHONPATH") else [str(ROOT / "src")])
 MAX_LEN = 512  # bytes of decisions per case
 
 
