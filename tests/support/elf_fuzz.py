@@ -17,9 +17,9 @@ import random
 import struct
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -74,29 +74,15 @@ class Chooser:
 # ---------------------------------------------------------------- a raw view of the section table
 
 
-@dataclass
-class Shdr:
-    """One section header as stored (``at`` = its file offset)."""
-
-    index: int
-    at: int
-    name: int
-    type: int
-    flags: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    info: int
-    align: int
-    entsize: int
-
-    @property
-    def in_file(self) -> bool:
-        return self.type != SHT_NOBITS
+def _in_file(h: Any) -> bool:
+    return bool(h.type != SHT_NOBITS)
 
 
-def headers(data: bytes) -> list[Shdr]:
+# One section header as stored: ``index``, ``at`` (its file offset) and the raw fields of SHDR_FIELDS.
+Shdr = make_dataclass("Shdr", ["index", "at", *SHDR_FIELDS], namespace={"in_file": property(_in_file)})
+
+
+def headers(data: bytes) -> list[Any]:
     """The section headers that lie inside ``data`` (an empty list for a broken header)."""
     if len(data) < 64:
         return []
@@ -111,15 +97,15 @@ def headers(data: bytes) -> list[Shdr]:
     return out
 
 
-def write_header(data: bytearray, h: Shdr) -> None:
+def write_header(data: bytearray, h: Any) -> None:
     _SHDR.pack_into(data, h.at, *(getattr(h, f) for f in SHDR_FIELDS))
 
 
-def span(h: Shdr) -> tuple[int, int]:
+def span(h: Any) -> tuple[int, int]:
     return h.offset, h.offset + h.size
 
 
-def inside(data: bytes, h: Shdr) -> bool:
+def inside(data: bytes, h: Any) -> bool:
     return h.in_file and h.size > 0 and h.offset + h.size <= len(data)
 
 
@@ -127,7 +113,7 @@ def shstrndx(data: bytes) -> int:
     return struct.unpack_from("<H", data, 0x3E)[0]
 
 
-def symbols(data: bytes) -> tuple[Shdr, list[int]] | None:
+def symbols(data: bytes) -> tuple[Any, list[int]] | None:
     """(the symbol table's header, file offsets of its entries), or None."""
     hs = headers(data)
     for h in hs:
@@ -171,7 +157,7 @@ def hostile_name(ch: Chooser) -> bytes:
     return b"".join(parts)
 
 
-def _rename(data: bytes, table: Shdr, field_at: int, name: bytes) -> bytes:
+def _rename(data: bytes, table: Any, field_at: int, name: bytes) -> bytes:
     """Point a 4-byte name offset at ``name``: a copy of the string table plus the new name is appended
     to the file and the table's header moved there (the old bytes stay, unreferenced)."""
     out = bytearray(data)
@@ -209,7 +195,7 @@ def rename_section(data: bytes, ch: Chooser, name: bytes) -> bytes:
 # ---------------------------------------------------------------- section headers and spans (S8, S12)
 
 
-def _alloc(hs: list[Shdr]) -> list[Shdr]:
+def _alloc(hs: list[Any]) -> list[Any]:
     return [h for h in hs if h.flags & SHF_ALLOC and h.in_file and h.size]
 
 
