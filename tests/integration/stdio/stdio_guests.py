@@ -230,6 +230,11 @@ async def raw(client: RuntimeClient, line: bytes | str, timeout: float = 5.0) ->
     """Write one raw line and return the next response that matches no call of the client."""
     data = line.encode() if isinstance(line, str) else line
     await client.write_raw(data if data.endswith(b"\n") else data + b"\n")
+    return await next_unmatched(client, timeout)
+
+
+async def next_unmatched(client: RuntimeClient, timeout: float = 5.0) -> dict[str, Any]:
+    """The next response that matches no call of the client."""
     return await asyncio.wait_for(client.unmatched.get(), timeout)
 
 
