@@ -40,7 +40,10 @@ MAX_OBJECT_BYTES = 65_536
 MAX_PREPROCESSED_BYTES = 4 << 20
 QUEUE_DEPTH = 32
 PINNED = ("0.17.1", "22.1.8")
-CACHED_FAILURES = frozenset({"scan", "compiler_error", "verifier", "too_large"})
+# build.md §8, tightened by issue 21 (docs/decisions-build.md): only failures that depend on the source alone
+# are cached. Limit failures (deadline, cpu_limit, memory, too_large: output size) depend on the load and the
+# limits of the moment and are never cached, nor are crashes, internal failures and cancellations
+CACHED_FAILURES = frozenset({"scan", "compiler_error", "verifier"})
 
 # build.md §2.1, exactly in this order; <zig>, <entry> and <staging> are placeholders
 PREPROCESS = (
@@ -420,7 +423,7 @@ class Builder:
         info = self._info if self._info is not None else await asyncio.to_thread(self.info)
         if not info.available or info.fingerprint is None:
             raise BuildUnavailable(info.reason or "builds are unavailable")
-        key = cache_key(info.fingerprint, bundle.request)
+        key = self._cache_key(info, bundle)
         flight = (id(asyncio.get_running_loop()), key)
         shared = self._inflight.get(flight)
         if shared is not None:
@@ -475,7 +478,7 @@ class Builder:
         info = self._info if self._info is not None else self.info()
         if not info.available or info.fingerprint is None:
             raise BuildUnavailable(info.reason or "builds are unavailable")
-        key = cache_key(info.fingerprint, bundle.request)
+        key = self._cache_key(info, bundle)
         if use_cache and self.cache is not None:
             hit = self._cache_get(key)
             if hit is not None:
@@ -486,6 +489,15 @@ class Builder:
         ):
             self.cache.put(key, result.to_record(), result.elf or b"")
         return result
+
+    def _cache_key(self, info: CompilerInfo, bundle: Bundle) -> str:
+        """build.md §8 key, covering the compiler revision and every limit a result may depend on (issue 21)."""
+        assert info.fingerprint is not None
+        steps = Limits(cpu_seconds=self.options.cpu_seconds)
+        limits = {"deadline_seconds": self.options.deadline_seconds, "cpu_seconds": steps.cpu_seconds,
+                  "memory_bytes": steps.memory_bytes, "file_bytes": steps.file_bytes,
+                  "object_bytes": MAX_OBJECT_BYTES, "preprocessed_bytes": MAX_PREPROCESSED_BYTES}
+        return cache_key(info.fingerprint, bundle.request, revision=info.revision, limits=limits)
 
     def _probe_compile(self, request: Mapping[str, Any]) -> BuildResult:
         assert self._info is not None
@@ -589,6 +601,8 @@ class Builder:
         run.stderr.append(answer.get("stderr", ""))
         run.truncated = run.truncated or bool(answer.get("truncated"))
         failure = step_failure(answer)
+        if failure is not None and failure != "deadline" and time.monotonic() >= run.deadline:
+            failure = "deadline"  # issue 21: whatever a step killed at its deadline printed, it is not cacheable
         if failure is not None:
             raise _Failed(failure, FAILURE_TEXT.get(failure, ""))
 

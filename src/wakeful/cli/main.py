@@ -297,6 +297,9 @@ def _schema_version() -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point `wakeful`."""
+    # docs/spinfoam-compat.md: `wakeful --dump-sdk` (a spinfoam-style spelling) is `wakeful runtime --dump-sdk`
+    if (sys.argv[1:] if argv is None else argv) == ["--dump-sdk"]:
+        argv = ["runtime", "--dump-sdk"]
     try:
         app(args=argv, prog_name="wakeful", standalone_mode=False)
     except CliExit as done:

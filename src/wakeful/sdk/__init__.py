@@ -23,6 +23,7 @@ __all__ = [
     "headers",
     "include_dir",
     "script_guide_text",
+    "spinfoam_header_text",
     "write_examples",
 ]
 
@@ -64,14 +65,29 @@ def headers() -> dict[str, bytes]:
     }
 
 
+_INCLUDE_SPINFOAM = '#include "spinfoam.h"\n'
+
+
 def header_bytes() -> bytes:
-    """The bytes of `wakeful.h`."""
-    return _root().joinpath("include", "wakeful.h").read_bytes()
+    """The bytes of ``header_text()``."""
+    return header_text().encode("utf-8")
 
 
 def header_text() -> str:
-    """`wakeful.h` as text (`wakeful sdk header`, `wakeful runtime --dump-sdk`, `loop.sdk`)."""
-    return header_bytes().decode("utf-8")
+    """`wakeful.h` made self-contained (`wakeful sdk header`, `wakeful runtime --dump-sdk`, `loop.sdk`).
+
+    wakeful.h includes spinfoam.h (the ABI-1 part); a reader of one printed header (an agent, an embedder
+    saving it next to its sources) needs no second file, so spinfoam.h is inlined where it is included.
+    """
+    inc = _root().joinpath("include")
+    text = inc.joinpath("wakeful.h").read_text(encoding="utf-8")
+    assert text.count(_INCLUDE_SPINFOAM) == 1, "wakeful.h includes spinfoam.h once"
+    return text.replace(_INCLUDE_SPINFOAM, spinfoam_header_text())
+
+
+def spinfoam_header_text() -> str:
+    """`spinfoam.h`: spinfoam's ABI 1 only, no extensions (`wakeful-spinfoam --dump-sdk`)."""
+    return _root().joinpath("include", "spinfoam.h").read_text(encoding="utf-8")
 
 
 def guide_text() -> str:
