@@ -8,6 +8,8 @@ rule and what S10 compares.
 
 from __future__ import annotations
 
+import heapq
+
 from wakeful.vm import isa
 from wakeful.vm.guest import HELPER_ARITY
 from wakeful.vm.isa import Insn
@@ -86,12 +88,14 @@ class _Cfg:
 
     def __init__(self, linked: Linked, f: Span) -> None:
         self.linked = linked
-        slots = [s for s in range(f.start, f.end) if not linked.second[s]]
+        second = linked.second
+        slots = [s for s in range(f.start, f.end) if not second[s]]
+        succ = {s: _successors(linked, s) for s in slots}
         leaders = {f.start}
         for s in slots:
-            succ, ends = _successors(linked, s)
+            targets, ends = succ[s]
             if ends:
-                leaders.update(succ)
+                leaders.update(targets)
                 leaders.add(s + 1)
         self.blocks: dict[int, list[int]] = {}
         current: list[int] = []
@@ -99,10 +103,10 @@ class _Cfg:
             if s in leaders:
                 current = self.blocks.setdefault(s, [])
             current.append(s)
-        self.succ = {b: [t for t in _successors(linked, body[-1])[0] if t < f.end] for b, body in self.blocks.items()}
+        self.succ = {b: [t for t in succ[body[-1]][0] if t < f.end] for b, body in self.blocks.items()}
         self.order = self._reverse_postorder(f.start)
-        rank = {b: i for i, b in enumerate(self.order)}
-        self.heads = {t for b in self.order for t in self.succ[b] if rank[t] <= rank[b]}
+        self.rank = {b: i for i, b in enumerate(self.order)}
+        self.heads = {t for b in self.order for t in self.succ[b] if self.rank[t] <= self.rank[b]}
 
     def _reverse_postorder(self, entry: int) -> list[int]:
         seen, post, stack = {entry}, [], [(entry, iter(self.succ[entry]))]
@@ -118,17 +122,21 @@ class _Cfg:
         return post[::-1]
 
     def fixed_point(self) -> dict[int, State]:
-        """Entry states of every reachable block, iterated in reverse postorder until nothing changes."""
+        """Entry states of every reachable block: a worklist taken in reverse postorder (inner loops settle
+        before the code after them runs), until no entry changes."""
         entry: dict[int, State] = {self.order[0]: {}}
         changes = dict.fromkeys(self.heads, 0)
-        dirty = True
-        while dirty:
-            dirty = False
-            for block in self.order:
-                if block in entry:
-                    out = self.run(block, dict(entry[block]), None)
-                    for nxt in self.succ[block]:
-                        dirty |= self._flow(entry, changes, nxt, out)
+        work = [0]
+        queued = {0}
+        while work:
+            rank = heapq.heappop(work)
+            queued.discard(rank)
+            block = self.order[rank]
+            out = self.run(block, dict(entry[block]), None)
+            for nxt in self.succ[block]:
+                if self._flow(entry, changes, nxt, out) and self.rank[nxt] not in queued:
+                    queued.add(self.rank[nxt])
+                    heapq.heappush(work, self.rank[nxt])
         return entry
 
     @staticmethod

@@ -15,9 +15,10 @@ addresses and S10 does not apply (``PLACED``); otherwise the difference is a fra
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from vmexec_kit import Outcome, run
+from vmexec_kit import Env, Outcome, run
 
 from wakeful.vm.isa import BASE
 from wakeful.vm.linked import LinkedCode
@@ -67,18 +68,24 @@ def observe(program: Program, out: Outcome, top: int) -> tuple[Any, ...]:
     return (out.r0, fault, out.mem[:globals_end], out.mem[len(out.mem) - top:], events)
 
 
-def compare(program: Program, *, max_preempts: int = 10_000) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+Answer = Callable[[str, tuple[int, ...]], int]
+
+
+def compare(program: Program, *, env: Callable[[], Env] = Env,
+            answer: Answer | None = None) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
     """(SAME | PLACED | "differ", computed observation, forced observation) of one loaded program."""
     top = program.code.functions[program.code.entry].frame_bytes
+
+    def seen(p: Program) -> tuple[Any, ...]:
+        return observe(p, run(p, env=env(), answer=answer), top)
+
     forced = full_frames(program)
-    a = observe(program, run(program, max_preempts=max_preempts), top)
-    b = observe(forced, run(forced, max_preempts=max_preempts), top)
+    a, b = seen(program), seen(forced)
     if a == b:
         return SAME, a, b
     delta = forced.layout.end - program.layout.end
     # several distances, flipping every address bit from 3 to 16: an operation (w1 &= 32) may hide one
     for shift in (delta, *(1 << k for k in range(3, 17))):
-        moved = full_frames(program, shift=shift)
-        if observe(moved, run(moved, max_preempts=max_preempts), top) != b:
+        if seen(full_frames(program, shift=shift)) != b:
             return PLACED, a, b
     return "differ", a, b
