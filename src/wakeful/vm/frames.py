@@ -9,17 +9,19 @@ rule and what S10 compares.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 from wakeful.vm import isa
 from wakeful.vm.guest import HELPER_ARITY
 from wakeful.vm.isa import Insn
 from wakeful.vm.link import Linked, Span, fail
 
-__all__ = ["MAX_FRAME", "WIDEN_AFTER", "frame_size"]
+__all__ = ["MAX_FRAME", "WIDEN_AFTER", "frame_sizes"]
 
 MAX_FRAME = 4096
 # vm.md §5.1: an interval still changing after this many changes at a loop head is widened to "unknown"
 WIDEN_AFTER = 3
+_ARGS = (1, 2, 3, 4, 5)
 # sdk.md §9.7: these helpers return their first argument (dest)
 _RETURNS_DEST = frozenset({"memcpy", "memmove", "memset"})
 
@@ -31,20 +33,16 @@ class _Full(Exception):
     """A derived value escaped precise tracking: the frame is the full 4,096 bytes (vm.md §5.1)."""
 
 
-def frame_size(linked: Linked, f: Span) -> int:
-    """vm.md §5.1: the frame of function ``f``, a multiple of 8 ≤ 4,096; ``STACK`` if a tracked access needs more."""
-    cfg = _Cfg(linked, f)
-    try:
-        states = cfg.fixed_point()
-        need = _Need()
-        for block in cfg.order:
-            cfg.run(block, dict(states[block]), need)
-    except _Full:
-        return MAX_FRAME
-    frame = (need.depth + 7) // 8 * 8
-    if frame > MAX_FRAME:
-        fail(linked, "STACK", need.slot, f"frame of {frame} bytes exceeds {MAX_FRAME} (stack_frame_bytes)")
-    return frame
+def frame_sizes(linked: Linked, order: Sequence[int]) -> tuple[int, ...]:
+    """vm.md §5.1: every function's frame, a multiple of 8 ≤ 4,096; ``STACK`` if a tracked access needs more.
+    ``order`` lists every function with callees before callers (the verifier's postorder)."""
+    frames = [0] * len(linked.funcs)
+    args: dict[int, frozenset[int]] = {}
+    for index in order:
+        cfg = _Cfg(linked, linked.funcs[index], args)
+        args[index] = cfg.arguments()
+        frames[index] = cfg.frame(entry=index == linked.entry)
+    return tuple(frames)
 
 
 class _Need:
@@ -84,10 +82,11 @@ def _merge(old: State, new: State, widen: bool) -> State:
 
 
 class _Cfg:
-    """Basic blocks of one function in reverse postorder, with the loop heads (targets of back edges)."""
+    """Basic blocks of one function in reverse postorder, with the loop heads (targets of back edges);
+    ``args`` are the argument registers (r1-r5) each analysed callee reads."""
 
-    def __init__(self, linked: Linked, f: Span) -> None:
-        self.linked = linked
+    def __init__(self, linked: Linked, f: Span, args: dict[int, frozenset[int]]) -> None:
+        self.linked, self.f, self.args = linked, f, args
         second = linked.second
         slots = [s for s in range(f.start, f.end) if not second[s]]
         succ = {s: _successors(linked, s) for s in slots}
@@ -108,6 +107,42 @@ class _Cfg:
         self.rank = {b: i for i, b in enumerate(self.order)}
         self.heads = {t for b in self.order for t in self.succ[b] if self.rank[t] <= self.rank[b]}
 
+    def frame(self, *, entry: bool) -> int:
+        try:
+            # vm.md §5 entry registers: the entry's r1 is END, the same address as its r10
+            states = self.fixed_point({1: (0, 0)} if entry else {})
+            need = _Need()
+            for block in self.order:
+                self.run(block, dict(states[block]), need)
+        except _Full:
+            return MAX_FRAME
+        frame = (need.depth + 7) // 8 * 8
+        if frame > MAX_FRAME:
+            fail(self.linked, "STACK", need.slot, f"frame of {frame} bytes exceeds {MAX_FRAME} (stack_frame_bytes)")
+        return frame
+
+    def arguments(self) -> frozenset[int]:
+        """The registers of r1-r5 the function may read before writing them (backward liveness)."""
+        summary = {}
+        for block in self.order:
+            used: set[int] = set()
+            defined: set[int] = set()
+            for slot in self.blocks[block]:
+                uses, defs = _uses_defs(self, slot, self.linked.raw[slot])
+                used |= uses - defined
+                defined |= defs
+            summary[block] = (used, defined)
+        live = {block: set(summary[block][0]) for block in self.order}
+        changed = True
+        while changed:
+            changed = False
+            for block in reversed(self.order):
+                out = set().union(*(live[s] for s in self.succ[block] if s in live))
+                new = summary[block][0] | (out - summary[block][1])
+                if new != live[block]:
+                    live[block], changed = new, True
+        return frozenset(live[self.order[0]] & {1, 2, 3, 4, 5})
+
     def _reverse_postorder(self, entry: int) -> list[int]:
         seen, post, stack = {entry}, [], [(entry, iter(self.succ[entry]))]
         while stack:
@@ -121,10 +156,10 @@ class _Cfg:
                 stack.append((nxt, iter(self.succ[nxt])))
         return post[::-1]
 
-    def fixed_point(self) -> dict[int, State]:
-        """Entry states of every reachable block: a worklist taken in reverse postorder (inner loops settle
-        before the code after them runs), until no entry changes."""
-        entry: dict[int, State] = {self.order[0]: {}}
+    def fixed_point(self, start: State) -> dict[int, State]:
+        """Entry states of every reachable block from ``start``: a worklist taken in reverse postorder (inner
+        loops settle before the code after them runs), until no entry changes."""
+        entry: dict[int, State] = {self.order[0]: dict(start)}
         changes = dict.fromkeys(self.heads, 0)
         work = [0]
         queued = {0}
@@ -159,7 +194,7 @@ class _Cfg:
         """Apply the block's instructions to ``state``; record access depths in ``need`` when given."""
         sink = need if need is not None else _Need()
         for slot in self.blocks[block]:
-            _step(self.linked, state, slot, self.linked.raw[slot], sink)
+            _step(self, state, slot, self.linked.raw[slot], sink)
         return state
 
 
@@ -191,7 +226,7 @@ def _escape(state: State, *regs: int) -> None:
         raise _Full
 
 
-def _step(linked: Linked, state: State, slot: int, insn: Insn, need: _Need) -> None:
+def _step(cfg: _Cfg, state: State, slot: int, insn: Insn, need: _Need) -> None:
     cls = insn.op & 0x07
     if cls in (isa.ALU, isa.ALU64):
         _alu(state, insn)
@@ -205,7 +240,7 @@ def _step(linked: Linked, state: State, slot: int, insn: Insn, need: _Need) -> N
     elif cls == isa.STX:
         _store(state, insn, slot, need)
     elif insn.op == isa.OP_CALL:
-        _call(linked, state, slot, need)
+        _call(cfg, state, slot, need)
     elif insn.op == isa.OP_EXIT:
         _escape(state, 0)
     elif insn.op & 0xF0 != isa.JA:
@@ -256,10 +291,10 @@ def _store(state: State, insn: Insn, slot: int, need: _Need) -> None:
         state.pop(insn.src, None)
 
 
-def _call(linked: Linked, state: State, slot: int, need: _Need) -> None:
-    is_helper, target = linked.calls.get(slot, (False, -1))
+def _call(cfg: _Cfg, state: State, slot: int, need: _Need) -> None:
+    is_helper, target = cfg.linked.calls.get(slot, (False, -1))
     if not is_helper:
-        _escape(state, 1, 2, 3, 4, 5)  # passed to a local function
+        _escape(state, *cfg.args.get(int(target), _ARGS))  # passed to a local function (that reads it)
         state.pop(0, None)
         return
     # helpers touch only [ptr, ptr + len) (vm.md §5), so a derived argument is an access at offset 0
@@ -270,3 +305,43 @@ def _call(linked: Linked, state: State, slot: int, need: _Need) -> None:
         state[0] = state[1]
     else:
         state.pop(0, None)
+
+
+# ---------------------------------------------------------------- registers read and written (for arguments)
+
+
+def _uses_defs(cfg: _Cfg, slot: int, insn: Insn) -> tuple[set[int], set[int]]:
+    op, dst, src = insn.op, insn.dst, insn.src
+    cls, code, x = op & 0x07, op & 0xF0, bool(op & isa.X)
+    if cls in (isa.ALU, isa.ALU64):
+        uses = {src} if x and code != isa.END else set()
+        return (uses | {dst} if code != isa.MOV else uses), {dst}
+    if cls == isa.LD:
+        return set(), {dst}
+    if cls == isa.LDX:
+        return {src}, {dst}
+    if cls == isa.ST:
+        return {dst}, set()
+    if cls == isa.STX:
+        return _uses_defs_stx(insn)
+    if op == isa.OP_CALL:
+        is_helper, target = cfg.linked.calls.get(slot, (False, -1))
+        if is_helper:
+            return set(range(1, HELPER_ARITY.get(str(target), 5) + 1)), {0}
+        return set(cfg.args.get(int(target), _ARGS)), {0}
+    if op == isa.OP_EXIT:
+        return {0}, set()
+    if code == isa.JA:
+        return set(), set()
+    return ({dst, src} if x else {dst}), set()
+
+
+def _uses_defs_stx(insn: Insn) -> tuple[set[int], set[int]]:
+    if insn.op & 0xE0 != isa.MODE_ATOMIC:
+        return {insn.dst, insn.src}, set()
+    sel = insn.imm
+    if sel == isa.LOAD_ACQ:
+        return {insn.src}, {insn.dst}
+    if sel == isa.ATOMIC_CMPXCHG:
+        return {insn.dst, insn.src, 0}, {0}
+    return {insn.dst, insn.src}, ({insn.src} if sel & isa.FETCH else set())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from wakeful.vm import isa
 from wakeful.vm.disasm import ALU_OPS, JMP_OPS
 from wakeful.vm.elf import JUMP_TABLE_HINT
-from wakeful.vm.frames import MAX_FRAME, frame_size
+from wakeful.vm.frames import MAX_FRAME, frame_sizes
 from wakeful.vm.isa import Insn
 from wakeful.vm.link import HELPER_HINT, Linked, Span, fail
 
@@ -37,7 +37,7 @@ def verify(linked: Linked) -> Verdict:
     callees = _callees(linked)
     order = _postorder(linked, callees)
     chain = _check_depth(linked, callees, order)
-    frames = tuple(frame_size(linked, f) for f in linked.funcs)
+    frames = frame_sizes(linked, order)
     return Verdict(frames, chain, _stack_bytes(linked, callees, order, frames), callees)
 
 

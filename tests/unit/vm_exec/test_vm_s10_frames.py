@@ -79,6 +79,15 @@ def test_valid_store_below_the_recorded_offset_does_not_fault(engine: str) -> No
     assert out.fault is None and out.r0 == 0x1111
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_entry_r1_is_r10_derived(engine: str) -> None:
+    # vm.md §5: the entry's r1 is END, like r10; r1 - 16 is a stack slot (frame 0 would put it below BASE)
+    text = "r2 = 7\nif r2 == 0x0 goto +0\n*(u64 *)(r1 - 16) = r2\nr0 = *(u64 *)(r1 - 16)\nexit"
+    program = build([("main", text)], engine=engine)
+    assert frames(program)["main"] == 16
+    assert same_when_forced(program).r0 == 7
+
+
 # -- reproduction 4: a pointer walked down a local array in a loop --
 
 WALK = """

@@ -265,7 +265,10 @@ def test_gotox_is_a_jump_table() -> None:
         ("r0 = 0", 0),
         ("*(u32 *)(r10 - 4) = 0", 8),
         ("r1 = r10\nr1 += -64\ncall sf_log_raw", 64),  # a helper touches [ptr, ptr + len) only
-        ("r1 = r10\nr1 += -64\ncall f", 4096),  # passed to a local function
+        ("r1 = r10\nr1 += -64\ncall f", 4096),  # passed to a local function that reads it
+        ("r1 = r10\nr1 += -64\ncall g", 0),  # g never reads r1
+        ("r3 = r10\nr3 += -64\ncall g", 4096),  # g passes r3 on to h, which reads it
+        ("call f", 4096),  # the entry's r1 is END (an r10-derived value) and f reads it
         ("r1 = r10\nr1 += -40\nr1 += r2\n*(u8 *)(r1 + 0) = 0", 4096),  # combined with a register
         ("r1 = r10\nr1 += r2", 4096),
         ("r1 = r10\nr1 &= -8", 4096),  # any other operation
@@ -280,7 +283,8 @@ def test_gotox_is_a_jump_table() -> None:
     ],
 )
 def test_frame_sizes(body: str, frame: int) -> None:
-    p = load(main(body + "\nexit"), Func("f", "r0 = 0\nexit"))
+    p = load(main(body + "\nexit"), Func("f", "r0 = r1\nexit"), Func("g", "r1 = 5\ncall h\nexit"),
+             Func("h", "r0 = *(u64 *)(r3 + 0)\nexit"))
     assert p.code.functions[0].frame_bytes == frame
     assert p.report.functions[0]["stack_frame_bytes"] == frame
 
