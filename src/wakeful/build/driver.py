@@ -31,6 +31,7 @@ from wakeful.build import diagnostics
 from wakeful.build.bundle import Bundle, validate
 from wakeful.build.cache import BuildCache, cache_key
 from wakeful.build.helper import STAGING_PREFIX, HelperClient, HelperDied, Limits
+from wakeful.build.hints import sdk_names
 from wakeful.build.scan import check_preprocessed, forbidden_predefined, scan_bundle
 from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject
 from wakeful.vm.linked import VerifyReport
@@ -240,6 +241,7 @@ class Builder:
         self._probing = False
         self._closing = False
         self._sdk: dict[str, bytes] = {}  # read once by the probe: the fingerprint covers exactly these bytes
+        self._sdk_names: frozenset[str] = frozenset()  # the names they declare, for misspelling hints (§7)
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -330,6 +332,7 @@ class Builder:
             macros = self._probe_macros(staging)
         info.predefined_forbidden = forbidden_predefined(macros)
         self._sdk = sdk_headers()
+        self._sdk_names = sdk_names(self._sdk)
         info.fingerprint = self._fingerprint(info)
         info.available = True
         self._info = info
@@ -624,7 +627,7 @@ class Builder:
         tags = "[wakeful:compiler_crashed]" if failed.failure == "compiler_crashed" else ""
         body = "\n".join(part for part in (raw.rstrip("\n"), own.replace("[wakeful:scan]", "").strip("\n")) if part)
         tags += "[wakeful:scan]" if "[wakeful:scan]" in failed.text else ""
-        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags)
+        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags, self._sdk_names)
         diag, _ = diagnostics.cut(body)
         truncated = truncated or failed.truncated or (run.truncated if run else False)
         return BuildResult(state="failed", diagnostics=diag, diagnostics_truncated=truncated,
