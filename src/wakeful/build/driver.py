@@ -36,7 +36,9 @@ from wakeful.build.scan import check_preprocessed, forbidden_predefined, scan_bu
 from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject
 from wakeful.vm.linked import VerifyReport
 
-BUILD_FORMAT = 1
+# build.md §2 fingerprint: 2 since the error text puts the wakeful: rules first (issue 18), so a cached failure
+# with the old text is never served
+BUILD_FORMAT = 2
 MAX_OBJECT_BYTES = 65_536
 MAX_PREPROCESSED_BYTES = 4 << 20
 QUEUE_DEPTH = 32
