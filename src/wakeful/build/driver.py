@@ -31,11 +31,15 @@ from wakeful.build import diagnostics
 from wakeful.build.bundle import Bundle, validate
 from wakeful.build.cache import BuildCache, cache_key
 from wakeful.build.helper import STAGING_PREFIX, HelperClient, HelperDied, Limits
+from wakeful.build.hints import sdk_names
+from wakeful.build.lines import MAX_DEBUG_OBJECT_BYTES, LineTable, build_line_table
 from wakeful.build.scan import check_preprocessed, forbidden_predefined, scan_bundle
 from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject
 from wakeful.vm.linked import VerifyReport
 
-BUILD_FORMAT = 1
+# build.md §2 fingerprint: 2 since the error text puts the wakeful: rules first (issue 18), so a cached failure
+# with the old text is never served
+BUILD_FORMAT = 2
 MAX_OBJECT_BYTES = 65_536
 MAX_PREPROCESSED_BYTES = 4 << 20
 QUEUE_DEPTH = 32
@@ -57,6 +61,9 @@ COMPILE = (
     "-fno-unwind-tables -fno-asynchronous-unwind-tables -Wall -fno-color-diagnostics -ferror-limit=20 "
     "-fno-crash-diagnostics -ffile-prefix-map=<staging>/= -c out/main.i -o out/main.o"
 )
+# issue 18: the compile step again with debug line information, for the line table only (build/lines.py); the
+# returned ELF stays the plain compile's, byte for byte
+LINES = COMPILE.replace(" -c out/main.i -o out/main.o", " -g -gdwarf-4 -c out/main.i -o out/lines.o")
 FAILURE_TEXT = {
     "deadline": "compiler exceeded 15 second deadline",
     "cpu_limit": "compiler exceeded its CPU limit",
@@ -151,13 +158,15 @@ class BuildResult:
     cached: bool = False
     duration_ms: int = 0
     report: VerifyReport | None = None
+    lines: LineTable | None = None  # issue 18: source lines of the ELF's instructions, bound to ``sha256``
 
     def to_record(self) -> dict[str, Any]:
         """The cached JSON form (without ``cached``, ``duration_ms`` and the ELF bytes)."""
         return {"state": self.state, "sha256": self.sha256, "diagnostics": self.diagnostics,
                 "diagnostics_truncated": self.diagnostics_truncated, "error": self.error,
                 "failure": self.failure, "toolchain": self.toolchain,
-                "report": self.report.to_json() if self.report is not None else None}
+                "report": self.report.to_json() if self.report is not None else None,
+                "lines": self.lines.to_json() if self.lines is not None else None}
 
 
 class _Failed(Exception):
@@ -243,6 +252,7 @@ class Builder:
         self._probing = False
         self._closing = False
         self._sdk: dict[str, bytes] = {}  # read once by the probe: the fingerprint covers exactly these bytes
+        self._sdk_names: frozenset[str] = frozenset()  # the names they declare, for misspelling hints (§7)
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -333,6 +343,7 @@ class Builder:
             macros = self._probe_macros(staging)
         info.predefined_forbidden = forbidden_predefined(macros)
         self._sdk = sdk_headers()
+        self._sdk_names = sdk_names(self._sdk)
         info.fingerprint = self._fingerprint(info)
         info.available = True
         self._info = info
@@ -393,7 +404,7 @@ class Builder:
         assert self.zig is not None
         h = hashlib.sha256()
         parts = [f"build-format:{BUILD_FORMAT}", f"wakeful:{wakeful.__version__}", f"zig:{info.zig_version}",
-                 f"clang:{info.clang_version}", f"zig-sha256:{self._zig_digest()}", PREPROCESS, COMPILE]
+                 f"clang:{info.clang_version}", f"zig-sha256:{self._zig_digest()}", PREPROCESS, COMPILE, LINES]
         for part in parts:
             h.update(part.encode() + b"\0")
         for name, data in self._sdk.items():
@@ -510,10 +521,13 @@ class Builder:
             return None
         record, elf = entry
         report = report_from_json(record["report"]) if record.get("report") else None
+        lines = LineTable.from_json(record["lines"]) if record.get("lines") else None
+        if lines is not None and lines.elf_sha256 != record["sha256"]:
+            lines = None
         return BuildResult(state=record["state"], elf=elf or None, sha256=record["sha256"],
                            diagnostics=record["diagnostics"], diagnostics_truncated=record["diagnostics_truncated"],
                            error=record["error"], failure=record["failure"], toolchain=record["toolchain"],
-                           cached=True, report=report)
+                           cached=True, report=report, lines=lines)
 
     def _cancel(self, cancel: Cancel) -> None:
         """Stop a build whose caller went away: kill its running step's process group."""
@@ -579,9 +593,27 @@ class Builder:
             report = _verifier()(elf)
         except InvalidObject as exc:
             raise _Failed("verifier", f"{run.bundle.entry}: error: {exc.rule}: {exc.reason}\n") from None
+        sha256 = hashlib.sha256(elf).hexdigest()
+        lines = self._line_table(run, elf, sha256)
         text, truncated = diagnostics.cut(self._clean(run))
-        return BuildResult(state="succeeded", elf=elf, sha256=hashlib.sha256(elf).hexdigest(), diagnostics=text,
-                           diagnostics_truncated=truncated or run.truncated, report=report)
+        return BuildResult(state="succeeded", elf=elf, sha256=sha256, diagnostics=text,
+                           diagnostics_truncated=truncated or run.truncated, report=report, lines=lines)
+
+    # issue 18: the debug twin of the compile step gives the line table; it never fails or changes the build
+    def _line_table(self, run: _Run, elf: bytes, sha256: str) -> LineTable | None:
+        assert self.zig is not None
+        steps, truncated = len(run.stderr), run.truncated
+        try:
+            self._step(run, command_line(LINES, self.zig, run.bundle.entry, str(run.staging)))
+            data = read_nofollow(run.staging / "out" / "lines.o", MAX_DEBUG_OBJECT_BYTES)
+        except _Failed:
+            if run.cancel.requested:
+                raise
+            return None
+        finally:  # its warnings repeat the compile step's
+            del run.stderr[steps:]
+            run.truncated = truncated
+        return build_line_table(data, elf, sha256) if data else None
 
     # build.md §5.2: one step through the helper, its outcome mapped to a failure kind
     def _step(self, run: _Run, argv: list[str]) -> None:
@@ -638,7 +670,7 @@ class Builder:
         tags = "[wakeful:compiler_crashed]" if failed.failure == "compiler_crashed" else ""
         body = "\n".join(part for part in (raw.rstrip("\n"), own.replace("[wakeful:scan]", "").strip("\n")) if part)
         tags += "[wakeful:scan]" if "[wakeful:scan]" in failed.text else ""
-        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags)
+        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags, self._sdk_names)
         diag, _ = diagnostics.cut(body)
         truncated = truncated or failed.truncated or (run.truncated if run else False)
         return BuildResult(state="failed", diagnostics=diag, diagnostics_truncated=truncated,
