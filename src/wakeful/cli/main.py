@@ -28,6 +28,7 @@ from wakeful.cli import (
     sdk_cmd,
     serve_cmd,
     status_cmd,
+    verifier_cmd,
     vm_cmd,
     work_cmd,
 )
@@ -63,6 +64,7 @@ app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
+verifier_cmd.register(loop_cmd.loop_app)  # loop webhook-verifier: a webhook's signature check (issue 19)
 serve_cmd.register(app)
 status_cmd.register(app)  # wakeful status: nodes and leases, Loops, pending, wakes (interfaces.md §4.2)
 doctor_cmd.register(app)  # wakeful doctor [--probe-decide]: ok/warn/fail checks (interfaces.md §4.2)
