@@ -60,7 +60,7 @@ def list_command(out: Out) -> int:
 
     table = Table(title="capabilities", title_justify="left")
     for column in ("name", "method", "url", "arguments", "read-only", "description"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold", no_wrap=column in ("name", "method"))  # a URL is never cut
     for s in specs:
         table.add_row(escape(s["name"]), s["method"], escape(s["url"]), escape(", ".join(s["arguments"]) or "-"),
                       "yes" if s["read_only"] else "no", escape(s["description"]))
