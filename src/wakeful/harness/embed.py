@@ -208,6 +208,7 @@ class Harness:
 
     @property
     def node(self) -> Node:
+        """The running ``Node`` (residents, dispatch, tools); ``RuntimeError`` before ``start``."""
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
@@ -221,6 +222,7 @@ class Harness:
 
     @property
     def store(self) -> Store:
+        """The open ``Store``; ``RuntimeError`` before ``start``."""
         if self._store is None:
             raise RuntimeError("the harness is not started")
         return self._store
@@ -234,6 +236,7 @@ class Harness:
 
     @property
     def loops(self) -> LoopTools:
+        """The node's ``LoopTools`` (the Loop operations the faces share); ``RuntimeError`` before ``start``."""
         if self._tools is None:
             raise RuntimeError("the harness is not started")
         return self._tools
