@@ -12,16 +12,19 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from wakeful.harness.capability_config import BODY_METHODS, PLACEHOLDER, HeaderSpec, HttpCapabilitySpec
 from wakeful.harness.decide.limiter import BucketSet, Rate
 from wakeful.harness.errors import HostCallRefused
-from wakeful.harness.registry import Tool, ToolContext
+from wakeful.harness.registry import Tool, ToolContext, ToolRegistry
 from wakeful.harness.web_policy import WebSettings
 
-__all__ = ["HttpCapability", "http_tool"]
+if TYPE_CHECKING:
+    from wakeful.harness.config import Config
+
+__all__ = ["HttpCapability", "configured_tools", "http_tool"]
 
 MAX_SECRET_BYTES = 8192
 # harness.md §9.4 reason codes for the §17.2 failure codes of the exchange
@@ -164,3 +167,13 @@ def http_tool(spec: HttpCapabilitySpec, web: WebSettings, *, monotonic_ns: Calla
     fn = HttpCapability(spec, web, monotonic_ns=monotonic_ns)
     return Tool(spec.name, fn, spec.description, "read" if spec.read_only else "write",
                 spec.timeout_ms / 1000 + 1.0)
+
+
+# docs/decisions-config.md "Configured capabilities": [capabilities."<name>"] are tools like register_tool's
+def configured_tools(config: Config, monotonic_ns: Callable[[], int], registry: ToolRegistry | None = None,
+                     ) -> ToolRegistry:
+    """``registry`` (a new one when None) with every capability the configuration declares registered."""
+    registry = ToolRegistry() if registry is None else registry
+    for spec in config.capabilities:
+        registry.register(http_tool(spec, config.web, monotonic_ns=monotonic_ns))
+    return registry

@@ -77,11 +77,10 @@ class Harness:
 
     # docs/decisions-config.md "Configured capabilities": [capabilities."<name>"] are tools like register_tool's
     def _register_configured(self) -> None:
-        from wakeful.harness.capability_http import http_tool
+        from wakeful.harness.capability_http import configured_tools
 
         monotonic = self.clock.monotonic_ns if self.clock is not None else time.monotonic_ns
-        for spec in self.config.capabilities:
-            self.registry.register(http_tool(spec, self.config.web, monotonic_ns=monotonic))
+        configured_tools(self.config, monotonic, self.registry)
 
     # ------------------------------------------------------------------ start and stop
 

@@ -112,6 +112,10 @@ async def test_the_result_is_the_status_and_the_parsed_body_and_the_guide_lists_
             art = await driver(h, agent, compile_c)
             loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
             assert "ci.run.read" in h.node.tools.loop_tool_names()  # offered to Loops with no list given
+            from wakeful.harness.node import Node
+
+            local = Node(h.store, h.config)  # the CLI's local mode: no registry given, the configured tools still
+            assert {"ci.run.read", "ci.big"} <= local.tools.loop_tool_names()
             obj = h.node.residents[loop_id].object_id
 
             async def dispatch(cap: str, args: Any) -> Any:
