@@ -15,6 +15,7 @@ import typer
 from wakeful import __version__
 from wakeful.cli import (
     build_cmd,
+    capability_cmd,
     config_cmd,
     db_cmd,
     decide_cmd,
@@ -71,6 +72,7 @@ doctor_cmd.register(app)  # wakeful doctor [--probe-decide]: ok/warn/fail checks
 mcp_cmd.register(app)
 script_cmd.register(app)
 decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
+capability_cmd.register(app)  # wakeful capability list|test: [capabilities] of the config file
 config_cmd.register(app)  # wakeful config show [--effective]: the configuration in force (interfaces.md §4.2)
 for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
     app.add_typer(_sub, name=_name)

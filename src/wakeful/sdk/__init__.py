@@ -6,6 +6,7 @@ Small read-only accessors so build, runtime, harness and the faces never compute
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
@@ -90,9 +91,24 @@ def spinfoam_header_text() -> str:
     return _root().joinpath("include", "spinfoam.h").read_text(encoding="utf-8")
 
 
-def guide_text() -> str:
-    """The agent-facing programming guide for Loops (sdk.md §15)."""
-    return _root().joinpath("guide.md").read_text(encoding="utf-8")
+TOOLS_ROW = "| embedder tools (read-only) | the tool's schema | the tool's JSON result |\n"
+
+
+def guide_text(tools: Iterable[tuple[str, str]] = ()) -> str:
+    """The agent-facing programming guide for Loops (sdk.md §15). ``tools``: (name, description) of the node's
+    read tools (``register_tool`` and the configuration's ``[capabilities]``), listed after the capability table
+    so an agent sees what this node offers."""
+    text = _root().joinpath("guide.md").read_text(encoding="utf-8")
+    entries = sorted(tools)
+    if not entries:
+        return text
+    listed = "".join(f"- `{name}`: {' '.join(description.split())}\n" for name, description in entries)
+    section = f"\n**Tools of this node** (read-only, callable when granted):\n\n{listed}"
+    at = text.find(TOOLS_ROW)
+    if at < 0:
+        return text + section
+    at += len(TOOLS_ROW)
+    return text[:at] + section + text[at:]
 
 
 def script_guide_text() -> str:
