@@ -220,32 +220,33 @@ SF_INLINE sf_u64 wf_cat(char *buf, sf_u64 cap, sf_u64 pos, const char *s) {
     return wf_cat_raw(buf, cap, pos, s, sf_strlen(s));
 }
 
-/* Appends digits (all or nothing): the new length, or cap when they did not fit. */
-SF_INLINE sf_u64 wf_cat_digits(char *buf, sf_u64 cap, sf_u64 pos, const char *digits, sf_u64 len) {
+/* Appends len bytes of s whole or not at all: the new length, or cap (nothing written) when they do
+ * not fit. For numbers and ids, where a cut piece would be a wrong one. */
+SF_INLINE sf_u64 wf_cat_whole(char *buf, sf_u64 cap, sf_u64 pos, const char *s, sf_u64 len) {
     if (pos >= cap || len > cap - 1 - pos) {
         if (pos < cap)
             buf[pos] = 0;
         return cap;
     }
-    return wf_cat_raw(buf, cap, pos, digits, len);
+    return wf_cat_raw(buf, cap, pos, s, len);
 }
 
 /* Appends the decimal text of v ('-' when negative); the new length, or cap when it did not fit. */
 SF_INLINE sf_u64 wf_cat_i64(char *buf, sf_u64 cap, sf_u64 pos, sf_i64 v) {
     char digits[24];
-    return wf_cat_digits(buf, cap, pos, digits, wf_i64_to_dec(v, digits, sizeof digits));
+    return wf_cat_whole(buf, cap, pos, digits, wf_i64_to_dec(v, digits, sizeof digits));
 }
 
 /* Appends the decimal text of v; the new length, or cap when it did not fit. */
 SF_INLINE sf_u64 wf_cat_u64(char *buf, sf_u64 cap, sf_u64 pos, sf_u64 v) {
     char digits[24];
-    return wf_cat_digits(buf, cap, pos, digits, wf_u64_to_dec(v, digits, sizeof digits));
+    return wf_cat_whole(buf, cap, pos, digits, wf_u64_to_dec(v, digits, sizeof digits));
 }
 
 /* Appends the lowercase hexadecimal text of v; the new length, or cap when it did not fit. */
 SF_INLINE sf_u64 wf_cat_hex(char *buf, sf_u64 cap, sf_u64 pos, sf_u64 v) {
     char digits[24];
-    return wf_cat_digits(buf, cap, pos, digits, wf_u64_to_hex(v, digits, sizeof digits));
+    return wf_cat_whole(buf, cap, pos, digits, wf_u64_to_hex(v, digits, sizeof digits));
 }
 
 /* ---- JSON and host calls without the boilerplate (sdk.md §11; issue 18) ------------------- */
