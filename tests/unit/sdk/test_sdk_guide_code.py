@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from wakeful import sdk
+from wakeful.harness.decide.answer import convert
+from wakeful.harness.decide.errors import DecideFailure
+from wakeful.harness.decide.request import validate_request
+from wakeful.runtime import HostCall, Runtime, RuntimeOptions
 
 Compile = Callable[..., bytes]
 
@@ -36,7 +41,11 @@ def _compilable_sections() -> dict[str, list[str]]:
 
 def program(blocks: list[str]) -> str:
     """The translation unit the guide's blocks of one section make."""
-    return "#include <wakeful.h>\n" + "\n".join(blocks) + "\nSF_MAIN sf_i64 main(void) { return 0; }\n"
+    return "#include <wakeful.h>\n" + "\n".join(blocks) + "\n"
+
+
+def with_empty_main(blocks: list[str]) -> str:
+    return program(blocks) + "SF_MAIN sf_i64 main(void) { return 0; }\n"
 
 
 def test_the_required_sections_have_compilable_code() -> None:
@@ -47,7 +56,7 @@ def test_the_required_sections_have_compilable_code() -> None:
 
 @pytest.mark.parametrize("title", sorted(_compilable_sections()))
 def test_guide_section_code_compiles(compile_c: Compile, title: str) -> None:
-    source = program(_compilable_sections()[title])
+    source = with_empty_main(_compilable_sections()[title])
     assert compile_c(source, extra_flags=STRICT)[:4] == b"\x7fELF"
 
 
@@ -55,7 +64,7 @@ def test_a_broken_block_fails(compile_c: Compile) -> None:
     # the check can fail: a misspelled helper in a pattern block is a compile error under -Werror
     blocks = [b.replace("wf_notify(", "wf_notfy(") for b in _compilable_sections()["Patterns"]]
     with pytest.raises(AssertionError, match="wf_notfy"):
-        compile_c(program(blocks), extra_flags=STRICT)
+        compile_c(with_empty_main(blocks), extra_flags=STRICT)
 
 
 def _header_wf_names() -> set[str]:
@@ -73,3 +82,87 @@ def test_every_extension_is_in_the_guide_reference() -> None:
         n for n in names if f"{n}(" not in table and f"`{n}" not in table and f", {n}" not in table
     )
     assert missing == []
+
+
+# ---- the decide worked examples, run against the harness's own request validation and answer conversion
+
+DECIDE_MAIN = r"""
+SF_MAIN sf_i64 main(void) {
+    static const char *texts[] = {"checkout fails for every customer", "please resend my March invoice",
+                                  "hmm", "anything (no model configured)"};
+    static const char *keys[] = {"m1", "m2", "m3", "m4"};
+    sf_i64 out = 0;
+    for (int i = 0; i < 4; i++) {
+        sf_handle t = sf_json_string(texts[i]);
+        if (route_message(t, keys[i]) != 0)
+            out |= 1 << i;
+        sf_drop(t);
+    }
+    sf_handle alert = sf_json_string("db-1 disk 97% full");
+    sf_handle calm = sf_json_string("nightly report is late");
+    out |= (is_urgent(alert) == 1 ? 0 : 1 << 4) | (is_urgent(calm) == 0 ? 0 : 1 << 5);
+    sf_drop(calm);
+    sf_drop(alert);
+    return out;
+}
+"""
+
+# what the model "says" per state text, in the raw provider form that harness.md §16.3 validates
+RAW: dict[str, dict[str, Any]] = {
+    "checkout fails for every customer": {
+        "choice": "outage", "confidence": 0.8,
+        "probabilities": {"billing": 0.05, "outage": 0.9, "none": 0.03, "defer": 0.02},
+    },
+    "please resend my March invoice": {
+        "choice": "billing", "confidence": 0.9,
+        "probabilities": {"billing": 0.85, "outage": 0.05, "none": 0.05, "defer": 0.05},
+    },
+    "hmm": {
+        "choice": "defer", "confidence": 0.5,
+        "probabilities": {"billing": 0.1, "outage": 0.1, "none": 0.2, "defer": 0.6},
+    },
+    "db-1 disk 97% full": {
+        "score": 2.6, "confidence": 0.7, "probabilities": {"0": 0.05, "1": 0.05, "2": 0.15, "3": 0.75},
+    },
+    "nightly report is late": {
+        "score": 0.6, "confidence": 0.7, "probabilities": {"0": 0.5, "1": 0.4, "2": 0.1, "3": 0.0},
+    },
+}  # fmt: skip
+
+
+class DecideHost:
+    """decide answered through wakeful.harness.decide's validate_request and convert; notify recorded."""
+
+    def __init__(self) -> None:
+        self.notified: list[str] = []
+
+    def __call__(self, call: HostCall) -> Any:
+        if call.capability == "agent.notify":
+            self.notified.append(call.arguments["dedup_key"])
+            return {"status": "queued", "message_id": "m"}
+        try:
+            request = validate_request(call.arguments)
+            state = request["state"]
+            if state.startswith("anything"):
+                raise DecideFailure("not_configured", "no provider")
+            (key,) = request["questions"]
+            return convert(request, {"model": "test-model", "answers": {key: RAW[state]}})
+        except DecideFailure as failure:
+            return failure.as_result()
+
+
+@pytest.mark.parametrize("engine", ["translate", "interp"])
+def test_decide_worked_examples_act_on_real_answers(compile_c: Compile, engine: str) -> None:
+    elf = compile_c(program(_compilable_sections()["`decide`"]) + DECIDE_MAIN, extra_flags=STRICT)
+    host = DecideHost()
+    rt = Runtime(RuntimeOptions(engine=engine), host_handler=host)
+    status = rt.load_nowait(elf, capabilities=[{"name": "decide"}, {"name": "agent.notify"}])
+    rt.start_nowait(status.object_id)
+    for _ in range(20_000):
+        rt.run_batch()
+        status = rt.get_nowait(status.object_id)
+        if status.state in ("exited", "failed", "stopped"):
+            break
+    assert (status.state, status.outcome) == ("exited", {"exit_code": 0})
+    # outage wakes, billing does not, defer wakes, no model falls back to the agent
+    assert host.notified == ["m1", "m3", "m4"]
