@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.guest_run import failed_checks, run_guest
 
 from wakeful.errors import HostCallError
-from wakeful.runtime import HostCall, Runtime, RuntimeOptions
+from wakeful.runtime import HostCall
 
 Compile = Callable[..., bytes]
 ENGINES = ["translate", "interp"]
-TERMINAL = {"exited", "failed", "stopped"}
 
 TEXT = r"""
 #include <wakeful.h>
@@ -152,6 +152,10 @@ SF_MAIN sf_i64 main(void) {
         if (wf_notify("again", "above:e1") != 0 || wf_ack(e1) != 0 || wf_notify("x", "refuse") != SF_HOST_ERROR)
             ok = 0;
     CHECK(12, ok);
+    CHECK(13, wf_notify_member("content", SF_LIMIT, "x") == SF_LIMIT);  /* passed through, no call */
+    sf_handle list = sf_json_parse("[1,2]", 5);
+    CHECK(14, wf_notify_member("content", list, "list:1") == 0 && wf_json_array_len(list) == 2);
+    sf_drop(list);
     sf_drop(bare);
     sf_drop(e2);
     sf_drop(e1);
@@ -187,38 +191,21 @@ class Host:
 def _run(
     elf: bytes, engine: str, *, host: Host | None = None, config: Any = None, events: tuple[str, ...] = ()
 ) -> tuple[str, dict[str, Any] | None]:
-    def no_host(call: HostCall) -> None:
-        raise AssertionError(f"unexpected host call {call}")
-
-    rt = Runtime(RuntimeOptions(engine=engine), host_handler=host or no_host)
-    status = rt.load_nowait(elf, config=config, capabilities=CAPABILITIES if host else ())
-    for event_id in events:
-        rt.deliver_nowait(status.object_id, event_id, "metric", {"value": 95})
-    rt.start_nowait(status.object_id)
-    for _ in range(20_000):
-        rt.run_batch()
-        status = rt.get_nowait(status.object_id)
-        if status.state in TERMINAL:
-            break
-    return status.state, status.outcome
-
-
-def _failed_checks(state: str, outcome: dict[str, Any] | None) -> list[int]:
-    assert state == "exited", outcome
-    assert outcome is not None
-    return [bit for bit in range(64) if int(str(outcome["exit_code"])) >> bit & 1]
+    if host is None:
+        return run_guest(elf, engine, config=config, events=events)
+    return run_guest(elf, engine, host=host, config=config, capabilities=CAPABILITIES, events=events)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_text_array_and_set_helpers_behave_as_documented(compile_c: Compile, engine: str) -> None:
-    assert _failed_checks(*_run(compile_c(TEXT), engine, config=TEXT_CONFIG)) == []
+    assert failed_checks(*_run(compile_c(TEXT), engine, config=TEXT_CONFIG)) == []
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_notify_ack_and_call_helpers_send_what_the_harness_expects(compile_c: Compile, engine: str) -> None:
     host = Host()
     elf = compile_c(CALLS)
-    assert _failed_checks(*_run(elf, engine, host=host, events=("e1", "e2"))) == []
+    assert failed_checks(*_run(elf, engine, host=host, events=("e1", "e2"))) == []
     first = host.calls[:6]
     assert first[0] == ("agent.notify", {"text": "cpu is 95, above 90", "dedup_key": "above:e1"}, 10000)
     assert first[1] == first[0]
@@ -226,7 +213,9 @@ def test_notify_ack_and_call_helpers_send_what_the_harness_expects(compile_c: Co
     assert first[4] == first[5] == ("loop.ack", {"event_id": "e1"}, 10000)
     assert host.calls[6] == ("loop.ack", {"event_id": "e2"}, 10000)
     assert host.calls[7] == ("loop.ack", {}, 10000)  # wf_call passes args through as they are
-    assert len(host.calls) == 8 + 200 * 3  # SF_DENIED, SF_TIMEOUT (0 ms) and SF_INVALID never reach the host
+    assert host.calls[-1] == ("agent.notify", {"content": [1, 2], "dedup_key": "list:1"}, 10000)
+    # SF_DENIED, SF_TIMEOUT (0 ms) and SF_INVALID never reach the host
+    assert len(host.calls) == 8 + 200 * 3 + 1
 
 
 def test_the_checks_can_fail(compile_c: Compile) -> None:
@@ -234,8 +223,8 @@ def test_the_checks_can_fail(compile_c: Compile) -> None:
     broken = TEXT.replace(
         'wf_str_find("cpu above threshold", "above") == 4', 'wf_str_find("cpu above threshold", "above") == 5'
     )
-    assert _failed_checks(*_run(compile_c(broken), "interp", config=TEXT_CONFIG)) == [0]
+    assert failed_checks(*_run(compile_c(broken), "interp", config=TEXT_CONFIG)) == [0]
     broken = CALLS.replace(
         'wf_notify("refused", "refuse") == SF_HOST_ERROR', 'wf_notify("refused", "refuse") == 0'
     )
-    assert _failed_checks(*_run(compile_c(broken), "interp", host=Host(), events=("e1", "e2"))) == [2]
+    assert failed_checks(*_run(compile_c(broken), "interp", host=Host(), events=("e1", "e2"))) == [2]

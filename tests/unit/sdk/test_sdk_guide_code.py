@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.guest_run import run_guest
 
 from wakeful import sdk
 from wakeful.harness.decide.answer import convert
 from wakeful.harness.decide.errors import DecideFailure
 from wakeful.harness.decide.request import validate_request
-from wakeful.runtime import HostCall, Runtime, RuntimeOptions
+from wakeful.runtime import HostCall
 
 Compile = Callable[..., bytes]
 
@@ -155,14 +156,7 @@ class DecideHost:
 def test_decide_worked_examples_act_on_real_answers(compile_c: Compile, engine: str) -> None:
     elf = compile_c(program(_compilable_sections()["`decide`"]) + DECIDE_MAIN, extra_flags=STRICT)
     host = DecideHost()
-    rt = Runtime(RuntimeOptions(engine=engine), host_handler=host)
-    status = rt.load_nowait(elf, capabilities=[{"name": "decide"}, {"name": "agent.notify"}])
-    rt.start_nowait(status.object_id)
-    for _ in range(20_000):
-        rt.run_batch()
-        status = rt.get_nowait(status.object_id)
-        if status.state in ("exited", "failed", "stopped"):
-            break
-    assert (status.state, status.outcome) == ("exited", {"exit_code": 0})
+    caps = [{"name": "decide"}, {"name": "agent.notify"}]
+    assert run_guest(elf, engine, host=host, capabilities=caps) == ("exited", {"exit_code": 0})
     # outage wakes, billing does not, defer wakes, no model falls back to the agent
     assert host.notified == ["m1", "m3", "m4"]

@@ -285,17 +285,18 @@ SF_INLINE sf_i64 wf_call(const char *cap, sf_handle args, sf_u64 timeout_ms) {
 /* The host-call timeout of wf_notify, wf_notify_value and wf_ack: above the harness's own. */
 #define WF_CALL_TIMEOUT_MS 10000
 
-/* agent.notify {"content": a copy of content, "dedup_key": dedup_key}; content is a string, object or
- * array handle and stays the caller's. 0 when the wake was queued or was a duplicate, else a status:
- * SF_LIMIT (handles or sizes), SF_INVALID (content not a JSON handle), SF_DENIED (not granted),
- * SF_HOST_ERROR (refused: budget, arguments, store), SF_TIMEOUT, SF_CLOSED. */
-SF_INLINE sf_i64 wf_notify_value(sf_handle content, const char *dedup_key) {
-    if (content < 0)
-        return content;
+/* agent.notify {member: a copy of value, "dedup_key": dedup_key}, every handle it made dropped; value
+ * stays the caller's. The core of wf_notify ("text") and wf_notify_value ("content"). 0 when the wake
+ * was queued or was a duplicate (the same key again), else a status: SF_LIMIT (handles or sizes),
+ * SF_INVALID (value not a JSON handle), SF_DENIED (not granted), SF_HOST_ERROR (refused: budget,
+ * arguments, store), SF_TIMEOUT, SF_CLOSED. A negative value is returned as it is. */
+SF_INLINE sf_i64 wf_notify_member(const char *member, sf_handle value, const char *dedup_key) {
+    if (value < 0)
+        return value;
     sf_handle args = sf_json_object();
     if (args < 0)
         return args;
-    sf_i64 r = sf_json_set(args, "content", content);
+    sf_i64 r = sf_json_set(args, member, value);
     if (r == 0)
         r = wf_json_set_owned(args, "dedup_key", sf_json_string(dedup_key));
     if (r == 0)
@@ -304,18 +305,19 @@ SF_INLINE sf_i64 wf_notify_value(sf_handle content, const char *dedup_key) {
     return r;
 }
 
+/* agent.notify {"content": content, "dedup_key": dedup_key}; content is a string, object or array
+ * handle and stays the caller's. Results as wf_notify_member. */
+SF_INLINE sf_i64 wf_notify_value(sf_handle content, const char *dedup_key) {
+    return wf_notify_member("content", content, dedup_key);
+}
+
 /* agent.notify {"text": text, "dedup_key": dedup_key} in one call, every handle dropped. 0 when the
- * wake was queued or was a duplicate (the same key again), else a status as for wf_notify_value. */
+ * wake was queued or was a duplicate, else a status as for wf_notify_member. */
 SF_INLINE sf_i64 wf_notify(const char *text, const char *dedup_key) {
-    sf_handle args = sf_json_object();
-    if (args < 0)
-        return args;
-    sf_i64 r = wf_json_set_owned(args, "text", sf_json_string(text));
-    if (r == 0)
-        r = wf_json_set_owned(args, "dedup_key", sf_json_string(dedup_key));
-    if (r == 0)
-        r = wf_call("agent.notify", args, WF_CALL_TIMEOUT_MS);
-    sf_drop(args);
+    sf_handle t = sf_json_string(text);
+    sf_i64 r = wf_notify_member("text", t, dedup_key);
+    if (t > 0)
+        sf_drop(t);
     return r;
 }
 
