@@ -19,7 +19,7 @@
 /* ---- sdk.md §2: wakeful's version macros (extensions) --------------------------------- */
 
 #define WAKEFUL_SDK_ABI 1 /* same ABI as spinfoam SDK 1 */
-#define WAKEFUL_SDK_EXT 2 /* level of the wf_ extensions (sdk.md §11); 2 adds the issue-18 set */
+#define WAKEFUL_SDK_EXT 2 /* level of the wf_ extensions (sdk.md §11); 2 adds text, formatting, notify/ack */
 
 /* ---- sdk.md §9.7: memmove (extension; linked by name like memcpy) ---------------------- */
 
@@ -29,6 +29,10 @@ extern void *memmove(void *dest, const void *source, unsigned long length);
 
 /* Non-negative: success or a handle; negative: a status. */
 #define WF_OK(x) ((x) >= 0)
+
+/* Reminder for spinfoam.h's sf_json_string_equals(h, key, value): 1 when h[key] is a string equal to
+ * value, 0 when it is another string, SF_INVALID (-1) when h is not an object, key is absent or the
+ * member is not a string. Test it with == 1. The wf_ functions below document every result. */
 
 /* h[key] as an i64 into *out; 0 or the first status. Drops its temporary handle. */
 SF_INLINE sf_i64 wf_json_get_i64(sf_handle h, const char *key, sf_i64 *out) {
