@@ -30,7 +30,7 @@ __all__ = [
 
 _RUN_ARG = re.compile(r"^\s*\*\s*run-arg:\s*(--[a-z-]+)\s+(.+)$", re.M)
 SDK_ABI = 1  # WAKEFUL_SDK_ABI in wakeful.h
-SDK_EXT = 1  # WAKEFUL_SDK_EXT in wakeful.h
+SDK_EXT = 2  # WAKEFUL_SDK_EXT in wakeful.h
 
 
 @dataclass(frozen=True)
