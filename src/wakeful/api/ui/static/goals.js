@@ -65,7 +65,7 @@
         it.holder ? W.badge("held by " + it.holder, "active", "holder-" + it.id) : null,
         it.evidence ? W.badge("evidence: " + (typeof it.evidence === "object" ? (it.evidence.verdict || it.evidence.status || "yes") : it.evidence), "done", "evidence-" + it.id) : null,
         it.done_kind ? W.badge(it.done_kind, "done") : null,
-        (it.missing_scopes || []).length ? W.badge("needs " + it.missing_scopes.join(", "), "paused") : null),
+        (it.missing_scopes || []).length ? W.badge("needs " + it.missing_scopes.join(", "), "paused", "missing-" + it.id) : null),
       it.blocked_reason ? el("div", { class: "muted small", text: it.blocked_reason }) : null);
   }
   function criterion(c) {
@@ -74,8 +74,13 @@
       c.deciding_evidence || c.evidence_id ? el("span", { class: "muted small", text: " deciding evidence " + (c.deciding_evidence ? (c.deciding_evidence.id || JSON.stringify(c.deciding_evidence)) : c.evidence_id) }) : null);
   }
   function gate(n, person, goalPath) {
-    const resolve = (outcome) => (ev) => W.act(ev.target, () => W.api(goalPath + "/commands", "POST",
-      { operation_id: "ui:" + outcome + ":" + n.id + ":" + Date.now().toString(36), goal_id: goalPath.split("/").pop(), command: { type: "gate.resolve", item: n.id, outcome } }));
+    // the kernel fences gate.resolve by the item's revision: read it, then resolve (a conflict is reported)
+    const resolve = (outcome) => (ev) => W.act(ev.target, async () => {
+      const current = await W.api(goalPath + "/work/" + encodeURIComponent(n.id));
+      const goalId = decodeURIComponent(goalPath.split("/").pop());
+      await W.api(goalPath + "/commands", "POST", { operation_id: "ui:" + outcome + ":" + n.id + ":" + Date.now().toString(36), goal_id: goalId,
+        command: { type: "gate.resolve", item: n.id, outcome }, expected: { item_revision: (current.item || current).revision } });
+    });
     return el("li", { testid: "needs-person-" + n.id }, el("strong", { text: n.title }), el("div", { text: n.question || "" }),
       n.options && n.options.length ? el("div", { class: "muted small", text: "options: " + n.options.join(", ") }) : null,
       person && n.class === "user_gate" ? el("div", { class: "actions" }, W.button("Approve", "gate-approve-" + n.id, resolve("approve")), W.button("Reject", "gate-reject-" + n.id, resolve("reject"))) : null);
