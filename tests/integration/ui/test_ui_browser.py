@@ -4,6 +4,7 @@ a second group) and Debian's chromium driven through Playwright. One browser and
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,6 +82,14 @@ def login(context: Any, seeded: Seeded, key: str, path: str = "/ui/") -> Any:
     return page
 
 
+def for_readme(page: Any, name: str) -> None:
+    """With WAKEFUL_UI_SCREENSHOTS=<dir>, save the page for the README (docs/dashboard-*.png)."""
+    folder = os.environ.get("WAKEFUL_UI_SCREENSHOTS")
+    if folder:
+        page.wait_for_timeout(300)  # let the last redraw settle before the picture (not an assertion)
+        page.screenshot(path=str(Path(folder) / f"dashboard-{name}.png"), full_page=True)
+
+
 def tid(value: str) -> str:
     return f'[data-testid="{value}"]'
 
@@ -134,6 +143,7 @@ def test_loop_page_shows_log_lines_and_events(context: Any, seeded: Seeded) -> N
     expect(row).to_contain_text("metric")
     page.click(tid(f"event-expand-{event_id}"))
     expect(page.locator(tid(f"event-payload-{event_id}"))).to_contain_text('"value": 97')
+    for_readme(page, "loop")
     page.click(tid("tab-logs"))
     expect(page.locator(tid("logs"))).to_contain_text("cpu is 97, above 90")
     page.click(tid("tab-wakes"))
@@ -225,3 +235,20 @@ def test_csrf_less_posts_with_the_cookie_are_refused(context: Any, seeded: Seede
     view = seeded.api.client.get(seeded.url(f"/v1/agent-groups/{seeded.info.group_id}/loops/{loop_id}"),
                                  headers=auth(seeded.info.keys["group"])).json()
     assert view["state"] == "active"
+
+
+def test_overview_counts_and_draws_the_wakes_of_the_last_hour(context: Any, seeded: Seeded) -> None:
+    from playwright.sync_api import expect
+
+    wakes = seeded.api.client.get(seeded.url(f"/v1/agent-groups/{seeded.info.group_id}/sessions/"
+                                             f"{seeded.info.session_id}/messages"),
+                                  headers=auth(seeded.info.keys["agent"])).json()["items"]
+    sent = len([m for m in wakes if m["kind"] == "loop"])
+    assert sent >= 2  # the earlier tests of this module made wakes (a held-ack work event, threshold crossings)
+    page = login(context, seeded, seeded.info.keys["admin"])
+    expect(page.locator(tid("tile-wakes-value"))).to_have_text(str(sent))
+    bars = page.locator(tid("wakes-per-hour")).locator("rect.bar")
+    expect(bars).to_have_count(24)
+    assert bars.nth(23).get_attribute("data-count") == str(sent)  # this hour's bar
+    expect(page.locator(tid("state-count-active"))).to_have_text("active: 5")
+    for_readme(page, "overview")

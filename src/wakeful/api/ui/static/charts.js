@@ -18,7 +18,7 @@
 
   // rows of ticks over the last 24 h: events received, wakes sent, faults
   W.timeline = function (rows, testid) {
-    const width = 720, left = 70, rowH = 22, top = 6, to = W.now(), from = to - 24 * HOUR;
+    const width = 1200, left = 80, rowH = 24, top = 6, to = W.now(), from = to - 24 * HOUR;
     const height = top + rows.length * rowH + 18;
     const x = (ms) => left + ((ms - from) / (to - from)) * (width - left - 8);
     const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", testid });
@@ -62,7 +62,7 @@
       const back = Math.floor((to - t) / HOUR);
       if (back >= 0 && back < 24) counts[23 - back] += 1;
     }
-    const width = 720, height = 120, left = 28, bottom = 18, max = Math.max(1, ...counts);
+    const width = 1200, height = 150, left = 28, bottom = 18, max = Math.max(1, ...counts);
     const bw = (width - left) / 24;
     const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", testid });
     root.append(tip("wakes per hour, last 24 h: " + counts.join(" ")));

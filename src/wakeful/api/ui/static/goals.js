@@ -68,10 +68,14 @@
         (it.missing_scopes || []).length ? W.badge("needs " + it.missing_scopes.join(", "), "paused", "missing-" + it.id) : null),
       it.blocked_reason ? el("div", { class: "muted small", text: it.blocked_reason }) : null);
   }
+  // a criterion of the current contract: its status (pass, fail, stale, missing), why when stale, and the
+  // evidence row that decided it (control-plane.md §5)
   function criterion(c) {
-    return el("li", { testid: "criterion-" + c.id }, W.badge(c.status || "?", c.status === "pass" || c.status === "met" ? "done" : "paused"), " ",
-      el("span", { text: c.title || c.description || c.id }), c.reason ? el("span", { class: "muted small", text: " (" + c.reason + ")" }) : null,
-      c.deciding_evidence || c.evidence_id ? el("span", { class: "muted small", text: " deciding evidence " + (c.deciding_evidence ? (c.deciding_evidence.id || JSON.stringify(c.deciding_evidence)) : c.evidence_id) }) : null);
+    const ok = c.status === "pass";
+    return el("li", { testid: "criterion-" + c.id }, W.badge(c.status || "—", ok ? "done" : c.status === "fail" ? "failed" : "paused", "criterion-status-" + c.id), " ",
+      el("strong", { text: c.id }), " ", el("span", { text: c.text || "" }),
+      c.reason ? el("span", { class: "muted small", text: " (" + c.reason + ")" }) : null,
+      c.evidence_id ? el("div", { class: "muted small", testid: "criterion-evidence-" + c.id }, "deciding evidence ", el("code", { text: c.evidence_id })) : null);
   }
   function gate(n, person, goalPath) {
     // the kernel fences gate.resolve by the item's revision: read it, then resolve (a conflict is reported)
