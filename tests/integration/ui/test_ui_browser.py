@@ -128,6 +128,12 @@ def test_intake_post_shows_a_pending_event_that_clears_after_the_ack(context: An
     expect(pending).to_have_text("1")  # the table redraws every 2 s
     seeded.post_event(seeded.held, "release", {"event_id": event_id})
     expect(pending).to_have_text("0")
+    # the Loop page's discard button settles a held event (a state-changing call with the CSRF header)
+    held = seeded.post_event(seeded.held, "work", {"n": 2})
+    page.click(tid(f"loop-link-{seeded.held}"))
+    expect(page.locator(tid(f"event-status-{held}"))).to_have_text("pending")
+    page.click(tid(f"event-discard-{held}"))
+    expect(page.locator(tid(f"event-status-{held}"))).to_have_text("discarded")
 
 
 def test_loop_page_shows_log_lines_and_events(context: Any, seeded: Seeded) -> None:

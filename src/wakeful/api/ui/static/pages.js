@@ -131,7 +131,9 @@
     return {
       missing() { W.fill(main, el("h1", { text: "Loop not found" }), W.empty("No such Loop in your scope.", "not-found")); },
       async draw() {
-        const loop = await W.api(path() + "?include=checkpoint");
+        const first = state.afterSeq === null;  // the tail starts from the newest 50 lines of the detail
+        const loop = await W.api(path() + (first ? "?include=checkpoint,logs" : "?include=checkpoint"));
+        if (first) { state.logs = loop.logs || []; state.afterSeq = state.logs.length ? state.logs[state.logs.length - 1].seq : 0; }
         const [events, transitions, wakes] = await Promise.all([
           W.api(path() + "/events" + W.q({ payloads: true, limit: 50, cursor: state.eventsPager.cursor })),
           W.api(path() + "/transitions"), W.wakesSince(W.now() - 24 * 3600 * 1000, loopId)]);
@@ -148,13 +150,14 @@
             W.button("Rotate webhook", "webhook-rotate", (ev) => W.act(ev.target, async () => { state.hook = await W.api(path() + "/webhook", "POST", { action: "rotate" }); })),
             W.button("Revoke webhook", "webhook-revoke", (ev) => W.act(ev.target, async () => { state.hook = await W.api(path() + "/webhook", "POST", { action: "revoke" }); }), { disabled: !loop.webhook_enabled })),
           state.hook && state.hook.url ? el("p", { class: "notice", testid: "webhook-url" }, "New webhook URL (shown once): ", el("code", { text: state.hook.url })) : null,
+          state.hook && !state.hook.url ? el("p", { class: "notice", testid: "webhook-result" }, state.hook.enabled ? "webhook enabled" : "webhook revoked", state.hook.hint ? " · " + state.hook.hint : "") : null,
           el("div", { class: "row" },
             W.card("Loop", "loop-facts", facts([
               ["id", loop.id], ["agent", loop.agent_id], ["session", W.link("/ui/sessions/" + encodeURIComponent(loop.session_id), loop.session_id, "loop-session-link")],
               ["incarnation", loop.incarnation], ["node", loop.node || "—"], ["runtime", (loop.runtime && loop.runtime.state) + (loop.runtime && loop.runtime.wait ? " (waits: " + loop.runtime.wait + ")" : "")],
               ["failure", loop.failure ? W.pretty(loop.failure) : "—", "loop-failure"], ["exit code", loop.exit_code === null ? "—" : loop.exit_code, "loop-exit-code"],
               ["artifact", el("code", { text: loop.artifact, testid: "loop-artifact" })], ["artifact path", loop.artifact_path || "—"],
-              ["webhook", loop.webhook_enabled ? "enabled" : "off", "loop-webhook"], ["created", W.time(loop.created_ms)]])),
+              ["webhook", (loop.webhook_enabled ? "enabled" : "off") + (state.hook && state.hook.hint ? " · " + state.hook.hint : ""), "loop-webhook"], ["created", W.time(loop.created_ms)]])),
             W.card("Wake budget", "wake-budget", W.gauge(loop.wakes ? loop.wakes.window_used : 0, loop.wakes ? loop.wakes.window_limit : 6, "wake-gauge"),
               el("p", { class: "muted small", text: loop.wakes && loop.wakes.window_resets_ms ? "window resets " + W.ago(loop.wakes.window_resets_ms) : "no wake in the current window" }),
               el("p", { class: "muted small", text: "last wake " + W.ago(loop.wakes && loop.wakes.last_ms) }))),
