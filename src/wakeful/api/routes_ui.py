@@ -62,8 +62,10 @@ def _signed_in(request: Request, key: str, target: Response) -> Response:
     return target
 
 
+@router.get("/")
 @router.get("/ui")
 async def ui_root() -> Response:
+    """``/`` and ``/ui`` lead to the dashboard (a new user's first try after ``wakeful serve --demo``)."""
     return _see("/ui/")
 
 

@@ -150,6 +150,10 @@ def test_loop_page_shows_log_lines_and_events(context: Any, seeded: Seeded) -> N
     page.click(tid(f"event-expand-{event_id}"))
     expect(page.locator(tid(f"event-payload-{event_id}"))).to_contain_text('"value": 97')
     for_readme(page, "loop")
+    page.select_option(tid("events-status"), "pending")  # the tab's status filter asks the API for pending only
+    expect(page.locator(tid("events-empty"))).to_be_visible()
+    page.select_option(tid("events-status"), "acked")
+    expect(row).to_contain_text("acked")
     page.click(tid("tab-logs"))
     expect(page.locator(tid("logs"))).to_contain_text("cpu is 97, above 90")
     page.click(tid("tab-wakes"))

@@ -63,6 +63,7 @@ def test_key_login_sets_a_strict_httponly_session_cookie(live: LiveApi) -> None:
         assert c.get(f"/v1/agent-groups/{other.id}/loops").status_code == 404
         assert c.get("/v1/nodes").status_code == 403  # a group key is no admin
         # the shell pages: no inline script allowed, nothing from elsewhere
+        assert c.get("/").headers["location"] == "/ui/" and c.get("/ui").headers["location"] == "/ui/"
         page = c.get("/ui/loops/lp_x")
         assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
 
@@ -149,4 +150,5 @@ def test_no_ui_when_disabled(tmp_path: Path) -> None:
     with LiveApi(f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", ui=UiSettings(enabled=False)) as api:
         assert api.client.get(f"{api.url}/ui/").status_code == 404
         assert api.client.get(f"{api.url}/ui/login").status_code == 404
+        assert api.client.get(f"{api.url}/").status_code == 404
         assert api.client.get(f"{api.url}/healthz").status_code == 200

@@ -127,7 +127,9 @@ window.W = (function () {
     } finally { drawing = false; }
   };
   W.startRefresh = function () {
-    setInterval(() => { if (document.visibilityState === "visible") W.refresh(); }, 2000);
+    // not while the person works a select or a field in the page (a redraw would close it)
+    const busy = () => { const a = document.activeElement; return a && (a.tagName === "SELECT" || a.tagName === "INPUT") && a.closest("main"); };
+    setInterval(() => { if (document.visibilityState === "visible" && !busy()) W.refresh(); }, 2000);
     document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") W.refresh(); });
   };
   return W;

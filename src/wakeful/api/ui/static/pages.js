@@ -127,7 +127,7 @@
   // ---- Loop page
   W.pages.loop = function (main, loopId) {
     const path = () => W.G() + "/loops/" + encodeURIComponent(loopId);
-    const state = { tab: "events", expanded: new Set(), logs: [], afterSeq: null, hook: null, eventsPager: new W.Pager() };
+    const state = { tab: "events", expanded: new Set(), logs: [], afterSeq: null, hook: null, eventsPager: new W.Pager(), eventStatus: "" };
     return {
       missing() { W.fill(main, el("h1", { text: "Loop not found" }), W.empty("No such Loop in your scope.", "not-found")); },
       async draw() {
@@ -135,7 +135,7 @@
         const loop = await W.api(path() + (first ? "?include=checkpoint,logs" : "?include=checkpoint"));
         if (first) { state.logs = loop.logs || []; state.afterSeq = state.logs.length ? state.logs[state.logs.length - 1].seq : 0; }
         const [events, transitions, wakes] = await Promise.all([
-          W.api(path() + "/events" + W.q({ payloads: true, limit: 50, cursor: state.eventsPager.cursor })),
+          W.api(path() + "/events" + W.q({ payloads: true, limit: 50, cursor: state.eventsPager.cursor, status: state.eventStatus })),
           W.api(path() + "/transitions"), W.wakesSince(W.now() - 24 * 3600 * 1000, loopId)]);
         const logs = await W.api(path() + "/logs" + W.q({ after_seq: state.afterSeq, limit: 200 }));
         state.logs.push(...logs.items);
@@ -203,7 +203,9 @@
           W.button("Discard", "event-discard-" + e.event_id, (ev) => W.act(ev.target, () => W.api(loopPath + "/pending/discard", "POST", ids)))] : null)));
       if (open) rows.push(el("tr", { class: "expanded" }, el("td", { colspan: 7 }, el("pre", { testid: "event-payload-" + e.event_id, text: W.pretty(e.payload) }))));
     }
-    return [el("p", { class: "muted small", text: "pending: " + (events.pending_count || 0) }),
+    const pick = el("select", { testid: "events-status", onchange: (ev) => { state.eventStatus = ev.target.value; state.eventsPager.stack = [null]; ev.target.blur(); W.refresh(); } },
+      ["", "pending", "acked", "discarded"].map((v) => el("option", { value: v, text: v || "any status", selected: v === state.eventStatus })));
+    return [el("div", { class: "filters" }, el("label", { text: "Status " }, pick), el("span", { class: "muted small", text: "pending: " + (events.pending_count || 0) })),
       W.table("events-table", ["", "topic", "status", "source", "received", "ack deadline", ""], rows),
       events.items.length ? null : W.empty("No events.", "events-empty"), state.eventsPager.controls(events.next_cursor, W.refresh, "events-page")];
   }
