@@ -262,3 +262,25 @@ def test_overview_counts_and_draws_the_wakes_of_the_last_hour(context: Any, seed
     assert bars.nth(23).get_attribute("data-count") == str(sent)  # this hour's bar
     expect(page.locator(tid("state-count-active"))).to_have_text("active: 5")
     for_readme(page, "overview")
+
+
+def test_api_docs_render_from_this_server_alone(context: Any, seeded: Seeded) -> None:
+    """/docs and /redoc draw the operations with every request going to this server (a machine without internet)."""
+    elsewhere: list[str] = []
+
+    def only_here(route: Any) -> None:
+        if route.request.url.startswith(seeded.api.url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_here)
+    page = context.new_page()
+    page.goto(seeded.url("/docs"))
+    page.wait_for_selector(".swagger-ui .opblock")
+    assert page.locator(".swagger-ui .authorization__btn").count() > 1  # the bearer lock on keyed operations
+    page.goto(seeded.url("/redoc"))
+    page.wait_for_selector("redoc [role=search], redoc .menu-content")
+    page.wait_for_load_state("networkidle")
+    assert elsewhere == []
