@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from live_api import LiveApi, auth, tenant  # noqa: E402
+from live_api import LiveApi, ServeProcess, auth, tenant  # noqa: E402
 
 from wakeful.api.routes_ui import sessions_of  # noqa: E402
 from wakeful.harness.config import UiSettings  # noqa: E402
@@ -152,3 +152,14 @@ def test_no_ui_when_disabled(tmp_path: Path) -> None:
         assert api.client.get(f"{api.url}/ui/login").status_code == 404
         assert api.client.get(f"{api.url}/").status_code == 404
         assert api.client.get(f"{api.url}/healthz").status_code == 200
+
+
+def test_wakeful_serve_no_ui_flag(tmp_path: Path) -> None:
+    serve = ServeProcess(tmp_path / "home", f"sqlite:///{tmp_path / 'w.db'}", "--no-ui")
+    try:
+        serve.start()
+        assert serve.client.get(f"{serve.url}/ui/login").status_code == 404
+        assert serve.client.get(f"{serve.url}/healthz").status_code == 200
+        assert serve.terminate() == 0
+    finally:
+        serve.close()
