@@ -26,7 +26,7 @@
     for (let h = 0; h <= 24; h += 6) {
       const at = x(from + h * HOUR);
       root.append(svg("line", { x1: at, x2: at, y1: top, y2: height - 16, class: "axis" }));
-      root.append(svg("text", { x: at, y: height - 4, class: "tick", "text-anchor": "middle", text: h === 24 ? "now" : "-" + (24 - h) + " h" }));
+      root.append(svg("text", { x: at, y: height - 4, class: "tick", "text-anchor": h === 24 ? "end" : "middle", text: h === 24 ? "now" : "-" + (24 - h) + " h" }));
     }
     rows.forEach((row, i) => {
       const y = top + i * rowH + rowH / 2;
