@@ -15,10 +15,22 @@
     return out;
   };
   W.messages = (sessionId) => W.all(W.G() + "/sessions/" + encodeURIComponent(sessionId) + "/messages", {}, 50);
+  // messages only grow (oldest first, each with its cursor): counting wakes reads just the new ones on each redraw
+  const seen = {};
+  W.newMessages = async function (sessionId) {
+    const known = seen[sessionId] || (seen[sessionId] = { items: [], after: null });
+    for (let i = 0; i < 50; i++) {
+      const page = await W.api(W.G() + "/sessions/" + encodeURIComponent(sessionId) + "/messages" + W.q({ after: known.after, limit: 200 }));
+      known.items.push(...page.items);
+      if (page.items.length) known.after = page.items[page.items.length - 1].cursor;
+      if (!page.next_cursor) break;
+    }
+    return known.items;
+  };
   W.wakesSince = async function (since, loopId) {
     const out = [];
     for (const s of await W.sessions()) {
-      for (const m of await W.messages(s.id)) if (m.kind === "loop" && m.created_ms >= since && (!loopId || m.loop_id === loopId)) out.push(m);
+      for (const m of await W.newMessages(s.id)) if (m.kind === "loop" && m.created_ms >= since && (!loopId || m.loop_id === loopId)) out.push(m);
     }
     return out;
   };
@@ -177,8 +189,10 @@
             transitions: () => W.table("transitions-table", ["time", "from", "to", "incarnation", "actor", "detail"], transitions.items.map((t) => el("tr", { testid: "transition-row-" + t.seq },
               el("td", { text: W.time(t.at_ms) }), el("td", { text: (t.from_state || "—") + (t.from_reason ? " · " + t.from_reason : "") }), el("td", { text: t.to_state + (t.to_reason ? " · " + t.to_reason : "") }),
               el("td", { text: t.incarnation }), el("td", { class: "mono small", text: t.actor }), el("td", { text: t.detail || "" })))),
-            wakes: () => wakes.length ? W.table("wakes-table", ["time", "content", "handled"], wakes.slice().reverse().map((m) => el("tr", { testid: "wake-row-" + m.id },
-              el("td", { text: W.time(m.created_ms) }), el("td", { text: m.content }), el("td", {}, W.badge(m.handled ? "handled" : "new", m.handled ? "done" : "active"))))) : W.empty("No wakes in the last 24 h.", "wakes-empty"),
+            // handled flags live on the session page (these rows are read once and not re-read)
+            wakes: () => wakes.length ? W.table("wakes-table", ["time", "content", "session"], wakes.slice().reverse().map((m) => el("tr", { testid: "wake-row-" + m.id },
+              el("td", { text: W.time(m.created_ms) }), el("td", { class: "content", text: m.content }),
+              el("td", {}, W.link("/ui/sessions/" + encodeURIComponent(m.session_id), m.session_id, "wake-session-" + m.id))))) : W.empty("No wakes in the last 24 h.", "wakes-empty"),
           }));
       },
     };
