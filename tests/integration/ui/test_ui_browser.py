@@ -90,6 +90,12 @@ def for_readme(page: Any, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"dashboard-{name}.png"), full_page=True)
 
 
+def untagged(page: Any) -> list[str]:
+    """Rows, badges, buttons and list items without a data-testid (interfaces.md §6: every one carries one)."""
+    return list(page.evaluate("""() => Array.from(document.querySelectorAll('tr, .badge, button, main li'))
+        .filter((n) => !n.dataset.testid).map((n) => n.tagName + ' ' + n.textContent.slice(0, 40))"""))
+
+
 def tid(value: str) -> str:
     return f'[data-testid="{value}"]'
 
@@ -150,6 +156,7 @@ def test_loop_page_shows_log_lines_and_events(context: Any, seeded: Seeded) -> N
     page.click(tid(f"event-expand-{event_id}"))
     expect(page.locator(tid(f"event-payload-{event_id}"))).to_contain_text('"value": 97')
     for_readme(page, "loop")
+    assert untagged(page) == []
     page.select_option(tid("events-status"), "pending")  # the tab's status filter asks the API for pending only
     expect(page.locator(tid("events-empty"))).to_be_visible()
     page.select_option(tid("events-status"), "acked")
@@ -172,6 +179,7 @@ def test_a_wake_appears_live_on_the_session_page_and_is_marked_handled(context: 
     row = page.locator('[data-testid^="message-row-"]').filter(has_text="cpu is 96, above 90")
     expect(row).to_have_count(1)
     expect(row.locator('[data-testid^="message-handled-"]')).to_have_text("new")
+    assert untagged(page) == []
     row.locator('[data-testid^="handle-"]').click()
     expect(row.locator('[data-testid^="message-handled-"]')).to_have_text("handled")
 
@@ -183,6 +191,7 @@ def test_pause_and_resume_change_the_badge(context: Any, seeded: Seeded) -> None
     page = login(context, seeded, seeded.info.keys["group"], "/ui/loops")
     badge = page.locator(tid(f"loop-state-{loop_id}"))
     expect(badge).to_have_text("active")
+    assert untagged(page) == []
     page.click(tid(f"pause-{loop_id}"))
     expect(badge).to_have_text("paused · manual")
     page.click(tid(f"resume-{loop_id}"))
@@ -201,6 +210,7 @@ def test_goal_board_columns_and_a_gate_approval_moves_its_target(context: Any, s
     expect(page.locator(tid(f"holder-{goal['monitor']}"))).to_contain_text("loop:")
     expect(page.locator(tid("column-open-gated")).locator(tid(f"item-{goal['gate']}"))).to_be_visible()
     expect(page.locator(tid(f"missing-{goal['release']}"))).to_be_visible()
+    assert untagged(page) == []
     page.click(tid(f"gate-approve-{goal['gate']}"))
     expect(page.locator(tid("column-done")).locator(tid(f"item-{goal['gate']}"))).to_be_visible()
     expect(page.locator(tid(f"missing-{goal['release']}"))).to_have_count(0)  # its target no longer waits on it

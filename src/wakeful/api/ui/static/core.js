@@ -30,10 +30,11 @@ window.W = (function () {
   };
   W.fill = function (node, ...children) { node.replaceChildren(); return W.append(node, children); };
   W.link = (href, text, testid) => W.el("a", { href, text, testid });
-  W.badge = (text, kind, testid) => W.el("span", { class: "badge b-" + (kind || text), text, testid });
+  // every row, badge and button carries a data-testid (interfaces.md §6); a badge without its own names its kind
+  W.badge = (text, kind, testid) => W.el("span", { class: "badge b-" + (kind || text), text, testid: testid || "badge-" + String(kind || text).replace(/[^A-Za-z0-9_-]+/g, "-") });
   W.button = (text, testid, onclick, extra) => W.el("button", Object.assign({ type: "button", testid, text, onclick }, extra || {}));
   W.table = function (testid, headers, rows) {
-    const head = W.el("tr", {}, headers.map((h) => W.el("th", { text: h })));
+    const head = W.el("tr", { testid: testid + "-header" }, headers.map((h) => W.el("th", { text: h })));
     return W.el("table", { class: "grid", testid }, W.el("thead", {}, head), W.el("tbody", {}, rows));
   };
   W.card = (title, testid, ...body) => W.el("section", { class: "card", testid }, W.el("h2", { text: title }), body);

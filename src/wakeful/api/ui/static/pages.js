@@ -215,7 +215,7 @@
         el("td", { text: W.time(e.received_ms) }), el("td", { text: e.deadline_ms && e.status === "pending" ? W.ago(e.deadline_ms) : "—" }),
         el("td", {}, e.status === "pending" ? [W.button("Retry", "event-retry-" + e.event_id, (ev) => W.act(ev.target, () => W.api(loopPath + "/pending/retry", "POST", ids))),
           W.button("Discard", "event-discard-" + e.event_id, (ev) => W.act(ev.target, () => W.api(loopPath + "/pending/discard", "POST", ids)))] : null)));
-      if (open) rows.push(el("tr", { class: "expanded" }, el("td", { colspan: 7 }, el("pre", { testid: "event-payload-" + e.event_id, text: W.pretty(e.payload) }))));
+      if (open) rows.push(el("tr", { class: "expanded", testid: "event-payload-row-" + e.event_id }, el("td", { colspan: 7 }, el("pre", { testid: "event-payload-" + e.event_id, text: W.pretty(e.payload) }))));
     }
     const pick = el("select", { testid: "events-status", onchange: (ev) => { state.eventStatus = ev.target.value; state.eventsPager.stack = [null]; ev.target.blur(); W.refresh(); } },
       ["", "pending", "acked", "discarded"].map((v) => el("option", { value: v, text: v || "any status", selected: v === state.eventStatus })));
