@@ -163,3 +163,12 @@ def test_wakeful_serve_no_ui_flag(tmp_path: Path) -> None:
         assert serve.terminate() == 0
     finally:
         serve.close()
+
+
+def test_ui_session_hours_sets_the_session_length(tmp_path: Path) -> None:
+    with LiveApi(f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "data", ui=UiSettings(session_hours=2)) as api:
+        t = api.call(tenant)
+        resp = httpx.post(f"{api.url}/ui/login", content=f"key={t['gkey']}",
+                          headers={"content-type": "application/x-www-form-urlencoded"})
+        assert "Max-Age=7200" in resp.headers["set-cookie"]
+        assert sessions_of(api.server.config.app).session_s == 7200
