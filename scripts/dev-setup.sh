@@ -11,4 +11,10 @@ if ! command -v strace >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-g
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null) \
     || echo "dev-setup: could not install strace; the compile-trace test will be skipped" >&2
 fi
+# chromium: the dashboard's browser tests drive Debian's build through Playwright (interfaces.md §6, §8);
+# `playwright install` is never run (no browser download).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "dev-setup: could not install chromium; the dashboard browser tests will be skipped" >&2
+fi
 echo "dev-setup: done"

@@ -39,8 +39,9 @@ ROUTERS: tuple[str, ...] = (
 
 
 def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | None = None,
-               public_docs: bool = True, routers: tuple[str, ...] | None = None) -> FastAPI:
-    """The app for a harness (started before the first request is served, stopped after the last)."""
+               public_docs: bool = True, routers: tuple[str, ...] | None = None, ui: bool | None = None) -> FastAPI:
+    """The app for a harness (started before the first request is served, stopped after the last); the dashboard
+    at ``/ui/`` unless ``ui`` is False (default: the harness config's ``ui.enabled``)."""
     from wakeful import __version__
 
     app = FastAPI(
@@ -48,7 +49,7 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
         version=__version__,
         summary="Durable watch Loops for AI agents: the HTTP API of `wakeful serve`.",
         openapi_url="/openapi.json" if public_docs else None,
-        docs_url="/docs" if public_docs else None,
+        docs_url=None,  # /docs and /redoc from assets in the package (api/docs.py), not from a CDN
         redoc_url=None,
     )
     app.state.harness = harness
@@ -58,6 +59,15 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
     for name in routers if routers is not None else ROUTERS:
         module = importlib.import_module(f"wakeful.api.routes_{name}")
         app.include_router(module.router)
+    if public_docs:
+        from wakeful.api.docs import install_docs
+
+        install_docs(app)
+    ui_settings = harness.config.ui
+    if ui_settings.enabled if ui is None else ui:  # interfaces.md §6, §7 ui.enabled / --no-ui
+        from wakeful.api.routes_ui import install_ui
+
+        install_ui(app, ui_settings.session_hours)
     app.state.refusals = RecentRefusals()  # 429/503 in the last hour: /v1/info, dashboard, `wakeful status`
     app.add_middleware(RequestGuard, refusals=app.state.refusals)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -72,6 +82,9 @@ _ERROR_SCHEMA = {
 }
 
 
+_NO_KEY = frozenset({"/healthz", "/v1/loop-webhooks/{secret}"})  # interfaces.md §2.2 auth "none"
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document with its 422 answers replaced by the ``400 invalid_request`` the app really gives."""
     if app.openapi_schema:
@@ -83,8 +96,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components.setdefault("schemas", {})["Error"] = _ERROR_SCHEMA
     for schema_name in ("HTTPValidationError", "ValidationError"):
         components.get("schemas", {}).pop(schema_name, None)
-    for item in doc.get("paths", {}).values():
+    for path, item in doc.get("paths", {}).items():
         for operation in item.values():
+            if path not in _NO_KEY:  # "Try it out" in /docs sends the key typed into "Authorize"
+                operation.setdefault("security", [{"bearer": []}])
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             responses.setdefault("400", {"description": "invalid request",

@@ -14,7 +14,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from wakeful.api.context import harness_of
-from wakeful.api.errors import Forbidden, Unauthorized
+from wakeful.api.errors import CsrfRequired, Forbidden, Unauthorized
+from wakeful.api.ui_sessions import COOKIE, CSRF_HEADER, UiSessions
 from wakeful.harness.errors import NotFound
 from wakeful.harness.store import agents
 from wakeful.harness.store.keycache import KeyCache
@@ -81,9 +82,36 @@ def bearer_text(request: Request) -> str | None:
     return token.strip() or None
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def session_key(request: Request) -> str | None:
+    """The key behind the dashboard's session cookie (interfaces.md §6), or None without a live session.
+
+    A state-changing request with the cookie must carry the session's CSRF token header and, when the browser
+    sends ``Origin``, come from this origin — else ``403 csrf_required`` (docs/decisions-ui.md)."""
+    sessions: UiSessions | None = getattr(request.app.state, "ui_sessions", None)
+    if sessions is None:
+        return None
+    session = sessions.find(request.cookies.get(COOKIE))
+    if session is None:
+        return None
+    if request.method not in SAFE_METHODS:
+        if not session.csrf_ok(request.headers.get(CSRF_HEADER)) or not same_origin(request):
+            raise CsrfRequired("a dashboard request that changes state needs the session's X-Wakeful-CSRF header")
+    return session.key
+
+
+def same_origin(request: Request) -> bool:
+    """``Origin`` absent (not a browser, or an old one), or naming exactly the host this request was sent to."""
+    origin = request.headers.get("origin")
+    return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
 async def authenticate(request: Request) -> Principal:
-    """``401 unauthorized`` for a missing, malformed, unknown or revoked key."""
-    token = bearer_text(request)
+    """``401 unauthorized`` for a missing, malformed, unknown or revoked key (bearer first, then the dashboard's
+    session cookie, which stands for the key it was opened with)."""
+    token = bearer_text(request) or session_key(request)
     if token is None:
         raise Unauthorized("an Authorization: Bearer wk_… key is required")
     key = await key_cache(request).verify(token)

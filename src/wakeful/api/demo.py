@@ -121,8 +121,8 @@ def _write(path: Path, value: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def demo_lines(info: DemoInfo, base_url: str) -> list[str]:
-    """What ``wakeful serve --demo`` prints once the server listens."""
+def demo_lines(info: DemoInfo, base_url: str, login_url: str | None = None) -> list[str]:
+    """What ``wakeful serve --demo`` prints once the server listens (``login_url``: the dashboard's one-time link)."""
     webhook = info.webhook_path if info.webhook_path.startswith("http") else base_url + info.webhook_path
     group_events = f"{base_url}/v1/agent-groups/{info.group_id}/loops/{info.loops[WEBHOOK_LOOP]}/events"
     messages = f"{base_url}/v1/agent-groups/{info.group_id}/sessions/{info.session_id}/messages"
@@ -131,6 +131,8 @@ def demo_lines(info: DemoInfo, base_url: str) -> list[str]:
         f"  credentials:   {info.credentials} (0600: admin, group and agent keys)",
         f"  group/agent:   {info.group_id} / {info.agent_id}, session {info.session_id}",
         "  Loops:         " + ", ".join(f"{name} {loop_id}" for name, loop_id in info.loops.items()),
+        *([f"  dashboard:     {base_url}/ui/ — sign in once with {login_url} (10 minutes, single use)"]
+          if login_url else []),
         f"  API docs:      {base_url}/docs",
         f"  webhook URL:   {webhook}",
         "",

@@ -19,6 +19,7 @@ from wakeful.harness.errors import HarnessError
 
 __all__ = [
     "ApiError",
+    "CsrfRequired",
     "Forbidden",
     "STATUS",
     "Unauthorized",
@@ -34,6 +35,7 @@ STATUS: dict[str, int] = {
     **HARNESS_STATUS,
     "invalid_command": 400,
     "forbidden": 403,
+    "csrf_required": 403,  # the dashboard's cookie without its CSRF token (docs/decisions-ui.md)
     "not_registered": 403,
     "excluded": 403,
     "method_not_allowed": 405,
@@ -77,6 +79,10 @@ class Unauthorized(HarnessError):
 
 class Forbidden(HarnessError):
     code = "forbidden"
+
+
+class CsrfRequired(HarnessError):
+    code = "csrf_required"
 
 
 def request_id_of(request: Request) -> str:

@@ -56,10 +56,11 @@ class _Server(uvicorn.Server):
 
 
 def make_server(harness: Harness, host: str, port: int, *, node_name: str = "", public_base_url: str | None = None,
-                public_docs: bool = True, access_log: bool = True, **uvicorn_options: Any) -> uvicorn.Server:
+                public_docs: bool = True, access_log: bool = True, ui: bool | None = None,
+                **uvicorn_options: Any) -> uvicorn.Server:
     """A uvicorn server for the harness's app (not started), with the connection limits of ``server.*``
-    (``api/connections.py``)."""
-    app = create_app(harness, node_name=node_name, public_base_url=public_base_url, public_docs=public_docs)
+    (``api/connections.py``); ``ui`` None follows the config's ``ui.enabled``."""
+    app = create_app(harness, node_name=node_name, public_base_url=public_base_url, public_docs=public_docs, ui=ui)
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, _RedactWebhooks) for f in access.filters):
         access.addFilter(_RedactWebhooks())

@@ -38,16 +38,17 @@ def serve(
     demo: Annotated[bool, typer.Option("--demo", help="Demo tenant and Loops in ./.wakeful-demo.")] = False,
     no_docs: Annotated[bool, typer.Option("--no-docs", help="Do not serve /openapi.json and /docs.")] = False,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not serve MCP at /mcp.")] = False,
+    no_ui: Annotated[bool, typer.Option("--no-ui", help="Do not serve the dashboard at /ui/ (ui.enabled).")] = False,
     upgrade: Annotated[bool, typer.Option("--upgrade", help="Upgrade an older PostgreSQL schema first.")] = False,
 ) -> None:
     """Run a node: the HTTP API (FastAPI on uvicorn) and the harness in one process."""
     raise CliExit(serve_command(host=host, port=port, db_url=db_url, node_name=node_name, config_path=config,
-                                demo=demo, no_docs=no_docs, mcp=not no_mcp, upgrade=upgrade))
+                                demo=demo, no_docs=no_docs, mcp=not no_mcp, upgrade=upgrade, ui=not no_ui))
 
 
 def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
                   config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True,
-                  upgrade: bool = False) -> int:
+                  upgrade: bool = False, ui: bool = True) -> int:
     from wakeful.harness.config import load_config
 
     if demo and "WAKEFUL_HOME" not in os.environ:
@@ -63,7 +64,7 @@ def serve_command(*, host: str | None, port: int | None, db_url: str | None, nod
     configure(cfg.log.level, cfg.log.format, sys.stderr)  # interfaces.md §7 log.level, log.format
     if upgrade:  # harness.md §3: an older schema is upgraded only when asked (the store's own rules apply)
         asyncio.run(_upgrade(cfg.effective_store_url))
-    asyncio.run(_serve(cfg, demo=demo, mcp=mcp))
+    asyncio.run(_serve(cfg, demo=demo, mcp=mcp, ui=ui and cfg.ui.enabled))
     return 0
 
 
@@ -82,6 +83,13 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _demo_login(app: Any, key: str, base_url: str) -> str:
+    """interfaces.md §6: the demo's one-time dashboard link (10 minutes, once) signing in with the admin key."""
+    from wakeful.api.routes_ui import sessions_of
+
+    return f"{base_url}/ui/login?code={sessions_of(app).issue_code(key)}"
+
+
 async def _upgrade(url: str) -> None:
     from wakeful.harness.store.core import Store
 
@@ -89,7 +97,7 @@ async def _upgrade(url: str) -> None:
     await store.close()
 
 
-async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
+async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> None:
     from wakeful.api.server import make_server
     from wakeful.control.embed import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
@@ -104,7 +112,7 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
     try:
         server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
                              public_base_url=cfg.public_base_url, public_docs=cfg.public_docs,
-                             timeout_graceful_shutdown=5)
+                             ui=ui, timeout_graceful_shutdown=5)
         from wakeful.cli.mcp_cmd import mount_mcp
 
         if mcp:  # interfaces.md §3.1: MCP over streamable HTTP at /mcp, names by the config's mcp.tool_names
@@ -131,7 +139,8 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True) -> None:
             from wakeful.api.demo import demo_lines, set_up_demo
 
             info = await set_up_demo(harness)
-            print("\n".join(demo_lines(info, base_url)), flush=True)
+            login = _demo_login(server.config.app, info.keys["admin"], base_url) if ui else None
+            print("\n".join(demo_lines(info, base_url, login_url=login)), flush=True)
             from wakeful.api.demo import WEBHOOK_LOOP
             from wakeful.control.demo import seed_demo_goal
 

@@ -135,7 +135,7 @@ class McpSettings:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UiSettings:
-    """interfaces.md §6 (config keys ``ui.*``): accepted and validated; there is no dashboard yet."""
+    """interfaces.md §6 (config keys ``ui.*``): the dashboard at ``/ui/`` (api/routes_ui.py) and its session length."""
 
     enabled: bool = True
     session_hours: int = 8
@@ -171,7 +171,7 @@ class Config:
     build: BuildSettings = field(default_factory=BuildSettings)  # build.* (build.md §2, §5, §8)
     control: ControlSettings = field(default_factory=ControlSettings)  # control.* (control-plane.md §6, §2.5)
     mcp: McpSettings = field(default_factory=McpSettings)  # mcp.tool_names
-    ui: UiSettings = field(default_factory=UiSettings)  # ui.* (no dashboard yet)
+    ui: UiSettings = field(default_factory=UiSettings)  # ui.* (the dashboard, interfaces.md §6)
     log: LogSettings = field(default_factory=LogSettings)  # log.* (wakeful serve)
     # [capabilities."<name>"]: HTTP endpoints offered as tools (docs/decisions-config.md "Configured capabilities")
     capabilities: tuple[HttpCapabilitySpec, ...] = ()

@@ -85,6 +85,13 @@ def test_serve_demo_end_to_end(tmp_path: Path) -> None:
                        and "-X POST" not in line)
         shown = subprocess.run(["bash", "-c", printed], cwd=tmp_path, capture_output=True, text=True, timeout=30)
         assert json.loads(shown.stdout)["items"][0]["content"] == "cpu is 95, above 90", shown.stderr
+        # interfaces.md §6: the printed one-time dashboard link signs in once (as the demo's admin key)
+        login = re.search(r"dashboard: +(http://\S+/ui/) — sign in once with (http://\S+/ui/login\?code=[\w-]+)", text)
+        assert login is not None and login.group(1) == base.group(1) + "/ui/", text
+        with httpx.Client() as browser:
+            assert browser.get(login.group(2)).status_code == 200
+            assert browser.get(f"{base.group(1)}/ui/session").json()["principal"]["role"] == "admin"
+            assert browser.get(login.group(2)).headers.get("location") == "/ui/login?failed=code"
         loops = httpx.get(f"{base.group(1)}/v1/agent-groups/{creds['group_id']}/loops", headers=agent).json()
         assert {v["name"]: v["state"] for v in loops["items"]} == {
             "heartbeat": "active", "batch_summary": "active", "threshold_alert": "active"}
