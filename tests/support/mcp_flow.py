@@ -27,7 +27,7 @@ LOOP_SOURCE = example("classify_decide").source  # the shipped example: decide, 
 # interfaces.md §3.2: every Loop and script tool (control tools are added by their own module)
 LOOP_AND_SCRIPT_TOOLS = [
     "loop.sdk", "loop.build", "loop.create", "loop.list", "loop.get", "loop.pause", "loop.resume", "loop.delete",
-    "loop.webhook", "loop.events", "loop.send", "script.sdk", "script.run",
+    "loop.webhook", "loop.events", "loop.send", "loop.test", "session.messages", "script.sdk", "script.run",
 ]
 
 

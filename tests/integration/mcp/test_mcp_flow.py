@@ -38,10 +38,12 @@ async def _setup_watch(client: Any, names: str = "dotted") -> str:
     """§3.3 steps 1–4 through MCP; returns the Loop id."""
     dot = (lambda n: n) if names == "dotted" else (lambda n: n.replace(".", "_"))
     listed = [tool.name for tool in (await client.list_tools()).tools]
-    assert [n for n in listed if n.startswith(("loop", "script"))] == [dot(n) for n in LOOP_AND_SCRIPT_TOOLS]
+    assert [n for n in listed if n.startswith(("loop", "session", "script"))] == [dot(n) for n in LOOP_AND_SCRIPT_TOOLS]
     sdk = structured(await client.call_tool(dot("loop.sdk"), {}))
     assert "agent.notify" in sdk["guide"] and "sf_event_next" in sdk["header"] and sdk["sdk_version"] == 1
-    failed = structured(await client.call_tool(dot("loop.build"), {"source": "int main(void) { return nope; }"}))
+    failed_build = await client.call_tool(dot("loop.build"), {"source": "int main(void) { return nope; }"})
+    assert failed_build.is_error  # a failed build is a tool error carrying the whole report (issue 18)
+    failed = failed_build.structured_content
     assert failed["state"] == "failed" and "nope" in failed["diagnostics"]
     built = structured(await client.call_tool(dot("loop.build"), {"source": LOOP_SOURCE}))
     assert built["state"] == "succeeded" and built["artifact"].startswith("sha256:"), built
