@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from wakeful.errors import InvalidParams, WakefulError
-from wakeful.mcp.contracts import contract
+from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["register"]
@@ -21,7 +21,6 @@ MAX_TEST_EVENTS = 32  # harness.md §20 pending events
 TEST_RUNS_PER_NODE = 2  # loop.test runs a guest in this process: at most two at once per harness
 _runs: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 ID = {"type": "string", "minLength": 1, "maxLength": 40}
-ANY_JSON = {"anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")]}
 
 
 # ---------------------------------------------------------------------- session.messages

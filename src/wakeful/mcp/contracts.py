@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CONTRACTS", "Hints", "OPEN_OBJECT", "contract"]
+__all__ = ["ANY_JSON", "CONTRACTS", "Hints", "OPEN_OBJECT", "contract"]
+
+# any JSON value, as a schema with one type per branch (an array ``type`` is not accepted by every client)
+ANY_JSON: dict[str, Any] = {"anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean",
+                                                              "null")]}
 
 OPEN_OBJECT: dict[str, Any] = {"type": "object"}
 STR = {"type": "string"}

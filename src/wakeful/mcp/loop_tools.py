@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
-from wakeful.mcp.contracts import contract
+from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["register"]
@@ -22,7 +22,6 @@ SPEC_LIMITS = {  # harness.md §20, as an agent needs them while writing a Loop
 }
 ID = {"type": "string", "minLength": 1, "maxLength": 40}
 LOOP_ID = {**ID, "description": "the Loop's id (lp_…)"}
-ANY_JSON = {"anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")]}
 
 
 def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
