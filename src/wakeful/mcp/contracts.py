@@ -30,7 +30,7 @@ def obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dic
     return {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required)}
 
 
-LOOP = obj({"id": STR, "loop_id": STR, "state": {"type": "string", "enum": ["active", "paused", "failed", "exited"]},
+LOOP = obj({"id": STR, "loop_id": STR, "state": STR,
             "agent_id": STR, "session_id": STR},
            {"artifact": OPT_STR, "pending_count": INT, "pause_reason": OPT_STR, "incarnation": INT,
             "webhook_enabled": BOOL})
