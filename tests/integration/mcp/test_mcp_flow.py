@@ -180,6 +180,12 @@ async def test_the_watch_flow_over_stdio_embedded(harness_runner: Any, tmp_path:
                     "loop_id": loop_id, "topic": "message", "payload": payload, "event_id": event_id}))
                 assert sent["status"] == "accepted"
             await _both_acked(client, loop_id)
+            page = structured(await client.call_tool("session.messages", {"unhandled": True}))
+            wakes = [m for m in page["messages"] if m["kind"] == "loop"]
+            assert [m["content"] for m in wakes] == [IMPORTANT["text"]]
+            marked = structured(await client.call_tool("session.messages", {
+                "action": "handled", "up_to": page["messages"][-1]["cursor"]}))
+            assert wakes[0]["id"] in marked["handled"]
         assert len(provider.requests) == 2
     store = await Store.open(f"sqlite:///{data / 'wakeful.db'}")
     try:
@@ -187,7 +193,7 @@ async def test_the_watch_flow_over_stdio_embedded(harness_runner: Any, tmp_path:
             messages = await sessions.list_messages(tx, session_id=t.session_id, kinds=("loop",), limit=100)
     finally:
         await store.close()
-    assert [(m.loop_id, m.content) for m in messages] == [(loop_id, IMPORTANT["text"])]
+    assert [(m.loop_id, m.content, m.handled_by) for m in messages] == [(loop_id, IMPORTANT["text"], "operator")]
 
 
 SCRIPT = r"""
