@@ -29,7 +29,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_LIMIT = 65_536  # interfaces.md §2.1
 BUILD_LIMIT = 262_144  # builds and scripts
-WEBHOOK_LIMIT = 16_384  # harness.md §10.4 step 5
+WEBHOOK_LIMIT = 1_048_576  # the most a webhook route reads: 16 KiB (§10.4 step 5) unless a verifier maps fields
 
 _WEBHOOK = re.compile(r"^/v1/loop-webhooks/[^/]*$")
 _GROUP_EVENTS = re.compile(r"^/v1/agent-groups/[^/]+/loops/[^/]+/events$")

@@ -3,7 +3,8 @@
 route 1 ``POST G/loops/{loop_id}/events``: auth → scope → global bucket → bounded read (64 KiB) → content type →
 JSON object → Loop in scope → per-Loop bucket → §10.1 → §10.2;
 route 2 ``POST /v1/loop-webhooks/{secret}``: global bucket → secret shape → secret digest → per-Loop bucket →
-bounded read (16 KiB) → content type → JSON object → event id → §10.2. Every webhook answer is ``no-store``.
+bounded read (16 KiB; 1 MiB when the Loop's verifier maps fields) → the verifier's signature check (401, issue 19)
+→ content type → JSON object → event id → §10.2. Every webhook answer is ``no-store``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from wakeful.api.auth import authenticate
 from wakeful.api.body import read_bounded, require_json
 from wakeful.api.context import harness_of
+from wakeful.harness import verifiers, webhook_verify
 from wakeful.harness.errors import InvalidEvent, NotFound, StoreUnavailable
 
 __all__ = ["router"]
@@ -36,6 +38,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {str(code): {"description": text, "co
     (404, "not_found"), (409, "loop_not_active (+state, pause_reason)"), (413, "payload_too_large"),
     (415, "json_required"), (429, "rate_limited / mailbox_full / group_backlog_full, with Retry-After"),
     (503, "unavailable"))}
+_WEBHOOK_ERRORS = {**_ERRORS, "401": {"description": "unauthorized: the Loop's webhook verifier refused the "
+                                      "signature or its timestamp (nothing was stored)",
+                                      "content": _ERRORS["401"]["content"]}}
+_CHALLENGE: dict[str, Any] = {"description": "Slack url_verification (signed): the challenge, nothing stored",
+                              "content": {"application/json": {"schema": {"type": "object", "required": ["challenge"],
+                                                                          "properties": {"challenge": {"type": "string"}}}}}}
 _GROUP_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["topic"], "additionalProperties": False, "properties": {
         "event_id": {"type": "string", "minLength": 1, "maxLength": 128},
@@ -84,7 +92,7 @@ async def post_event(group_id: str, loop_id: str, request: Request) -> JSONRespo
 
 @router.post("/v1/loop-webhooks/{secret}", status_code=202, response_model=None,
              summary="Secret webhook: any JSON object becomes a `webhook` event of the Loop (no Authorization)",
-             responses={202: _ACCEPTED, **{k: v for k, v in _ERRORS.items() if k != "401"}},
+             responses={202: _ACCEPTED, 200: _CHALLENGE, **_WEBHOOK_ERRORS},
              openapi_extra=_WEBHOOK_BODY)
 async def post_webhook(secret: str, request: Request) -> JSONResponse:
     _refuse_while_draining(request)
@@ -92,11 +100,20 @@ async def post_webhook(secret: str, request: Request) -> JSONResponse:
     await intake.take_global()  # 1
     loop_id, digest = await intake.resolve_webhook(secret)  # 2, 3
     await intake.take_loop(loop_id)  # 4
-    raw = await read_bounded(request, WEBHOOK_LIMIT)  # 5
+    verifier, now_ms = await verifiers.load(harness_of(request).store, loop_id)  # issue 19: the Loop's verifier
+    raw = await read_bounded(request, WEBHOOK_LIMIT if verifier is None else verifier.body_limit(WEBHOOK_LIMIT))  # 5
+    if verifier is not None:  # issue 19: a bad signature or a stale timestamp is 401, before anything is stored
+        webhook_verify.verify(verifier, request.headers, raw, now_ms)
     require_json(request)  # 6
     body: Any = intake.parse_body(raw, route="webhook")  # 7
-    delivery = [v for name in DELIVERY_HEADERS for v in request.headers.getlist(name)]
-    answer = await intake.admit(loop_id=loop_id, topic="webhook", payload=body, event_id=None,
-                                idempotency_keys=_idempotency_keys(request), delivery_ids=delivery,
+    topic, event_id, payload = "webhook", None, body
+    if verifier is not None:  # the provider's delivery id, event type and (mapped) payload
+        delivery = webhook_verify.describe(verifier, request.headers, body)
+        if delivery.challenge is not None:  # Slack's url_verification: answered, never stored
+            return JSONResponse({"challenge": delivery.challenge}, status_code=200)
+        topic, event_id, payload = delivery.topic, delivery.event_id, delivery.payload
+    ids = [v for name in DELIVERY_HEADERS for v in request.headers.getlist(name)]
+    answer = await intake.admit(loop_id=loop_id, topic=topic, payload=payload, event_id=event_id,
+                                idempotency_keys=_idempotency_keys(request), delivery_ids=ids,
                                 source="webhook", secret_sha256=digest)  # 8, 9
     return JSONResponse(answer, status_code=202)

@@ -45,6 +45,21 @@ class WebhookIn(Body):
     action: Literal["enable", "rotate", "revoke"]
 
 
+class VerifierIn(Body):
+    """A webhook verifier (issue 19); the harness checks the combination and never echoes ``secret``."""
+
+    model_config = ConfigDict(extra="forbid")
+    scheme: Literal["github", "stripe", "slack", "standard-webhooks", "hmac-sha256"]
+    secret: str = Field(description="the provider's signing secret; stored, never shown again")
+    tolerance_s: int | None = Field(default=None, description="stripe, slack, standard-webhooks (default 300)")
+    fields: list[str] | None = Field(default=None, description="dotted paths to keep of each payload")
+    header: str | None = Field(default=None, description="hmac-sha256: the signature header")
+    encoding: Literal["hex", "base64"] | None = Field(default=None, description="hmac-sha256 (default hex)")
+    prefix: str | None = Field(default=None, description="hmac-sha256: text before the signature, e.g. sha256=")
+    id_header: str | None = Field(default=None, description="hmac-sha256: header holding the delivery id")
+    topic_header: str | None = Field(default=None, description="hmac-sha256: header holding the event type")
+
+
 class EventIdsIn(Body):
     model_config = ConfigDict(extra="forbid")
     event_ids: list[EventId] | None = Field(default=None, max_length=1000)
@@ -162,6 +177,37 @@ async def webhook(group_id: str, loop_id: str, body: WebhookIn, request: Request
     harness = harness_of(request)  # the harness's loop.webhook, with the caller recorded in the Loop log
     return await loop_webhook(harness.store, loop_id, body.action, public_base_url=harness.config.public_base_url,
                               actor=principal.actor)
+
+
+@router.put(G + "/loops/{loop_id}/webhook/verifier",
+            summary="Give the Loop's webhook a signature verifier (github, stripe, slack, standard-webhooks, hmac-sha256)")
+async def set_webhook_verifier(group_id: str, loop_id: str, body: VerifierIn, request: Request,
+                               principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    from wakeful.harness.verifiers import set_verifier
+
+    spec = body.model_dump(exclude_none=True)
+    return await set_verifier(harness_of(request).store, loop_id, spec, actor=principal.actor)
+
+
+@router.get(G + "/loops/{loop_id}/webhook/verifier", summary="The Loop's webhook verifier (never its secret)")
+async def get_webhook_verifier(group_id: str, loop_id: str, request: Request,
+                               principal: MemberPrincipal) -> dict[str, Any]:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    from wakeful.harness.verifiers import show_verifier
+
+    return await show_verifier(harness_of(request).store, loop_id)
+
+
+@router.delete(G + "/loops/{loop_id}/webhook/verifier", status_code=204,
+               summary="Remove the Loop's webhook verifier (the webhook takes unsigned JSON again)")
+async def clear_webhook_verifier(group_id: str, loop_id: str, request: Request,
+                                 principal: MemberPrincipal) -> Response:
+    await loop_in_scope(request, group_id, loop_id, principal)
+    from wakeful.harness.verifiers import clear_verifier
+
+    await clear_verifier(harness_of(request).store, loop_id, actor=principal.actor)
+    return Response(status_code=204)
 
 
 @router.get(G + "/loops/{loop_id}/events", summary="A page of the Loop's events (pending and recently settled)")

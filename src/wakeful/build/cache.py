@@ -12,19 +12,27 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the key covers the compiler revision and the build limits (issue 21)
 DEFAULT_MAX_BYTES = 256 << 20
 DEFAULT_MAX_ENTRIES = 50_000
 
 
-def cache_key(fingerprint: str, request: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON ``{format, toolchain, request}`` (the request as received)."""
+def cache_key(fingerprint: str, request: dict[str, Any], *, revision: str = "",
+              limits: Mapping[str, int | float] | None = None) -> str:
+    """SHA-256 of the canonical JSON ``{format, toolchain, revision, limits, request}`` (the request as received).
+
+    ``revision`` is the compiler's ("zig <v> / clang <v>") and ``limits`` the build limits in force (deadline,
+    CPU, memory, output sizes): a result obtained under other limits or another compiler is never reused.
+    """
     canonical = {
         "format": CACHE_FORMAT,
         "toolchain": fingerprint,
+        "revision": revision,
+        "limits": dict(sorted((limits or {}).items())),
         "request": {
             "sdk_version": request["sdk_version"],
             "entry": request["entry"],

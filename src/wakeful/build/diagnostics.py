@@ -9,6 +9,8 @@ import posixpath
 import re
 from collections.abc import Mapping
 
+from wakeful.build.hints import name_hints
+
 MAX_DIAGNOSTIC_BYTES = 16_384
 MAX_EXPLANATIONS = 8
 
@@ -26,16 +28,31 @@ GUTTER = re.compile(r"^(?P<pad> *)\|(?: (?P<text>.*))?$")
 UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 MESSAGE_START = re.compile(r"^(?:\S[^\n]*?: )?(?:fatal error|error|warning|note|remark): ", re.MULTILINE)
 
-# build.md §7 explanation table: (pattern in the text, one plain-words line)
+# issue 18: advice from clang or the VM that contradicts the dialect — the stack size is fixed (no per-cpu maps,
+# no -mllvm flags in a request) and the build already passes -fno-jump-tables; the wakeful: line says what to do
+CONTRADICTING = re.compile(
+    r"(?<=stack limit is exceeded\.) Please move large on stack variables into BPF per-cpu array map\.[^\n]*(?:\n(?=\n))?"
+    r"|; rebuild with -fno-jump-tables")
+
+# build.md §7 explanation table (and issue 18: every dialect violation that reaches clang or the verifier):
+# (pattern in the text, one plain-words line)
 EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"ELF_ENTRY: need exactly one non-empty code section named spinfoam\.main"),
+     "there is no entry point: #include <wakeful.h> and mark the entry function SF_MAIN, as in "
+     "SF_MAIN sf_i64 main(void) { ... }"),
+    (re.compile(r"ELF_ENTRY: spinfoam\.main must hold exactly one function"),
+     "only one function may be marked SF_MAIN; make the others plain static functions"),
     (re.compile(r"built-in function '?__\w+[sdt]f\d?'?|__\w+(?:sf|df|tf)\d?\b.*not supported|call to __\w+(?:sf|df|tf)\d?\b"),
      "floating point is not available; use integers, e.g. fixed point in thousandths"),
+    (re.compile(r"built-in function '__\w+ti3'|only small returns supported"),
+     "no 128-bit arithmetic and no return values over 64 bits; use sf_i64/sf_u64 and return bigger values "
+     "through a pointer argument"),
     (re.compile(r"(?:built-in|builtin) (?:function )?'?(?:memcpy|memset|memmove)'? .*not supported|"
                 r"call to built-in function '(?:memcpy|memset|memmove)' is not supported"),
      "variable-size copies must call the SDK's memcpy/memset/memmove explicitly"),
     (re.compile(r"[Uu]nsupported signed division"),
      "signed / and % need ISA v4 (wakeful's default); only seen with other settings"),
-    (re.compile(r"stack limit is exceeded|[Ll]ooks like the BPF stack limit"),
+    (re.compile(r"stack limit is exceeded|[Ll]ooks like the BPF stack limit|\bSTACK: .*frame of"),
      "a function may use about 4,000 bytes of locals (its frame is 4,096 bytes including the compiler's own "
      "slots); move big buffers to static globals"),
     (re.compile(r"too many arguments|stack arguments are not supported"),
@@ -49,8 +66,10 @@ EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
      "reported line"),
     (re.compile(r"dynamic stack allocation|[Uu]nsupported dynamic stack"),
      "no variable-length arrays or alloca"),
-    (re.compile(r"implicit declaration of function|call to undeclared function|'(?:stdio|stdlib|string|math|unistd|stdarg|limits|ctype|"
-                r"time|errno|assert|inttypes|stdio_ext|signal|fcntl)\.h' file not found"),
+    (re.compile(r"thread-local storage is not supported"),
+     "there is no thread-local storage (_Thread_local, __thread); a Loop is one thread, use a static global"),
+    (re.compile(r"'(?:stdio|stdlib|string|math|unistd|stdarg|limits|ctype|time|errno|assert|inttypes|stdio_ext|"
+                r"signal|fcntl|strings|float|setjmp|locale|wchar|threads|pthread|sys/\w+)\.h' file not found"),
      "there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers"),
     (re.compile(r"\bRECURSION\b"), "recursion is not allowed; use a loop with an explicit stack array"),
     (re.compile(r"\bCALL_DEPTH\b"),
@@ -59,6 +78,12 @@ EXPLANATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
      "only SDK helpers may be called without a definition; check the name or define the function"),
     (re.compile(r"function pointer|\bcallx\b|\bCALLX\b|indirect call"),
      "function pointers are not supported; use a switch"),
+    (re.compile(r"\bJUMP_TABLE\b"),
+     "computed goto (goto *p, &&label) is not supported; use a switch"),
+    (re.compile(r"undefined data symbol"),
+     "extern variables are not supported: define the variable in the bundle"),
+    (re.compile(r"\bINSN_COUNT\b"),
+     "the program has too many instructions; shrink unrolled loops and large SF_INLINE helpers"),
     (re.compile(r"inline assembly"), "inline asm is not part of the dialect"),
     (re.compile(r"exceeds 64 KiB|ELF_IMAGE|ELF_SIZE"), "shrink tables, strings or unrolled code"),
     (re.compile(r"\[wakeful:scan\]"), "each message already states the rule"),
@@ -70,7 +95,7 @@ def clean(text: str, staging: str) -> str:
     text = remove_crash_report(text)
     text = rewrite_paths(text, staging)
     text = HEX_ADDRESS.sub("0x…", text)
-    return collapse_duplicates(text)
+    return collapse_duplicates(CONTRADICTING.sub("", text))
 
 
 def remove_crash_report(text: str) -> str:
@@ -120,23 +145,32 @@ def cut(text: str, limit: int = MAX_DIAGNOSTIC_BYTES) -> tuple[str, bool]:
     return head.decode("utf-8", "ignore"), True
 
 
-def explanations(text: str) -> list[str]:
-    """The ``wakeful: …`` lines for known failures found in ``text`` (each at most once, at most 8)."""
-    found: list[str] = []
+def explanations(text: str, names: frozenset[str] = frozenset()) -> list[str]:
+    """The ``wakeful: …`` lines for known failures found in ``text``, in the order they first occur (each at most
+    once, at most 8); ``names`` (the SDK's declared names) turns undeclared names into suggestions (issue 18)."""
+    found: list[tuple[int, str]] = []
     for pattern, line in EXPLANATIONS:
-        if pattern.search(text) and len(found) < MAX_EXPLANATIONS:
-            found.append(f"wakeful: {line}")
-    return found
+        m = pattern.search(text)
+        if m:
+            found.append((m.start(), line))
+    if names:
+        found.extend(name_hints(text, names))
+    lines: list[str] = []
+    for _, line in sorted(found, key=lambda item: item[0]):
+        if line not in lines and len(lines) < MAX_EXPLANATIONS:
+            lines.append(line)
+    return [f"wakeful: {line}" for line in lines]
 
 
-def with_explanations(text: str, tags: str = "") -> tuple[str, bool]:
-    """The failure ``error`` text: cleaned diagnostics cut so that the explanations fit in 16 KiB."""
-    lines = explanations(text + "\n" + tags)
-    tail = "".join(line + "\n" for line in lines)
-    body, truncated = cut(text, MAX_DIAGNOSTIC_BYTES - len(tail.encode()))
+def with_explanations(text: str, tags: str = "", names: frozenset[str] = frozenset()) -> tuple[str, bool]:
+    """The failure ``error`` text: the explanations first (issue 18: the rule before clang's words), then the
+    cleaned diagnostics cut so that both fit in 16 KiB."""
+    lines = explanations(text + "\n" + tags, names)
+    head = "".join(line + "\n" for line in lines)
+    body, truncated = cut(text, MAX_DIAGNOSTIC_BYTES - len(head.encode()))
     if body and not body.endswith("\n"):
         body += "\n"
-    return body + tail, truncated
+    return head + body, truncated
 
 
 def restore_source(text: str, originals: Mapping[str, str]) -> str:
@@ -153,6 +187,7 @@ def restore_source(text: str, originals: Mapping[str, str]) -> str:
     out: list[str] = []
     columns: dict[tuple[str, str, str], int] = {}
     header: tuple[re.Match[str], list[str] | None] | None = None
+    offset: int | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -160,30 +195,57 @@ def restore_source(text: str, originals: Mapping[str, str]) -> str:
         m = HEADER.match(line)
         if m:
             source = originals.get(posixpath.normpath(m.group("file")))
-            header = (m, source.split("\n") if source is not None else None)
+            header, offset = (m, source.split("\n") if source is not None else None), None
             out.append(line)
             continue
         snip = SNIPPET.match(line)
-        if not snip or header is None or header[1] is None or not 1 <= int(snip.group("num")) <= len(header[1]):
+        if not snip or header is None or header[1] is None:
+            out.append(line)
+            continue
+        if offset is None:
+            offset = _label_offset(lines, i - 1, int(header[0].group("line")))
+        number = int(snip.group("num")) + offset
+        if not 1 <= number <= len(header[1]):
             out.append(line)
             continue
         gutters = []
         while i < len(lines) and GUTTER.match(lines[i]):
             gutters.append(lines[i])
             i += 1
-        raw = header[1][int(snip.group("num")) - 1]
-        if snip.group("text") == printable(raw):
+        raw = header[1][number - 1]
+        label = str(number).rjust(len(snip.group("pad") + snip.group("num")))
+        if snip.group("text") == printable(raw) and not offset:
             out.extend([line, *gutters])
             continue
-        out.append(f"{snip.group('pad')}{snip.group('num')} | {printable(raw)}".rstrip())
+        out.append(f"{label} | {printable(raw)}".rstrip())
         hm = header[0]
-        if hm.group("line") != snip.group("num"):
+        if hm.group("line") != str(number):
             continue
         marks, column = _move_caret(snip.group("text"), raw, _gutter_text(gutters[0]) if gutters else "")
         if marks:
             out.append(f"{gutters[0][: gutters[0].index('|')]}| {marks}")
         columns.setdefault((hm.group("file"), hm.group("line"), hm.group("col")), column)
     return "\n".join(_recolumn(line, columns) for line in out)
+
+
+def _label_offset(lines: list[str], start: int, line_number: int) -> int:
+    """What to add to clang's snippet labels so the marked line carries the message's line number.
+
+    clang 22 labels the snippet of a note inside an included header with the *including* file's line number
+    (``wakeful.h:87`` quoted as ``10 | …``) although the text is the header's line; the message header is right.
+    The snippet line with the caret under it is the message's line (else the first snippet line).
+    """
+    first: int | None = None
+    for index in range(start, len(lines)):
+        snip = SNIPPET.match(lines[index])
+        if snip:
+            first = int(snip.group("num")) if first is None else first
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            if GUTTER.match(following) and "^" in following:
+                return line_number - int(snip.group("num"))
+        elif not GUTTER.match(lines[index]):
+            break
+    return line_number - first if first is not None else 0
 
 
 def _move_caret(expanded: str, raw: str, marks: str) -> tuple[str, int]:

@@ -31,16 +31,23 @@ from wakeful.build import diagnostics
 from wakeful.build.bundle import Bundle, validate
 from wakeful.build.cache import BuildCache, cache_key
 from wakeful.build.helper import STAGING_PREFIX, HelperClient, HelperDied, Limits
+from wakeful.build.hints import sdk_names
+from wakeful.build.lines import MAX_DEBUG_OBJECT_BYTES, LineTable, build_line_table
 from wakeful.build.scan import check_preprocessed, forbidden_predefined, scan_bundle
 from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject
 from wakeful.vm.linked import VerifyReport
 
-BUILD_FORMAT = 1
+# build.md §2 fingerprint: 2 since the error text puts the wakeful: rules first (issue 18), so a cached failure
+# with the old text is never served
+BUILD_FORMAT = 2
 MAX_OBJECT_BYTES = 65_536
 MAX_PREPROCESSED_BYTES = 4 << 20
 QUEUE_DEPTH = 32
 PINNED = ("0.17.1", "22.1.8")
-CACHED_FAILURES = frozenset({"scan", "compiler_error", "verifier", "too_large"})
+# build.md §8, tightened by issue 21 (docs/decisions-build.md): only failures that depend on the source alone
+# are cached. Limit failures (deadline, cpu_limit, memory, too_large: output size) depend on the load and the
+# limits of the moment and are never cached, nor are crashes, internal failures and cancellations
+CACHED_FAILURES = frozenset({"scan", "compiler_error", "verifier"})
 
 # build.md §2.1, exactly in this order; <zig>, <entry> and <staging> are placeholders
 PREPROCESS = (
@@ -54,6 +61,9 @@ COMPILE = (
     "-fno-unwind-tables -fno-asynchronous-unwind-tables -Wall -fno-color-diagnostics -ferror-limit=20 "
     "-fno-crash-diagnostics -ffile-prefix-map=<staging>/= -c out/main.i -o out/main.o"
 )
+# issue 18: the compile step again with debug line information, for the line table only (build/lines.py); the
+# returned ELF stays the plain compile's, byte for byte
+LINES = COMPILE.replace(" -c out/main.i -o out/main.o", " -g -gdwarf-4 -c out/main.i -o out/lines.o")
 FAILURE_TEXT = {
     "deadline": "compiler exceeded 15 second deadline",
     "cpu_limit": "compiler exceeded its CPU limit",
@@ -148,13 +158,15 @@ class BuildResult:
     cached: bool = False
     duration_ms: int = 0
     report: VerifyReport | None = None
+    lines: LineTable | None = None  # issue 18: source lines of the ELF's instructions, bound to ``sha256``
 
     def to_record(self) -> dict[str, Any]:
         """The cached JSON form (without ``cached``, ``duration_ms`` and the ELF bytes)."""
         return {"state": self.state, "sha256": self.sha256, "diagnostics": self.diagnostics,
                 "diagnostics_truncated": self.diagnostics_truncated, "error": self.error,
                 "failure": self.failure, "toolchain": self.toolchain,
-                "report": self.report.to_json() if self.report is not None else None}
+                "report": self.report.to_json() if self.report is not None else None,
+                "lines": self.lines.to_json() if self.lines is not None else None}
 
 
 class _Failed(Exception):
@@ -240,6 +252,7 @@ class Builder:
         self._probing = False
         self._closing = False
         self._sdk: dict[str, bytes] = {}  # read once by the probe: the fingerprint covers exactly these bytes
+        self._sdk_names: frozenset[str] = frozenset()  # the names they declare, for misspelling hints (§7)
         self.cache: BuildCache | None = None
         if self.options.cache:
             cache_dir = self.options.cache_dir or self.build_root / "cache"
@@ -330,6 +343,7 @@ class Builder:
             macros = self._probe_macros(staging)
         info.predefined_forbidden = forbidden_predefined(macros)
         self._sdk = sdk_headers()
+        self._sdk_names = sdk_names(self._sdk)
         info.fingerprint = self._fingerprint(info)
         info.available = True
         self._info = info
@@ -390,7 +404,7 @@ class Builder:
         assert self.zig is not None
         h = hashlib.sha256()
         parts = [f"build-format:{BUILD_FORMAT}", f"wakeful:{wakeful.__version__}", f"zig:{info.zig_version}",
-                 f"clang:{info.clang_version}", f"zig-sha256:{self._zig_digest()}", PREPROCESS, COMPILE]
+                 f"clang:{info.clang_version}", f"zig-sha256:{self._zig_digest()}", PREPROCESS, COMPILE, LINES]
         for part in parts:
             h.update(part.encode() + b"\0")
         for name, data in self._sdk.items():
@@ -420,7 +434,7 @@ class Builder:
         info = self._info if self._info is not None else await asyncio.to_thread(self.info)
         if not info.available or info.fingerprint is None:
             raise BuildUnavailable(info.reason or "builds are unavailable")
-        key = cache_key(info.fingerprint, bundle.request)
+        key = self._cache_key(info, bundle)
         flight = (id(asyncio.get_running_loop()), key)
         shared = self._inflight.get(flight)
         if shared is not None:
@@ -475,7 +489,7 @@ class Builder:
         info = self._info if self._info is not None else self.info()
         if not info.available or info.fingerprint is None:
             raise BuildUnavailable(info.reason or "builds are unavailable")
-        key = cache_key(info.fingerprint, bundle.request)
+        key = self._cache_key(info, bundle)
         if use_cache and self.cache is not None:
             hit = self._cache_get(key)
             if hit is not None:
@@ -486,6 +500,15 @@ class Builder:
         ):
             self.cache.put(key, result.to_record(), result.elf or b"")
         return result
+
+    def _cache_key(self, info: CompilerInfo, bundle: Bundle) -> str:
+        """build.md §8 key, covering the compiler revision and every limit a result may depend on (issue 21)."""
+        assert info.fingerprint is not None
+        steps = Limits(cpu_seconds=self.options.cpu_seconds)
+        limits = {"deadline_seconds": self.options.deadline_seconds, "cpu_seconds": steps.cpu_seconds,
+                  "memory_bytes": steps.memory_bytes, "file_bytes": steps.file_bytes,
+                  "object_bytes": MAX_OBJECT_BYTES, "preprocessed_bytes": MAX_PREPROCESSED_BYTES}
+        return cache_key(info.fingerprint, bundle.request, revision=info.revision, limits=limits)
 
     def _probe_compile(self, request: Mapping[str, Any]) -> BuildResult:
         assert self._info is not None
@@ -498,10 +521,13 @@ class Builder:
             return None
         record, elf = entry
         report = report_from_json(record["report"]) if record.get("report") else None
+        lines = LineTable.from_json(record["lines"]) if record.get("lines") else None
+        if lines is not None and lines.elf_sha256 != record["sha256"]:
+            lines = None
         return BuildResult(state=record["state"], elf=elf or None, sha256=record["sha256"],
                            diagnostics=record["diagnostics"], diagnostics_truncated=record["diagnostics_truncated"],
                            error=record["error"], failure=record["failure"], toolchain=record["toolchain"],
-                           cached=True, report=report)
+                           cached=True, report=report, lines=lines)
 
     def _cancel(self, cancel: Cancel) -> None:
         """Stop a build whose caller went away: kill its running step's process group."""
@@ -567,9 +593,27 @@ class Builder:
             report = _verifier()(elf)
         except InvalidObject as exc:
             raise _Failed("verifier", f"{run.bundle.entry}: error: {exc.rule}: {exc.reason}\n") from None
+        sha256 = hashlib.sha256(elf).hexdigest()
+        lines = self._line_table(run, elf, sha256)
         text, truncated = diagnostics.cut(self._clean(run))
-        return BuildResult(state="succeeded", elf=elf, sha256=hashlib.sha256(elf).hexdigest(), diagnostics=text,
-                           diagnostics_truncated=truncated or run.truncated, report=report)
+        return BuildResult(state="succeeded", elf=elf, sha256=sha256, diagnostics=text,
+                           diagnostics_truncated=truncated or run.truncated, report=report, lines=lines)
+
+    # issue 18: the debug twin of the compile step gives the line table; it never fails or changes the build
+    def _line_table(self, run: _Run, elf: bytes, sha256: str) -> LineTable | None:
+        assert self.zig is not None
+        steps, truncated = len(run.stderr), run.truncated
+        try:
+            self._step(run, command_line(LINES, self.zig, run.bundle.entry, str(run.staging)))
+            data = read_nofollow(run.staging / "out" / "lines.o", MAX_DEBUG_OBJECT_BYTES)
+        except _Failed:
+            if run.cancel.requested:
+                raise
+            return None
+        finally:  # its warnings repeat the compile step's
+            del run.stderr[steps:]
+            run.truncated = truncated
+        return build_line_table(data, elf, sha256) if data else None
 
     # build.md §5.2: one step through the helper, its outcome mapped to a failure kind
     def _step(self, run: _Run, argv: list[str]) -> None:
@@ -589,6 +633,8 @@ class Builder:
         run.stderr.append(answer.get("stderr", ""))
         run.truncated = run.truncated or bool(answer.get("truncated"))
         failure = step_failure(answer)
+        if failure is not None and failure != "deadline" and time.monotonic() >= run.deadline:
+            failure = "deadline"  # issue 21: whatever a step killed at its deadline printed, it is not cacheable
         if failure is not None:
             raise _Failed(failure, FAILURE_TEXT.get(failure, ""))
 
@@ -624,7 +670,7 @@ class Builder:
         tags = "[wakeful:compiler_crashed]" if failed.failure == "compiler_crashed" else ""
         body = "\n".join(part for part in (raw.rstrip("\n"), own.replace("[wakeful:scan]", "").strip("\n")) if part)
         tags += "[wakeful:scan]" if "[wakeful:scan]" in failed.text else ""
-        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags)
+        error, truncated = diagnostics.with_explanations(body + "\n" if body else "", tags, self._sdk_names)
         diag, _ = diagnostics.cut(body)
         truncated = truncated or failed.truncated or (run.truncated if run else False)
         return BuildResult(state="failed", diagnostics=diag, diagnostics_truncated=truncated,

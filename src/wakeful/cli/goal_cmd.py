@@ -359,11 +359,15 @@ def goal_spend(ctx: typer.Context, goal: GoalArg,
                units: Annotated[int, typer.Option("--units", min=1, help="Budget units the work cost.")],
                agent: Annotated[str, typer.Option("--agent", help="The spending agent.")],
                note: Annotated[str | None, typer.Option("--note")] = None,
+               item: Annotated[str | None, typer.Option(
+                   "--item", help="The item paid for (only once its work is written back).")] = None,
                operation_id: OpOpt = None, json_: JsonOpt = False) -> None:
     """Record budget spent on the goal (an agent command)."""
     body: dict[str, Any] = {"type": "budget.spend", "units": units}
     if note:
         body["note"] = note
+    if item:
+        body["item"] = item
     _submit_as(ctx, json_, agent, goal, body, operation_id)
 
 

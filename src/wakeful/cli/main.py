@@ -15,6 +15,7 @@ import typer
 from wakeful import __version__
 from wakeful.cli import (
     build_cmd,
+    capability_cmd,
     config_cmd,
     db_cmd,
     decide_cmd,
@@ -28,6 +29,7 @@ from wakeful.cli import (
     sdk_cmd,
     serve_cmd,
     status_cmd,
+    verifier_cmd,
     vm_cmd,
     work_cmd,
 )
@@ -63,12 +65,14 @@ app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
+verifier_cmd.register(loop_cmd.loop_app)  # loop webhook-verifier: a webhook's signature check (issue 19)
 serve_cmd.register(app)
 status_cmd.register(app)  # wakeful status: nodes and leases, Loops, pending, wakes (interfaces.md §4.2)
 doctor_cmd.register(app)  # wakeful doctor [--probe-decide]: ok/warn/fail checks (interfaces.md §4.2)
 mcp_cmd.register(app)
 script_cmd.register(app)
 decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
+capability_cmd.register(app)  # wakeful capability list|test: [capabilities] of the config file
 config_cmd.register(app)  # wakeful config show [--effective]: the configuration in force (interfaces.md §4.2)
 for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
     app.add_typer(_sub, name=_name)
@@ -297,6 +301,9 @@ def _schema_version() -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point `wakeful`."""
+    # docs/spinfoam-compat.md: `wakeful --dump-sdk` (a spinfoam-style spelling) is `wakeful runtime --dump-sdk`
+    if (sys.argv[1:] if argv is None else argv) == ["--dump-sdk"]:
+        argv = ["runtime", "--dump-sdk"]
     try:
         app(args=argv, prog_name="wakeful", standalone_mode=False)
     except CliExit as done:

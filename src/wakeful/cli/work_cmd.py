@@ -40,6 +40,8 @@ RevOpt = Annotated[int, typer.Option(
     "--expected-revision", help="The item revision your change is based on (required; see `work show`).")]
 EpochOpt = Annotated[int | None, typer.Option("--claim-epoch", help="Epoch of the claim you hold (with --claim-key).")]
 KeyOpt = Annotated[str | None, typer.Option("--claim-key", help="Key of the claim you hold (with --claim-epoch).")]
+SpendOpt = Annotated[int | None, typer.Option(
+    "--spend-units", min=1, help="Budget units this written-back work cost (recorded in the same commit).")]
 ResumeOpt = Annotated[list[str] | None, typer.Option("--resume-when", help="Resume condition (repeatable).")]
 
 
@@ -238,11 +240,14 @@ def work_complete(
     continuation: Annotated[str, typer.Option("--continuation", help="no_followup, successor or goal.")] = "no_followup",
     successor: Annotated[list[str] | None, typer.Option("--successor", help="Successor item (repeatable).")] = None,
     summary: Annotated[str | None, typer.Option("--summary")] = None,
+    spend_units: SpendOpt = None,
     agent: AgentOpt = None, epoch: EpochOpt = None, key: KeyOpt = None,
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Complete an item (bound criteria need applicable passing evidence)."""
     command: dict[str, Any] = {"type": "work.complete", "continuation": continuation}
+    if spend_units:
+        command["spend"] = {"units": spend_units}
     if successor:
         command["successors"] = successor
     if summary:
@@ -332,11 +337,14 @@ def evidence_add(
     workload: Annotated[str | None, typer.Option("--workload", help="KIND:REF, e.g. suite:bench/mixed.")] = None,
     summary: Annotated[str | None, typer.Option("--summary")] = None,
     details_url: Annotated[str | None, typer.Option("--details-url")] = None,
+    spend_units: SpendOpt = None,
     agent: AgentOpt = None, operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Record evidence (immutable)."""
     out = out_for(ctx, json_)
     command: dict[str, Any] = {"type": "evidence.add", "kind": kind, "verdict": verdict}
+    if spend_units:
+        command["spend"] = {"units": spend_units}
     optional = {"item": item, "criterion_ids": criterion, "subject": subject,
                 "artifact_revision": artifact_revision, "summary": summary, "details_url": details_url}
     command.update({k: v for k, v in optional.items() if v})

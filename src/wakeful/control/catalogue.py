@@ -87,6 +87,8 @@ def _bindings(value: Any, field: str) -> Any:
             for k, v in value.items()}
 
 
+# issue 20: what the written-back work cost, recorded in the same commit as the write-back
+spend_member = obj({"units": int_(1, 1_000_000_000), "note": text(500)}, required=("units",))
 evidence_member = obj({
     "verdict": choice("pass", "fail", "inconclusive", "observed"), "criterion_ids": criterion_ids,
     "subject": text(64, pattern=SUBJECT_RE), "artifact_revision": text(200, empty=False), "summary": text(2000),
@@ -126,8 +128,8 @@ _SPECS = [
           ("agent_id",)),
     _spec("subject.set", "person agent", cmd_goal.subject_set, {
         "name": text(64, pattern=SUBJECT_RE), "revision": text(200, empty=False)}, ("name", "revision")),
-    _spec("budget.spend", "agent", cmd_goal.budget_spend, {"units": int_(1, 1_000_000_000), "note": text(500)},
-          ("units",)),
+    _spec("budget.spend", "agent", cmd_goal.budget_spend, {"units": int_(1, 1_000_000_000), "note": text(500),
+                                                           "item": item_id}, ("units",)),
     _spec("acceptance.set", "person", cmd_evidence.acceptance_set, {"document": document, "bindings": _bindings},
           ("document",)),
     _spec("work.add", "person agent", cmd_work.add, ADD_FIELDS, ("class", "title")),
@@ -141,7 +143,7 @@ _SPECS = [
     _spec("work.resume", "system", cmd_work.resume, {"item": item_id, "condition": text(200)}, ("item",)),
     _spec("work.complete", "person agent", cmd_work.complete, {
         "item": item_id, "continuation": choice("successor", "no_followup", "goal"),
-        "successors": list_(item_id, hi=16), "summary": text(2000)}, ("item",)),
+        "successors": list_(item_id, hi=16), "summary": text(2000), "spend": spend_member}, ("item",)),
     _spec("work.supersede", "person agent", cmd_work.supersede, {
         "item": item_id, "replacement": obj(ADD_FIELDS, required=("class", "title")), "replacement_id": item_id,
         "reason": text(500)}, ("item",)),
@@ -162,7 +164,7 @@ _SPECS = [
         "title": text(200, empty=False), "objective": text(4000), "claim_mode": choice("soft", "hard"),
         "budget": budget, "note": text(2000)}),
     _spec("evidence.add", "person agent loop", cmd_evidence.add, {
-        "item": item_id, "criterion_ids": criterion_ids,
+        "item": item_id, "criterion_ids": criterion_ids, "spend": spend_member,
         "kind": choice("test", "check", "review", "observation", "loop_wake", "manual"),
         "subject": text(64, pattern=SUBJECT_RE), "artifact_revision": text(200, empty=False), "workload": workload,
         "verdict": choice("pass", "fail", "inconclusive", "observed"), "summary": text(2000),

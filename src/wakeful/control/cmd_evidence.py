@@ -125,6 +125,10 @@ async def record_evidence(ctx: Ctx, fields: dict[str, Any], *, item_id: str | No
 async def add(ctx: Ctx) -> None:
     ev_id = await record_evidence(ctx, dict(ctx.command), item_id=ctx.command.get("item"))
     ctx.receipt_extra["evidence"] = ev_id
+    if ctx.command.get("spend"):  # issue 20: the cost is recorded with the write-back, in this commit
+        from wakeful.control.cmd_goal import spend
+
+        await spend(ctx, int(ctx.command["spend"]["units"]))
 
 
 async def observe(ctx: Ctx) -> None:

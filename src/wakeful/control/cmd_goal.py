@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from wakeful.control.kernel import Ctx
 
 __all__ = [
-    "budget_spend", "close", "create", "exclude", "pause", "reassess", "register", "resume", "subject_set",
+    "budget_spend", "close", "create", "spend", "exclude", "pause", "reassess", "register", "resume", "subject_set",
     "update",
 ]
 
@@ -161,6 +161,29 @@ async def subject_set(ctx: Ctx) -> None:
 
 
 async def budget_spend(ctx: Ctx) -> None:
+    item_id = ctx.command.get("item")
+    if item_id is not None:
+        await _written_back(ctx, str(item_id))
+    await spend(ctx, int(ctx.command["units"]))
+
+
+async def _written_back(ctx: Ctx, item_id: str) -> None:
+    """Issue 20: spend for an item is recorded only once its work is written back — the item is done, or the
+    spender recorded evidence on it."""
+    item = await ctx.item(item_id, field_name="command.item")
+    if item["status"] == "done":
+        return
+    E = S.evidence
+    stmt = sa.select(sa.func.count()).select_from(E).where(E.c.work_item_id == item_id,
+                                                           E.c.recorded_by == ctx.actor.ref)
+    if int((await ctx.tx.execute(stmt)).scalar_one()) == 0:
+        raise ControlRefused("illegal_transition", f"nothing of item {item_id} is written back yet: record its "
+                             "evidence or complete it (or send spend with that command)", reason="not_written_back",
+                             item=item_id)
+
+
+async def spend(ctx: Ctx, units: int) -> None:
+    """Add ``units`` to today's spend (budget.spend, and the ``spend`` member of work.complete/evidence.add)."""
     budget = ctx.goal["budget"]
     if budget is None:
         raise ControlRefused("illegal_transition", "this goal has no budget", reason="no_budget")
@@ -168,7 +191,6 @@ async def budget_spend(ctx: Ctx) -> None:
     B = S.budget_spend
     where = sa.and_(B.c.goal_id == ctx.goal_id, B.c.day == day)
     spent = (await ctx.tx.execute(sa.select(B.c.units).where(where))).scalar()
-    units = int(ctx.command["units"])
     total = (spent or 0) + units
     if total > int(budget["units_per_day"]):
         raise ControlRefused("budget_exceeded", f"{units} units would exceed today's budget",

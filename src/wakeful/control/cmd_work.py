@@ -277,6 +277,10 @@ async def complete(ctx: Ctx) -> None:
     await ctx.write_item(item, status="done", done_kind="completed", done_ms=ctx.now,
                          completed_by=ctx.actor.ref, **done)
     await ctx.release_claim(item["id"])
+    if ctx.command.get("spend"):  # issue 20: the cost is recorded with the write-back, in this commit
+        from wakeful.control.cmd_goal import spend
+
+        await spend(ctx, int(ctx.command["spend"]["units"]))
     if item["class"] == "blocker":  # §3.3: reopen what it blocked, in the same commit
         W = S.work_item
         stmt = sa.select(W.c.id).where(W.c.goal_id == ctx.goal_id, W.c.status == "blocked")

@@ -31,6 +31,7 @@ class Harness(NodeHarness):
     _bridge: LoopBridge | None = None
 
     async def start(self) -> None:
+        """Start the node (store, migrations, runtime, adoption, sweeps), then the control kernel ``h.control``."""
         await super().start()
         try:
             settings = self.config.control  # control.claim_ttl_s, control.intent_grace_s (interfaces.md §7)
@@ -46,6 +47,7 @@ class Harness(NodeHarness):
             self._control_sweep = asyncio.get_running_loop().create_task(self._resume_sweep(control))
 
     async def stop(self) -> None:
+        """Stop the control sweep, then drain and stop the node (harness.md §19.4)."""
         if self._control_sweep is not None:
             self._control_sweep.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from wakeful.harness.capability_config import HttpCapabilitySpec, parse_capabilities
 from wakeful.harness.config_read import (
     BYTES_MAX,
     DEFAULT,
@@ -172,6 +173,8 @@ class Config:
     mcp: McpSettings = field(default_factory=McpSettings)  # mcp.tool_names
     ui: UiSettings = field(default_factory=UiSettings)  # ui.* (no dashboard yet)
     log: LogSettings = field(default_factory=LogSettings)  # log.* (wakeful serve)
+    # [capabilities."<name>"]: HTTP endpoints offered as tools (docs/decisions-config.md "Configured capabilities")
+    capabilities: tuple[HttpCapabilitySpec, ...] = ()
     runtime_command: str | None = None  # runtime.command (read only with runtime.mode = stdio, not supported)
     file: Path | None = None  # the TOML file read, if any
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # dotted key → source; absent = default
@@ -292,7 +295,9 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         file, required = Path(env["WAKEFUL_CONFIG"]), True
     else:
         file, required = data_dir / "wakeful.toml", False
-    got = read(KEYS, _document(file, required=required, named_by=None if path else "WAKEFUL_CONFIG"), str(file), env)
+    doc = _document(file, required=required, named_by=None if path else "WAKEFUL_CONFIG")
+    declared = parse_capabilities(doc.pop("capabilities"), f"file {file}") if "capabilities" in doc else ()
+    got = read(KEYS, doc, str(file), env)
     if env.get("WAKEFUL_DB_URL"):  # the shortcut over store.url
         got.values["store.url"], got.sources["store.url"] = env["WAKEFUL_DB_URL"], "env WAKEFUL_DB_URL"
     if got.values["runtime.mode"] == "stdio":
@@ -312,7 +317,8 @@ def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = Non
         web=_checked(got, lambda: WebSettings.parse(_given(got, "web", lists=True), {}, str(file))),
         build=_section(got, "build", BuildSettings), control=_section(got, "control", ControlSettings),
         mcp=_section(got, "mcp", McpSettings), ui=_section(got, "ui", UiSettings),
-        log=_section(got, "log", LogSettings), runtime_command=v["runtime.command"], sources=sources,
+        log=_section(got, "log", LogSettings), runtime_command=v["runtime.command"], capabilities=declared,
+        sources=sources,
         file=file if required or file.is_file() else None)
 
 

@@ -94,6 +94,9 @@ def read(table: Mapping[str, Mapping[str, Key]], doc: Mapping[str, Any], file: s
         section, sep, name = var.removeprefix("WAKEFUL_").partition("__")
         if not var.startswith("WAKEFUL_") or not sep:
             continue  # WAKEFUL_HOME, WAKEFUL_DB_URL, … are shortcuts, not config keys
+        if section.lower() == "capabilities":  # names carry dots: declared in the file only (decisions-config.md)
+            raise InvalidRequest(f"capabilities are declared in the config file only, not by {var} (from env {var})",
+                                 field="capabilities", source=f"env {var}")
         if section.lower() not in table:  # a typo such as WAKEFUL_BULID__WORKERS would otherwise do nothing
             raise InvalidRequest(f"unknown config section in {var} (from env {var})", field=section.lower(),
                                  source=f"env {var}")

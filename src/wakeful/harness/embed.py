@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,6 +60,7 @@ class Harness:
         self._ticks = 0  # sweep ticks so far; the reconcile runs on ticks 0, n, 2n, …
         self._solo: Any = None  # SQLite: the one node's row (harness/placement/solo.py)
         self.registry = ToolRegistry()
+        self._register_configured()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
         self._store: Store | None = None
         self._keys: KeyCache | None = None
@@ -72,6 +74,13 @@ class Harness:
         self._sweeps: list[asyncio.Task[None]] = []
         self._wake_tasks: set[asyncio.Task[None]] = set()
         self._store_work: set[asyncio.Future[Any]] = set()
+
+    # docs/decisions-config.md "Configured capabilities": [capabilities."<name>"] are tools like register_tool's
+    def _register_configured(self) -> None:
+        from wakeful.harness.capability_http import configured_tools
+
+        monotonic = self.clock.monotonic_ns if self.clock is not None else time.monotonic_ns
+        configured_tools(self.config, monotonic, self.registry)
 
     # ------------------------------------------------------------------ start and stop
 
@@ -198,6 +207,7 @@ class Harness:
 
     @property
     def node(self) -> Node:
+        """The running ``Node`` (residents, dispatch, tools); ``RuntimeError`` before ``start``."""
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
@@ -211,6 +221,7 @@ class Harness:
 
     @property
     def store(self) -> Store:
+        """The open ``Store``; ``RuntimeError`` before ``start``."""
         if self._store is None:
             raise RuntimeError("the harness is not started")
         return self._store
@@ -224,6 +235,7 @@ class Harness:
 
     @property
     def loops(self) -> LoopTools:
+        """The node's ``LoopTools`` (the Loop operations the faces share); ``RuntimeError`` before ``start``."""
         if self._tools is None:
             raise RuntimeError("the harness is not started")
         return self._tools
@@ -231,51 +243,103 @@ class Harness:
     # ------------------------------------------------------------------ administration (operator)
 
     async def create_group(self, name: str, *, limits: dict[str, Any] | None = None) -> groups.Group:
+        """A new group (tenant) with optional limit overrides (harness.md §2.1, §15)."""
         async with self.store.tx() as tx:
             return await groups.create_group(tx, name=name, limits=limits)
 
     async def create_agent(self, group_id: str, name: str, *, metadata: dict[str, Any] | None = None) -> agents.Agent:
+        """A new agent in ``group_id`` (harness.md §2.2)."""
         async with self.store.tx() as tx:
             return await agents.create_agent(tx, group_id=group_id, name=name, metadata=metadata)
 
     async def create_session(self, agent_id: str, title: str = "") -> sessions.Session:
+        """A new session of the agent; Loops created in it send their wakes there (harness.md §2.3)."""
         async with self.store.tx() as tx:
             return await sessions.create_session(tx, agent_id=agent_id, title=title)
 
     async def create_key(self, role: str, *, group_id: str | None = None, agent_id: str | None = None,
                          label: str | None = None) -> tuple[groups.ApiKey, str]:
+        """A new API key (``role`` admin, group or agent; harness.md §2.1): the row and the secret, shown once."""
         async with self.store.tx() as tx:
             return await groups.create_key(tx, role=role, group_id=group_id, agent_id=agent_id, label=label)
 
     async def messages(self, session_id: str, *, kinds: Sequence[str] | None = None) -> list[Message]:
+        """The session's messages, oldest first (``kinds``: e.g. ``("loop", "lifecycle")``)."""
         async with self.store.tx(readonly=True) as tx:
             return await sessions.list_messages(tx, session_id=session_id, kinds=kinds, limit=10_000)
 
     # ------------------------------------------------------------------ Loop operations
 
     async def build(self, agent_id: str, request: Mapping[str, Any], *, path: str = "/loops/main.elf") -> Any:
+        """``loop.build``: compile ``{"source": "<C text>", "files"?: {...}, "entry"?: ...}`` (as the HTTP API
+        and MCP take it) or a build.md §3 bundle, and name the artifact ``path`` for the agent.
+
+        Returns ``{state: "succeeded", artifact: "sha256:…", path, size, diagnostics}``, or for a compile or
+        verifier failure ``{state: "failed", kind: "BUILD_FAILED", failure, error, diagnostics}`` — a failed
+        build is a result, not an exception. A malformed bundle raises ``BundleError``."""
         return await self.loops.build(agent_id=agent_id, request=request, path=path)
 
     async def upload(self, agent_id: str, elf: bytes, *, path: str = "/loops/main.elf") -> Any:
+        """Store a prebuilt ELF after the verifier's dry load (harness.md §8); ``InvalidArtifact`` if refused."""
         return await self.loops.upload(agent_id=agent_id, elf=elf, path=path)
 
-    async def create_loop(self, **kwargs: Any) -> dict[str, Any]:
-        return await self.loops.create(**kwargs)
+    async def create_loop(
+        self, *, agent_id: str, session_id: str, artifact: str, config: Mapping[str, Any] | None = None,
+        capabilities: Sequence[Mapping[str, Any]] | None = None, name: str | None = None,
+        creator: str | None = None,
+    ) -> dict[str, Any]:
+        """``loop.create`` (harness.md §4.2 row 1): a new active Loop, loaded on this node when it can be.
+
+        - ``agent_id``, ``session_id``: the owner and the session its wakes go to.
+        - ``artifact``: ``sha256:<hex>`` or an artifact path of the agent (``/loops/main.elf``).
+        - ``config``: a JSON object the guest reads at start (≤ 16 KiB; ``state`` is reserved).
+        - ``capabilities``: up to 32 ``{name, arguments?}``; omitted = every allowlisted capability (the builtins,
+          read tools of ``register_tool`` and read-only ``[capabilities]`` of the configuration) unconstrained;
+          ``arguments`` are exact-argument constraints (harness.md §9.2).
+        - ``name``: 1..80 characters (default ``loop-<id suffix>``); ``creator``: the principal recorded
+          (default ``agent:<agent_id>``), which tool calls see in the delegated principal.
+
+        Returns the Loop view. Raises ``QuotaExceeded``, ``CapabilityNotAllowed``, ``InvalidRequest``, …"""
+        return await self.loops.create(agent_id=agent_id, session_id=session_id, artifact=artifact, config=config,
+                                       capabilities=capabilities, name=name, creator=creator)
 
     async def get_loop(self, loop_id: str) -> dict[str, Any]:
+        """The Loop view (state, reason, incarnation, runtime, pending count); ``NotFound`` if absent."""
         return await self.loops.get(loop_id)
 
-    async def list_loops(self, **filters: Any) -> list[dict[str, Any]]:
-        return await self.loops.list(**filters)
+    async def list_loops(self, *, agent_id: str | None = None, group_id: str | None = None,
+                         state: str | None = None) -> list[dict[str, Any]]:
+        """Loop views, filtered by agent, group and state (``active``, ``paused``, ``failed``, ``exited``)."""
+        return await self.loops.list(agent_id=agent_id, group_id=group_id, state=state)
 
     async def pause_loop(self, loop_id: str) -> dict[str, Any]:
+        """Pause (``paused(manual)``, row 3); pausing a Loop that is not active changes nothing."""
         return await self.loops.pause(loop_id)
 
     async def resume_loop(self, loop_id: str) -> dict[str, Any]:
+        """Resume (row 13): active again with fresh budgets; ``AlreadyActive``, ``QuotaExceeded``, …"""
         return await self.loops.resume(loop_id)
 
     async def delete_loop(self, loop_id: str) -> dict[str, Any]:
+        """Delete (row 15): ``{loop_id, deleted}``; deleting a deleted Loop answers ``deleted: false``."""
         return await self.loops.delete(loop_id)
+
+    async def logs(self, loop_id: str, *, limit: int = 200, after_seq: int | None = None) -> list[dict[str, Any]]:
+        """The Loop's stored log lines, oldest first (harness.md §2.7): ``{seq, at_ms, incarnation, source,
+        text}``; the newest ``limit`` (1..1000), or with ``after_seq`` only later lines. ``NotFound`` if absent."""
+        from wakeful.harness.errors import InvalidRequest
+        from wakeful.harness.store import loops
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidRequest("limit must be an integer in 1..1000", field="limit")
+        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
+            raise InvalidRequest("after_seq must be an integer", field="after_seq")
+        await self.loops.get(loop_id)  # NotFound for an unknown Loop
+        await self.node.flush_logs()
+        async with self.store.tx(readonly=True) as tx:
+            lines = await loops.list_logs(tx, loop_id, limit=limit, after_seq=after_seq)
+        return [{"seq": ln.seq, "at_ms": ln.at_ms, "incarnation": ln.incarnation, "source": ln.source,
+                 "text": ln.text} for ln in lines]
 
     async def webhook(self, loop_id: str, action: str, *, agent_id: str | None = None) -> dict[str, Any]:
         """``loop.webhook`` enable / rotate / revoke (harness.md §13); ``agent_id=None`` acts as the operator."""
@@ -297,9 +361,11 @@ class Harness:
         return await self.intake.send(loop_id, topic, payload, event_id, agent_id=agent_id, source=source)
 
     async def archive_agent(self, agent_id: str) -> dict[str, Any]:
+        """Archive the agent: its active Loops pause with reason ``archive`` (rows 10–11)."""
         return await self.loops.archive_agent(agent_id)
 
     async def unarchive_agent(self, agent_id: str) -> dict[str, Any]:
+        """Unarchive: Loops paused by the archive resume, within quota (row 12)."""
         return await self.loops.unarchive_agent(agent_id)
 
     # ------------------------------------------------------------------ decide (harness.md §16)
@@ -356,7 +422,20 @@ class Harness:
 
     def register_tool(self, name: str, fn: Callable[..., Any], *, description: str, input_model: Any = None,
                       safety: str = "read", timeout_s: float = 10) -> None:
-        """interfaces.md §5; register before start. Only ``safety="read"`` tools are offered to Loops."""
+        """Register a tool (interfaces.md §5) before ``start``; the same set on every node of a cluster.
+
+        ``fn(args, ctx)`` is called with the call's JSON arguments (validated by ``input_model``, a pydantic
+        model, when given: a failure is ``invalid_arguments``) and a ``ToolContext`` ``ctx`` carrying
+        ``principal`` (for a Loop the delegated ``schedule|loop:<loop_id>|<creator>``), ``loop_id``, ``agent_id``,
+        ``session_id``, ``group_id``, ``incarnation`` and ``deadline_unix_ms``. It may be sync or async and
+        returns a JSON-serialisable value (≤ 16,128 bytes encoded, else ``result_too_large``). Raising
+        ``HostCallRefused(code, message)`` answers that §9.4 reason code; any other exception is ``tool_failed``;
+        an async ``fn`` running past ``timeout_s`` is ``deadline_exceeded``. The guest sees both as
+        ``SF_HOST_ERROR``.
+
+        ``name`` matches ``^[a-z][a-z0-9_.-]{0,127}$`` and is not a builtin; ``description`` is shown to agents
+        in the ``loop.sdk`` guide. Only ``safety="read"`` tools are offered to Loops; ``"write"`` tools only to
+        scripts. Capabilities declared in the configuration file are registered the same way."""
         self.registry.register(Tool(name, fn, description, safety, timeout_s, input_model))
 
     def on_wake(self, handler: WakeHandler | None = None, *, agent_id: str | None = None,

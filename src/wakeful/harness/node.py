@@ -18,6 +18,7 @@ from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices
 from wakeful.harness.budget import LimitWatch
 from wakeful.harness.capabilities import runtime_capabilities
+from wakeful.harness.capability_http import configured_tools
 from wakeful.harness.checkpoint import load_config
 from wakeful.harness.config import Config
 from wakeful.harness.errors import StoreUnavailable
@@ -64,7 +65,8 @@ class Node:
 
         self.store, self.config = store, config
         self.clock: Clock = clock or SystemClock()
-        self.tools = tools or ToolRegistry()
+        # no registry given (the CLI's local mode): the configuration's [capabilities] still name Loop tools
+        self.tools = tools if tools is not None else configured_tools(config, self.clock.monotonic_ns)
         self.node_id = new_id("node")
         self.on_message = on_message
         self.watch = LimitWatch()

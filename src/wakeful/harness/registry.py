@@ -61,6 +61,10 @@ class ToolRegistry:
         """Every registered tool, in registration order (the MCP server publishes them)."""
         return list(self._tools.values())
 
+    def guide_entries(self) -> list[tuple[str, str]]:
+        """(name, description) of the read tools, for the ``loop.sdk`` guide (``wakeful.sdk.guide_text``)."""
+        return [(tool.name, tool.description) for tool in self._tools.values() if tool.safety == "read"]
+
     def loop_tool_names(self) -> frozenset[str]:
         """The read tools, the only ones a Loop may name."""
         return frozenset(name for name, tool in self._tools.items() if tool.safety == "read")

@@ -36,7 +36,7 @@ from wakeful.harness.views import loop_view, runtime_view
 if TYPE_CHECKING:
     from wakeful.harness.node import Node
 
-__all__ = ["LoopTools"]
+__all__ = ["LoopTools", "bundle_of"]
 
 L, E = schema.loop, schema.loop_event
 MAX_NAME = 80  # §2.5
@@ -59,18 +59,20 @@ class LoopTools:
         """``loop.sdk``: the programming guide and the header (sdk.md)."""
         from wakeful.sdk import guide_text, header_text
 
-        return {"guide": guide_text(), "header": header_text()}
+        return {"guide": guide_text(self.node.tools.guide_entries()), "header": header_text()}
 
     # §8: compile, store the ELF as an artifact of the group, name it under the agent's path
     async def build(self, *, agent_id: str, request: Mapping[str, Any], path: str = DEFAULT_PATH,
                     creator: str = "operator") -> dict[str, Any]:
+        """``loop.build``: ``request`` is ``{source, files?, entry?}`` (as the HTTP API and MCP take it) or a
+        build.md §3 bundle. A compile or verifier failure is a result ``{state: "failed", …}``, not an error."""
         if self.builder is None:
             raise HarnessError("builds are not enabled on this node")
         path = artifacts.check_path(path)
-        result = await self.builder.compile(request)
+        result = await self.builder.compile(bundle_of(request))
         if result.state != "succeeded" or result.elf is None:
-            return {"state": result.state, "failure": result.failure, "error": result.error,
-                    "diagnostics": result.diagnostics}
+            return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+                    "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
         return await self.upload(agent_id=agent_id, elf=result.elf, path=path, creator=creator,
                                  origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
 
@@ -274,6 +276,21 @@ class LoopTools:
         for loop_id in admitted:
             await self._load(loop_id)
         return {"agent_id": agent_id, "status": "active", "resumed": admitted, "quota": held}
+
+
+# interfaces.md §2.2 builds: {source} is a one-file bundle main.c (plus optional files); a bundle passes as is
+def bundle_of(request: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The build.md §3 bundle of a ``loop.build`` request."""
+    if not isinstance(request, Mapping) or "source" not in request:
+        return request
+    unknown = sorted(set(request) - {"source", "files", "entry"})
+    if unknown:
+        raise InvalidRequest(f"a build is {{source, files?, entry?}} or a bundle; unknown key {unknown[0][:64]!r}",
+                             field="source")
+    source, files = request["source"], request.get("files") or {}
+    if not isinstance(source, str) or not isinstance(files, Mapping):
+        raise InvalidRequest("source must be C text and files an object of path → text", field="source")
+    return {"sdk_version": 1, "entry": request.get("entry") or "main.c", "files": {**files, "main.c": source}}
 
 
 # ids are strings of at most 40 characters (schema.Id); anything else never reaches a query

@@ -191,7 +191,10 @@ async def subject_set(args: dict[str, Any], ctx: McpContext) -> Any:
 
 
 async def budget_spend(args: dict[str, Any], ctx: McpContext) -> Any:
-    return await _submit(ctx, args, {"type": "budget.spend", "units": args["units"], "note": args["reason"]})
+    command = {"type": "budget.spend", "units": args["units"], "note": args["reason"]}
+    if "item_id" in args:
+        command["item"] = args["item_id"]
+    return await _submit(ctx, args, command)
 
 
 async def goal_status(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -280,7 +283,7 @@ async def work_update(args: dict[str, Any], ctx: McpContext) -> Any:
 
 async def work_complete(args: dict[str, Any], ctx: McpContext) -> Any:
     command: dict[str, Any] = {"type": "work.complete", "item": args["item_id"], "continuation": args["continuation"]}
-    for name in ("successors", "summary"):
+    for name in ("successors", "summary", "spend"):
         if name in args:
             command[name] = args[name]
     return await _submit(ctx, args, command, await _expected(ctx, args))
@@ -329,7 +332,7 @@ async def evidence_add(args: dict[str, Any], ctx: McpContext) -> Any:
     command: dict[str, Any] = {"type": "evidence.add", "kind": args["kind"], "verdict": args["verdict"]}
     if "item_id" in args:
         command["item"] = args["item_id"]
-    for name in ("criterion_ids", "subject", "artifact_revision", "workload", "summary", "details_url"):
+    for name in ("criterion_ids", "subject", "artifact_revision", "workload", "summary", "details_url", "spend"):
         if name in args:
             command[name] = args[name]
     return await _submit(ctx, args, command)
@@ -349,6 +352,9 @@ def _effect(kind: str, names: tuple[str, ...]) -> Callable[[dict[str, Any], McpC
 
 _WORK_KINDS = ["advancement", "user_gate", "user_action", "monitor", "blocker"]
 _STATUS = {"type": "string", "enum": ["open", "blocked", "deferred", "done"]}
+SPEND = {"type": "object", "description": "what this written-back work cost: {units, note?}, recorded in the same "
+         "commit", "properties": {"units": {"type": "integer", "minimum": 1}, "note": {"type": "string"}},
+         "required": ["units"]}
 _CLAIM = {"epoch": {"type": "integer", "minimum": 0}, "key": {"type": "string", "minLength": 1, "maxLength": 160}}
 
 _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
@@ -363,7 +369,9 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
      "'git:<sha>'); evidence about older revisions stops counting.",
      _schema({"goal_id": GOAL, "name": S, "revision": S}, ("goal_id", "name", "revision")), subject_set),
     ("budget.spend", "Record units spent on the goal's daily budget; over budget is refused (budget_exceeded).",
-     _schema({"goal_id": GOAL, "units": {"type": "integer", "minimum": 1}, "reason": {"type": "string"}},
+     _schema({"goal_id": GOAL, "units": {"type": "integer", "minimum": 1}, "reason": {"type": "string"},
+              "item_id": {**ITEM, "description": "the item the units paid for: only once its work is written "
+                          "back (its evidence or completion); or send spend with that command"}},
              ("goal_id", "units", "reason")), budget_spend),
     ("goal.status", "The goal's status summary: acceptance and criteria, item counts, what needs a person, "
      "claims, monitors, unsettled effects.", _schema({"goal_id": GOAL}, ("goal_id",)), goal_status),
@@ -398,7 +406,7 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
      "criteria need applicable passing evidence (acceptance_unmet lists them).",
      _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
               "continuation": {"type": "string", "enum": ["no_followup", "successor", "goal"]},
-              "successors": ITEM_IDS, "summary": {"type": "string"}, **_CLAIM},
+              "successors": ITEM_IDS, "summary": {"type": "string"}, "spend": SPEND, **_CLAIM},
              ("goal_id", "item_id", "expected_revision", "continuation")), work_complete),
     ("work.supersede", "Replace an item: replacement is an existing open item id or a new item object "
      "({class, title, …}); both are linked in one commit.",
@@ -438,7 +446,7 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
               "kind": {"type": "string", "enum": ["test", "check", "review", "observation", "manual"]},
               "subject": S, "artifact_revision": S, "workload": {"type": "object"},
               "verdict": {"type": "string", "enum": ["pass", "fail", "inconclusive", "observed"]},
-              "summary": {"type": "string"}, "details_url": {"type": "string"}},
+              "summary": {"type": "string"}, "details_url": {"type": "string"}, "spend": SPEND},
              ("goal_id", "kind", "verdict", "summary")), evidence_add),
     ("effect.intend", "Record an external effect BEFORE making it (request_key is the idempotency key to pass "
      "to the external system). An unknown outcome is never re-sent blindly: read it back first.",

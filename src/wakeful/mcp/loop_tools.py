@@ -63,7 +63,8 @@ async def loop_sdk(args: dict[str, Any], ctx: McpContext) -> Any:
         lim = ctx.harness.config.limits
         limits.update(active_loops_per_agent=lim.loops_per_agent, pending_events=lim.pending_events,
                       wakes_per_10_min=lim.notify_per_window, ack_deadline_s=lim.ack_deadline_s)
-    return {"sdk_version": SDK_ABI, "guide": guide_text(), "header": header_text(), "limits": limits}
+    tools = ctx.harness.registry.guide_entries() if ctx.harness is not None else ()  # the node's read tools
+    return {"sdk_version": SDK_ABI, "guide": guide_text(tools), "header": header_text(), "limits": limits}
 
 
 async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:

@@ -58,7 +58,7 @@ _ABSENT: Any = object()
 
 
 class _Fatal(Exception):
-    """The session must close (§3 framing error, §4 an early error that cannot be queued)."""
+    """The session must close: an early error of §4 that cannot be queued (a stalled reader)."""
 
 
 class Session:
@@ -237,8 +237,10 @@ class Session:
             log.error("fatal framing error: %s", exc)
             self._stop(EXIT_FATAL, True)
         except _Fatal as exc:
-            log.error("fatal: %s", exc)
-            self._stop(EXIT_FATAL, True)
+            # §4: the session closes. Not a framing error nor a broken stdout (§2), so the exit code is 0, as
+            # spinfoam's (docs/spinfoam-compat.md, issue 21): the reader stalled, the process did nothing wrong
+            log.error("closing the session: %s", exc)
+            self._stop(EXIT_OK, True)
         finally:
             self._feeding = False
             self._slots -= len(self._answered)
@@ -482,8 +484,8 @@ def _encode(request_id: str, message: dict[str, Any] | None) -> bytes:
 # ---------------------------------------------------------------------- process (§2)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wakeful runtime", exit_on_error=False,
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, exit_on_error=False,
                                 description="stdio JSON-RPC runtime (spinfoam protocol v1)")
     p.add_argument("--enable-builds", action="store_true")
     p.add_argument("--dump-sdk", action="store_true")
@@ -495,7 +497,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=("translate", "interp"), default="translate")
     p.add_argument("--poll-us", type=int, default=POLL_US)
     p.add_argument("--build-workers", type=int, default=2)
-    p.add_argument("--build-cache", default=None)
+    # decisions-stdio.md (issue 21): no build state across processes unless asked for — DIR, `on`
+    # (<build root>/cache/) or `off` (the default)
+    p.add_argument("--build-cache", default="off")
     p.add_argument("--allow-any-stdio", action="store_true")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"))
     return p
@@ -518,7 +522,7 @@ def _options(args: argparse.Namespace) -> RuntimeOptions:
         max_objects=args.max_objects, max_elf_bytes=args.max_elf_bytes,
         max_instructions=args.max_instructions, max_image_bytes=args.max_image_bytes,
         slice_insns=args.slice_insns, engine=args.engine, enable_builds=args.enable_builds,
-        build_workers=args.build_workers, build_cache=args.build_cache,
+        build_workers=args.build_workers, build_cache=None if args.build_cache == "on" else args.build_cache,
     )
 
 
@@ -531,27 +535,31 @@ def _stdio_ok(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the stdio runtime; returns the exit code of §2 (0, 1 fatal, 2 usage/startup)."""
+def main(argv: Sequence[str] | None = None, *, prog: str = "wakeful runtime", spinfoam: bool = False) -> int:
+    """Run the stdio runtime; returns the exit code of §2 (0, 1 fatal, 2 usage/startup).
+
+    ``spinfoam``: the drop-in entry point `wakeful-spinfoam` (docs/spinfoam-compat.md): the same server and
+    options, but ``--dump-sdk`` prints spinfoam.h (spinfoam's ABI 1 only) instead of wakeful.h.
+    """
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = _parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
         options = _options(args)
     except (argparse.ArgumentError, ValueError) as exc:
-        sys.stderr.write(f"wakeful runtime: {exc}\n")
+        sys.stderr.write(f"{prog}: {exc}\n")
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     if args.dump_sdk:
         from wakeful import sdk
 
-        sys.stdout.write(sdk.header_text())
+        sys.stdout.write(sdk.spinfoam_header_text() if spinfoam else sdk.header_text())
         sys.stdout.flush()
         return EXIT_OK
     if not args.allow_any_stdio and not (_stdio_ok(STDIN) and _stdio_ok(STDOUT)):
-        sys.stderr.write("wakeful runtime: stdin and stdout must be pipes, FIFOs or sockets\n")
+        sys.stderr.write(f"{prog}: stdin and stdout must be pipes, FIFOs or sockets\n")
         return EXIT_USAGE
     if not 0 <= args.poll_us <= 10_000:
-        sys.stderr.write("wakeful runtime: --poll-us must be 0..10000\n")
+        sys.stderr.write(f"{prog}: --poll-us must be 0..10000\n")
         return EXIT_USAGE
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     return _serve(options, args.poll_us)

@@ -30,6 +30,7 @@ SyncHandler = Callable[[dict[str, Any]], Any]
 
 EXTENSIONS = ["wakeful.object.inspect", "wakeful.stats", "wakeful.elf.verify", "detail", "load_options"]
 PINNED_REVISION = ("0.17.1", "22.1.8")  # build.md §2
+_NOT_AN_ARRAY = "null"  # a value parse_capabilities refuses ("invalid capabilities"): not a list
 
 
 def _b64(text: str) -> bytes:
@@ -165,8 +166,13 @@ class Methods:
     def load(self, p: dict[str, Any]) -> Any:
         elf = _b64(p["elf"])
         ext = decode(p.get("wakeful", {}), LOAD_WAKEFUL, "params.wakeful")
+        caps = p.get("capabilities", ())
+        # §6.3 (spinfoam v1, issue 21): `capabilities` is an array; `null` is not one. The core reads None as
+        # "no capabilities", so null is handed on as a non-array, refused at the capabilities step
+        if caps is None:
+            caps = _NOT_AN_ARRAY
         status = self.s.rt.load_nowait(
-            elf, config=p.get("config"), capabilities=p.get("capabilities", ()),
+            elf, config=p.get("config"), capabilities=caps,
             cpu_limit_ms=ext.get("cpu_limit_ms"), label=ext.get("label"),
         )
         return self._status(status)

@@ -6,6 +6,7 @@ Small read-only accessors so build, runtime, harness and the faces never compute
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
@@ -23,12 +24,13 @@ __all__ = [
     "headers",
     "include_dir",
     "script_guide_text",
+    "spinfoam_header_text",
     "write_examples",
 ]
 
 _RUN_ARG = re.compile(r"^\s*\*\s*run-arg:\s*(--[a-z-]+)\s+(.+)$", re.M)
 SDK_ABI = 1  # WAKEFUL_SDK_ABI in wakeful.h
-SDK_EXT = 1  # WAKEFUL_SDK_EXT in wakeful.h
+SDK_EXT = 2  # WAKEFUL_SDK_EXT in wakeful.h
 
 
 @dataclass(frozen=True)
@@ -64,19 +66,49 @@ def headers() -> dict[str, bytes]:
     }
 
 
+_INCLUDE_SPINFOAM = '#include "spinfoam.h"\n'
+
+
 def header_bytes() -> bytes:
-    """The bytes of `wakeful.h`."""
-    return _root().joinpath("include", "wakeful.h").read_bytes()
+    """The bytes of ``header_text()``."""
+    return header_text().encode("utf-8")
 
 
 def header_text() -> str:
-    """`wakeful.h` as text (`wakeful sdk header`, `wakeful runtime --dump-sdk`, `loop.sdk`)."""
-    return header_bytes().decode("utf-8")
+    """`wakeful.h` made self-contained (`wakeful sdk header`, `wakeful runtime --dump-sdk`, `loop.sdk`).
+
+    wakeful.h includes spinfoam.h (the ABI-1 part); a reader of one printed header (an agent, an embedder
+    saving it next to its sources) needs no second file, so spinfoam.h is inlined where it is included.
+    """
+    inc = _root().joinpath("include")
+    text = inc.joinpath("wakeful.h").read_text(encoding="utf-8")
+    assert text.count(_INCLUDE_SPINFOAM) == 1, "wakeful.h includes spinfoam.h once"
+    return text.replace(_INCLUDE_SPINFOAM, spinfoam_header_text())
 
 
-def guide_text() -> str:
-    """The agent-facing programming guide for Loops (sdk.md §15)."""
-    return _root().joinpath("guide.md").read_text(encoding="utf-8")
+def spinfoam_header_text() -> str:
+    """`spinfoam.h`: spinfoam's ABI 1 only, no extensions (`wakeful-spinfoam --dump-sdk`)."""
+    return _root().joinpath("include", "spinfoam.h").read_text(encoding="utf-8")
+
+
+TOOLS_ROW = "| embedder tools (read-only) | the tool's schema | the tool's JSON result |\n"
+
+
+def guide_text(tools: Iterable[tuple[str, str]] = ()) -> str:
+    """The agent-facing programming guide for Loops (sdk.md §15). ``tools``: (name, description) of the node's
+    read tools (``register_tool`` and the configuration's ``[capabilities]``), listed after the capability table
+    so an agent sees what this node offers."""
+    text = _root().joinpath("guide.md").read_text(encoding="utf-8")
+    entries = sorted(tools)
+    if not entries:
+        return text
+    listed = "".join(f"- `{name}`: {' '.join(description.split())}\n" for name, description in entries)
+    section = f"\n**Tools of this node** (read-only, callable when granted):\n\n{listed}"
+    at = text.find(TOOLS_ROW)
+    if at < 0:
+        return text + section
+    at += len(TOOLS_ROW)
+    return text[:at] + section + text[at:]
 
 
 def script_guide_text() -> str:

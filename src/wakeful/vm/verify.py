@@ -1,4 +1,4 @@
-"""The verifier (vm.md §4, pipeline step 5): every rule code, the call graph, and frame sizes (§5.1).
+"""The verifier (vm.md §4, pipeline step 5): every rule code, the call graph, and frame sizes (§5.1, vm/frames.py).
 
 Runs over every function of a ``Linked`` program; the first violation raises ``InvalidObject``.
 """
@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from wakeful.vm import isa
 from wakeful.vm.disasm import ALU_OPS, JMP_OPS
 from wakeful.vm.elf import JUMP_TABLE_HINT
+from wakeful.vm.frames import MAX_FRAME, frame_sizes
 from wakeful.vm.isa import Insn
 from wakeful.vm.link import HELPER_HINT, Linked, Span, fail
 
 __all__ = ["MAX_CALL_DEPTH", "MAX_FRAME", "VERIFIER_VERSION", "Verdict", "verify"]
 
-VERIFIER_VERSION = 1
-MAX_FRAME = 4096
+VERIFIER_VERSION = 2  # 2: the sound frame rule of vm.md §5.1
 MAX_CALL_DEPTH = 8
 
 
@@ -32,30 +32,28 @@ class Verdict:
 
 def verify(linked: Linked) -> Verdict:
     """Check every function, then the call graph (RECURSION, CALL_DEPTH), then frame sizes."""
-    targets = [_check_function(linked, f) for f in linked.funcs]
+    for f in linked.funcs:
+        _check_function(linked, f)
     callees = _callees(linked)
     order = _postorder(linked, callees)
     chain = _check_depth(linked, callees, order)
-    frames = tuple(_frame(linked, f, targets[i]) for i, f in enumerate(linked.funcs))
+    frames = frame_sizes(linked, order)
     return Verdict(frames, chain, _stack_bytes(linked, callees, order, frames), callees)
 
 
 # ---------------------------------------------------------------- per instruction
 
 
-def _check_function(linked: Linked, f: Span) -> set[int]:
-    """All per-instruction rules for one function; returns its jump targets (for §5.1)."""
+def _check_function(linked: Linked, f: Span) -> None:
+    """All per-instruction rules for one function."""
     if linked.second[f.start]:
         fail(linked, "LDIMM64", f.start, "function starts on the second slot of an LD_IMM64")
-    targets: set[int] = set()
     for slot in range(f.start, f.end):
         if not linked.second[slot]:
             target = _check_insn(linked, f, slot, linked.raw[slot])
             if target is not None:
                 _check_target(linked, f, slot, target)
-                targets.add(target)
     _check_fallthrough(linked, f)
-    return targets
 
 
 def _check_insn(linked: Linked, f: Span, slot: int, insn: Insn) -> int | None:
@@ -289,122 +287,3 @@ def _stack_bytes(
         below = max((total[c] for c, _ in callees[f]), default=0)
         total[f] = frames[f] + below
     return total[linked.entry]
-
-
-# ---------------------------------------------------------------- frame sizes (vm.md §5.1)
-
-
-class _Frame:
-    """State of the §5.1 forward pass over one function."""
-
-    def __init__(self) -> None:
-        self.tracked: dict[int, int] = {}  # register -> K for a value r10 + K
-        self.low = 0
-        self.low_slot = -1
-        self.full = False
-
-    def record(self, k: int, slot: int) -> None:
-        if k < self.low:
-            self.low, self.low_slot = k, slot
-
-    def record_all(self, slot: int, regs: range | None = None) -> None:
-        for reg, k in self.tracked.items():
-            if regs is None or reg in regs:
-                self.record(k, slot)
-
-    def value(self, reg: int) -> int | None:
-        return 0 if reg == 10 else self.tracked.get(reg)
-
-
-def _frame(linked: Linked, f: Span, targets: set[int]) -> int:
-    st = _Frame()
-    for slot in range(f.start, f.end):
-        if linked.second[slot]:
-            continue
-        if slot in targets:  # every jump target is a merge: record, then reset
-            st.record_all(slot)
-            st.tracked.clear()
-        _frame_step(st, linked.raw[slot], slot)
-    if st.full:
-        return MAX_FRAME
-    frame = (-st.low + 7) // 8 * 8
-    if frame > MAX_FRAME:
-        fail(linked, "STACK", st.low_slot, f"frame of {frame} bytes exceeds {MAX_FRAME} (stack_frame_bytes)")
-    return frame
-
-
-def _frame_step(st: _Frame, insn: Insn, slot: int) -> None:
-    cls = insn.op & 0x07
-    if cls in (isa.ALU, isa.ALU64):
-        _frame_alu(st, insn, slot)
-    elif cls == isa.LD:
-        st.tracked.pop(insn.dst, None)
-    elif cls == isa.LDX:
-        _frame_access(st, insn.src, insn.off, slot)
-        st.tracked.pop(insn.dst, None)
-    elif cls in (isa.ST, isa.STX):
-        _frame_store(st, insn, slot)
-    else:
-        _frame_jmp(st, insn, slot)
-
-
-def _frame_access(st: _Frame, base: int, off: int, slot: int) -> None:
-    k = st.value(base)
-    if k is not None:
-        st.record(min(k, k + off), slot)
-
-
-def _frame_alu(st: _Frame, insn: Insn, slot: int) -> None:
-    op, dst, src = insn.op, insn.dst, insn.src
-    wide, code, x = op & 0x07 == isa.ALU64, op & 0xF0, bool(op & isa.X)
-    kd, ks = st.value(dst), (st.value(src) if x else None)
-    if wide and code == isa.MOV and x and not insn.off:
-        _set(st, dst, ks)
-    elif wide and code in (isa.ADD, isa.SUB) and not x and kd is not None:
-        st.tracked[dst] = kd + insn.imm if code == isa.ADD else kd - insn.imm
-    elif wide and code in (isa.ADD, isa.SUB) and (kd is not None or ks is not None):
-        for k in (kd, ks):  # combined with a register: record K, or the full frame with no offset yet
-            if k is not None:
-                st.full |= k == 0
-                st.record(k, slot)
-        st.tracked.pop(dst, None)
-    else:
-        if kd is not None and code != isa.MOV or ks is not None:
-            st.full = True  # an r10-derived value flowing into any other operation
-        st.tracked.pop(dst, None)
-
-
-def _set(st: _Frame, reg: int, k: int | None) -> None:
-    if k is None:
-        st.tracked.pop(reg, None)
-    else:
-        st.tracked[reg] = k
-
-
-def _frame_store(st: _Frame, insn: Insn, slot: int) -> None:
-    is_atomic = insn.op & 0xE0 == isa.MODE_ATOMIC and insn.op & 0x07 == isa.STX
-    if is_atomic and insn.imm == isa.LOAD_ACQ:
-        _frame_access(st, insn.src, insn.off, slot)
-        st.tracked.pop(insn.dst, None)
-        return
-    _frame_access(st, insn.dst, insn.off, slot)
-    if insn.op & 0x07 == isa.STX:
-        k = st.value(insn.src)
-        if k is not None:  # an r10-derived value stored to memory
-            st.record(k, slot)
-    if is_atomic and insn.imm == isa.ATOMIC_CMPXCHG:
-        st.tracked.pop(0, None)
-    elif is_atomic and insn.imm & isa.FETCH:
-        st.tracked.pop(insn.src, None)
-
-
-def _frame_jmp(st: _Frame, insn: Insn, slot: int) -> None:
-    code = insn.op & 0xF0
-    if insn.op == isa.OP_CALL:
-        st.record_all(slot, range(1, 6))  # passed to a call
-        for reg in range(6):
-            st.tracked.pop(reg, None)
-    elif insn.op == isa.OP_EXIT:
-        st.record_all(slot, range(0, 1))
-    elif code != isa.CALL:
-        st.record_all(slot)  # reaching a jump

@@ -514,6 +514,21 @@ def test_pipeline_file_size_limit_is_too_large(builder: Builder) -> None:
     assert result.failure == "too_large" and "compiler output too large" in (result.error or "")
 
 
+def test_pipeline_limit_failures_are_never_cached(tmp_path: Path) -> None:
+    """issue 21: an output-size failure (like deadline, CPU and memory ones) is not cached; a deterministic
+    compiler error is, under a key that covers the limits (a lower deadline is another entry)."""
+    with make_builder(tmp_path, cache=True) as b:
+        require_available(b)
+        first, again = build(b, {"main.c": DOUBLING + MAIN}), build(b, {"main.c": DOUBLING + MAIN})
+        assert (first.failure, again.failure, again.cached) == ("too_large", "too_large", False)
+        assert b.cache is not None and b.cache.stats()["entries"] == 0
+        broken = {"main.c": "int main( {\n"}
+        assert build(b, broken).failure == "compiler_error" and build(b, broken).cached
+    with make_builder(tmp_path, cache=True, deadline_seconds=14.0) as other:
+        assert not build(other, broken).cached and other.cache is not None
+        assert other.cache.stats()["entries"] == 2
+
+
 def test_pipeline_cancelled_caller_kills_the_compiler(tmp_path: Path) -> None:
     with make_builder(tmp_path, cache=True, cpu_seconds=60, deadline_seconds=30) as b:
         require_available(b)

@@ -139,6 +139,31 @@ async def test_budget_spend_per_day(store, store_clock) -> None:
     await kit.run(a, {"type": "budget.spend", "units": 10})
 
 
+async def test_spend_is_recorded_with_the_work_it_paid_for(store) -> None:
+    """Issue 20: spend naming an item waits until its work is written back; spend sent with the write-back is
+    recorded in that same commit, and refused with it when over budget (the write-back then waits too)."""
+    kit = await make_kit(store)
+    a, b = kit.agents[0], kit.agents[1]
+    await kit.run(kit.person, {"type": "goal.update", "budget": {"units_per_day": 10}})
+    item = await kit.add(title="run the suite")
+    err = await _refuse(kit.run(a, {"type": "budget.spend", "units": 2, "item": item}))
+    assert (err.code, err.details["reason"]) == ("illegal_transition", "not_written_back")
+    await kit.run(a, {"type": "evidence.add", "item": item, "kind": "test", "verdict": "observed",
+                      "summary": "suite ran", "spend": {"units": 3}})
+    assert (await kit.control.snapshot(kit.goal_id)).budget_spent_today == 3
+    await kit.run(a, {"type": "budget.spend", "units": 2, "item": item})  # a's evidence is written back
+    err = await _refuse(kit.run(b, {"type": "budget.spend", "units": 1, "item": item}))
+    assert err.details["reason"] == "not_written_back"  # b wrote nothing back on it
+    over = await _refuse(kit.run(a, {"type": "work.complete", "item": item, "spend": {"units": 6}},
+                                 expected={"item_revision": 1}))
+    assert over.code == "budget_exceeded"
+    assert (await kit.control.item(kit.goal_id, item))["status"] == "open"  # nothing of the refused commit
+    await kit.run(a, {"type": "work.complete", "item": item, "spend": {"units": 5}}, expected={"item_revision": 1})
+    assert (await kit.control.snapshot(kit.goal_id)).budget_spent_today == 10
+    err = await _refuse(kit.run(b, {"type": "budget.spend", "units": 1, "item": item}))
+    assert err.code == "budget_exceeded"  # done now, so written back; but today's budget is spent
+
+
 async def test_stored_state_limits_are_budget_exceeded(store, monkeypatch: pytest.MonkeyPatch) -> None:
     """§4.1 step 7, with the limits lowered so the test stays fast: items not done per goal, evidence per item,
     subjects per goal."""

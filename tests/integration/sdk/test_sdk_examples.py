@@ -137,6 +137,23 @@ def _paged_feed(records: list[Record]) -> None:
     assert [c["state"]["cursor"] for c in _calls(records, "loop.state.put")] == ["c2", "c3"]
 
 
+def _fnv1a_hex(data: bytes) -> str:
+    h = 14695981039346656037
+    for byte in data:
+        h = (h ^ byte) * 1099511628211 % 2**64
+    return f"{h:x}"
+
+
+def _log_watch(records: list[Record]) -> None:
+    key = "line:" + _fnv1a_hex(b"api\nupstream timeout after 30s")
+    notes = _calls(records, "agent.notify")
+    # e2 (ERROR) and e5 (error) wake with the same key; e1 info, e3 "(retrying)", e4 no pattern do not
+    assert notes == [{"text": "api: upstream timeout after 30s", "dedup_key": key}] * 2
+    assert _calls(records, "loop.ack") == [{"event_id": f"e{i}"} for i in range(1, 6)]
+    order = [(r["capability"], r["arguments"]) for r in records if r["type"] == "host_call"]
+    assert order.index(("loop.ack", {"event_id": "e5"})) > order.index(("agent.notify", notes[0]), 3)
+
+
 def _script_aggregate(records: list[Record]) -> None:
     assert [c["args"]["service"] for c in _calls(records, "tool.call")] == ["api", "db", "queue"]
     assert _calls(records, "script.result") == [
@@ -151,6 +168,7 @@ EXPECT: dict[str, Callable[[list[Record]], None]] = {
     "poll_changes": _poll_changes,
     "batch_summary": _batch_summary,
     "classify_decide": _classify_decide,
+    "log_watch": _log_watch,
     "paged_feed": _paged_feed,
     "script_aggregate": _script_aggregate,
 }

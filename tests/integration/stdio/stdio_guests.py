@@ -1,13 +1,20 @@
 """C guests and a session helper shared by the stdio runtime tests (each guest reads its config via ``cfg``).
 
-The helper spawns the real `wakeful runtime` child through ``wakeful.runtime.client.RuntimeClient``.
+The helper spawns the real `wakeful runtime` child through ``wakeful.runtime.client.RuntimeClient``, or the
+drop-in `wakeful-spinfoam` when ``ENTRY`` says so (test_stdio_conformance.py reruns the suite that way).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
+import select
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -15,6 +22,7 @@ from typing import Any
 
 from wakeful.runtime.client import RuntimeClient, default_argv
 
+F_SETPIPE_SZ = 1031
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 PRELUDE = r"""
@@ -154,6 +162,24 @@ SF_MAIN sf_i64 main(void) {
 """
 
 
+# the entry point every child of this suite runs: "runtime" (`wakeful runtime`) or "spinfoam" (`wakeful-spinfoam`)
+ENTRY = {"name": "runtime"}
+
+
+def spinfoam_argv() -> list[str]:
+    """The drop-in entry point: the installed console script when on PATH, else the same module run by this
+    interpreter (the script is only ``sys.exit(wakeful.cli.spinfoam.main())``)."""
+    script = shutil.which("wakeful-spinfoam")
+    return [script] if script else [sys.executable, "-m", "wakeful.cli.spinfoam"]
+
+
+def entry_argv(enable_builds: bool = False) -> list[str]:
+    """argv of the current entry point; ``--enable-builds`` goes last, as spinfoam embedders pass it."""
+    if ENTRY["name"] == "spinfoam":
+        return [*spinfoam_argv(), *(["--enable-builds"] if enable_builds else [])]
+    return default_argv(enable_builds)
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)
@@ -162,7 +188,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 async def spawn(*args: str, enable_builds: bool = False, env: dict[str, str] | None = None) -> RuntimeClient:
-    argv = [*default_argv(enable_builds), *args]
+    argv = [*entry_argv(), *args, *(["--enable-builds"] if enable_builds else [])]
     return await RuntimeClient.spawn(argv, env=child_env(**(env or {})))
 
 
@@ -204,4 +230,66 @@ async def raw(client: RuntimeClient, line: bytes | str, timeout: float = 5.0) ->
     """Write one raw line and return the next response that matches no call of the client."""
     data = line.encode() if isinstance(line, str) else line
     await client.write_raw(data if data.endswith(b"\n") else data + b"\n")
+    return await next_unmatched(client, timeout)
+
+
+async def next_unmatched(client: RuntimeClient, timeout: float = 5.0) -> dict[str, Any]:
+    """The next response that matches no call of the client."""
     return await asyncio.wait_for(client.unmatched.get(), timeout)
+
+
+class RawChild:
+    """A runtime child driven with plain blocking pipes, so the test decides when stdout is read."""
+
+    def __init__(self, pipe_bytes: int = 4096) -> None:
+        self.proc = subprocess.Popen(entry_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=child_env())
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        fcntl.fcntl(self.stdout.fileno(), F_SETPIPE_SZ, pipe_bytes)  # a small stdout pipe fills fast
+        self.buf = b""
+
+    def send(self, request_id: str, method: str, params: Any) -> None:
+        msg = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.stdin.flush()
+
+    def frames(self, timeout: float = 5.0, until_id: str | None = None) -> list[dict[str, Any]]:
+        """Read frames until one with ``until_id`` arrives (or nothing comes for ``timeout``)."""
+        out: list[dict[str, Any]] = []
+        fd = self.stdout.fileno()
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                out.append(json.loads(line))
+                if until_id is not None and out[-1].get("id") == until_id:
+                    return out
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                return out
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return out
+            self.buf += chunk
+
+    def call(self, request_id: str, method: str, params: Any) -> dict[str, Any]:
+        self.send(request_id, method, params)
+        return self.frames(until_id=request_id)[-1]
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def close(self) -> int:
+        with contextlib.suppress(BrokenPipeError):
+            self.stdin.close()
+        try:
+            code = self.proc.wait(10)
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+            self.stdout.close()
+        return code

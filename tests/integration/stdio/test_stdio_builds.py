@@ -52,7 +52,7 @@ def test_compile_identical_sha_failure_and_load(tmp_path: Path) -> None:
             assert broken.state == "failed" and broken.result["kind"] == "BUILD_FAILED"
             assert isinstance(broken.result["error"], str) and broken.result["error"]
             raw = await c.request("sf.build.compile", REQUEST)
-            assert raw["wakeful"]["cached"] is True  # detail: the build.md §1 fields
+            assert raw["wakeful"]["cached"] is False  # detail: the build.md §1 fields; no cache by default
         finally:
             assert await c.shutdown() == 0
 
@@ -86,5 +86,46 @@ def test_shutdown_answers_running_compiles_cancelled(tmp_path: Path) -> None:
         assert ids[0] == "bye" or all(f["result"]["state"] == "succeeded" for f in got[: ids.index("bye")])
         after = got[ids.index("bye") + 1:]
         assert after and all(f["result"] == {"state": "cancelled", "result": None} for f in after), got
+
+    g.run(body)
+
+
+# issue 21 item 4: a compile bomb (doubling macros: the 4 MiB output limit within a second, build.md §6 row 16)
+BOMB = {"sdk_version": 1, "entry": "main.c", "files": {"main.c": "#define A0 x\n" + "".join(
+    f"#define A{i} A{i - 1} A{i - 1}\n" for i in range(1, 40)) + "int A39;\n" + SOURCE}}
+
+
+def _cache_entries(home: Path) -> int:
+    return sum(1 for p in home.rglob("*") if p.is_file() and len(p.name) == 64 and p.parent.name == p.name[:2])
+
+
+async def _two_builds(home: Path, *args: str) -> list[tuple[str, str | None, bool]]:
+    """One child: compile REQUEST and BOMB; (state, failure, cached) of each."""
+    c = await g.spawn(*args, enable_builds=True, env={"WAKEFUL_HOME": str(home)})
+    try:
+        info = await c.initialize(detail=True)
+        if not info["compiler"]["available"]:
+            pytest.skip(f"toolchain unusable here: {info['compiler']['reason']}")
+        got = []
+        for request in (REQUEST, BOMB):
+            raw = await c.request("sf.build.compile", request)
+            got.append((raw["state"], raw["wakeful"]["failure"], raw["wakeful"]["cached"]))
+        return got
+    finally:
+        assert await c.shutdown() == 0
+
+
+@pytest.mark.integration
+def test_no_build_state_survives_the_process_unless_asked(tmp_path: Path) -> None:
+    # on main the second child answered both from ~/.local/share/wakeful/build/cache, the bomb's failure included
+    async def body() -> None:
+        fresh = [("succeeded", None, False), ("failed", "too_large", False)]
+        assert await _two_builds(tmp_path) == fresh
+        assert await _two_builds(tmp_path) == fresh  # nothing kept between processes by default
+        assert _cache_entries(tmp_path) == 0
+        # --build-cache on: successes are reused across processes, a limit failure never is
+        assert await _two_builds(tmp_path, "--build-cache", "on") == fresh
+        assert await _two_builds(tmp_path, "--build-cache", "on") == [("succeeded", None, True), fresh[1]]
+        assert _cache_entries(tmp_path) == 1
 
     g.run(body)

@@ -119,6 +119,24 @@ STRICT = [
     ("wakeful.object.inspect", {"object_id": "o1", "x": 0}),
     ("wakeful.elf.verify", {}),
     ("sf.build.compile", {"sdk_version": 1, "entry": "a.c", "files": {}, "artifact": 1}),
+    # issue 21: the strictness rules of protocol v1 rechecked (spinfoam's typed decoding)
+    ("sf.object.load", {"elf": "AAAA", "capabilities": None}),
+    ("sf.object.load", {"elf": "AAAA", "capabilities": {"name": "a"}}),
+    ("sf.object.load", {"elf": None}),
+    ("sf.object.load", {"elf": "AAAA", "wakeful": None}),
+    ("sf.initialize", {"protocol_version": True}),
+    ("sf.initialize", {"protocol_version": 1.0}),
+    ("sf.initialize", {"protocol_version": "1"}),
+    ("sf.initialize", {}),
+    ("sf.object.list", {"limit": 0}),
+    ("sf.object.list", {"limit": 257}),
+    ("sf.object.list", {"limit": None}),
+    ("sf.object.list", {"after": 5}),
+    ("sf.object.start", {"object_id": None}),
+    ("sf.event.deliver", {"object_id": "o1", "event_id": 1, "topic": "t", "payload": 1}),
+    ("sf.event.deliver", {"object_id": "o1", "event_id": "e", "topic": None, "payload": 1}),
+    ("sf.build.compile", {"sdk_version": 1, "entry": "a.c"}),
+    ("sf.build.compile", {"sdk_version": True, "entry": "a.c", "files": {"a.c": ""}}),
 ]
 
 

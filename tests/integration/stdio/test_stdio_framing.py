@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import stdio_guests as g
 
-from wakeful.runtime.client import RuntimeClosed, default_argv
+from wakeful.runtime.client import RuntimeClosed
 
 
 def test_line_of_exactly_the_frame_limit_is_accepted() -> None:
@@ -107,7 +107,7 @@ def test_broken_stdout_exits_1(compile_c: Any) -> None:
     # §12: a broken stdout ends the process with exit 1 (the guest logs so the runtime writes)
     logger = compile_c(g.LOGGER)
     env = g.child_env()
-    proc = subprocess.Popen(default_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(g.entry_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None and proc.stdout is not None
     init = {"jsonrpc": "2.0", "id": "1", "method": "sf.initialize", "params": {"protocol_version": 1}}
@@ -138,10 +138,10 @@ def test_stdio_must_be_pipes(tmp_path: Any) -> None:
     regular = tmp_path / "in.txt"
     regular.write_text("")
     with open(regular, "rb") as stdin:
-        proc = subprocess.run(default_argv(), stdin=stdin, capture_output=True, env=g.child_env(), timeout=30)
+        proc = subprocess.run(g.entry_argv(), stdin=stdin, capture_output=True, env=g.child_env(), timeout=30)
     assert proc.returncode == 2 and b"pipes" in proc.stderr
     with open(regular, "rb") as stdin:  # with the escape hatch: EOF at once → exit 0
-        proc = subprocess.run([*default_argv(), "--allow-any-stdio"], stdin=stdin, capture_output=True,
+        proc = subprocess.run([*g.entry_argv(), "--allow-any-stdio"], stdin=stdin, capture_output=True,
                               env=g.child_env(), timeout=30)
     assert proc.returncode == 0
 
@@ -150,7 +150,7 @@ def test_stdio_must_be_pipes(tmp_path: Any) -> None:
                                   ["--max-instructions", "0"], ["--no-such-option"],
                                   ["--poll-us", "-1"], ["--poll-us", "10001"]])
 def test_usage_error_exits_2(args: list[str]) -> None:
-    proc = subprocess.run([*default_argv(), *args], stdin=subprocess.PIPE,
+    proc = subprocess.run([*g.entry_argv(), *args], stdin=subprocess.PIPE,
                           capture_output=True, env=g.child_env(), timeout=30)
     assert proc.returncode == 2, proc.stderr
 
@@ -160,7 +160,7 @@ def test_fd_flags_restored_on_exit() -> None:
     read_fd, write_fd = os.pipe()
     out_r, out_w = os.pipe()
     try:
-        proc = subprocess.Popen(default_argv(), stdin=read_fd, stdout=out_w, env=g.child_env())
+        proc = subprocess.Popen(g.entry_argv(), stdin=read_fd, stdout=out_w, env=g.child_env())
         os.close(write_fd)
         write_fd = -1
         assert proc.wait(30) == 0

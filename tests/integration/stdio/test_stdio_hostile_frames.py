@@ -10,7 +10,7 @@ from typing import Any
 
 import stdio_guests as g
 
-from wakeful.runtime.client import RuntimeClient, default_argv
+from wakeful.runtime.client import RuntimeClient
 
 METHODS = ["sf.initialize", "sf.object.load", "sf.object.start", "sf.object.stop", "sf.object.unload",
            "sf.object.get", "sf.object.list", "sf.event.deliver", "sf.build.compile", "sf.stats",
@@ -45,7 +45,7 @@ def test_random_frames_never_break_the_session() -> None:
 
     async def body() -> None:
         proc = await asyncio.create_subprocess_exec(
-            *default_argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            *g.entry_argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=g.child_env(), limit=1 << 20)
         client = RuntimeClient(proc)
         await client.initialize()

@@ -203,3 +203,23 @@ def test_list_string_order_paging_and_limit_bounds(elfs: dict[str, bytes]) -> No
             assert len((await c.list(limit=256))[0]) == 12
 
     g.run(body)
+
+
+def test_null_capabilities_are_invalid_params_at_their_step(elfs: dict[str, bytes]) -> None:
+    # issue 21 item 5: spinfoam refuses `capabilities: null` with -32602 (main accepted it as "none");
+    # §6.3 order: base64 and config come first, and no id is taken
+    elf = base64.b64encode(elfs["exit_code"]).decode()
+
+    async def body() -> None:
+        async with g.session() as c:
+            with pytest.raises(InvalidParams, match="invalid base64"):
+                await c.request("sf.object.load", {"elf": "not base64!", "capabilities": None})
+            with pytest.raises(InvalidParams, match="config exceeds JSON limits"):
+                await c.request("sf.object.load", {"elf": elf, "config": "a" * 16_400, "capabilities": None})
+            with pytest.raises(InvalidParams, match="invalid capabilities") as refused:
+                await c.request("sf.object.load", {"elf": elf, "capabilities": None})
+            assert refused.value.rpc_code == -32602  # type: ignore[attr-defined]
+            assert (await c.request("sf.object.load", {"elf": elf}))["object_id"] == "o1"
+            assert (await c.request("sf.object.load", {"elf": elf, "capabilities": []}))["object_id"] == "o2"
+
+    g.run(body)

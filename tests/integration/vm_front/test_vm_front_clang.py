@@ -112,9 +112,17 @@ def test_functions_match_function_symbols(program: bytes) -> None:
 def test_stack_buffer_sets_the_frame(compile_c: Compile) -> None:
     p = loader.prepare(compile_c(PROGRAMS["globals_and_strings"]), cache=None)
     frames = {f["name"]: f["stack_frame_bytes"] for f in p.report.functions}
-    assert frames["visit"] == 64 and frames["walk"] == 0
+    # vm.md §5.1: visit indexes buf with a register (r3 = r10 - 64; r3 += r1), so its frame is the full 4,096
+    assert frames["visit"] == 4096 and frames["walk"] == 0 and frames["main"] == 0
     assert p.report.call_chain == ("main", "visit", "walk")
-    assert p.report.stack_bytes == 64
+    assert p.report.stack_bytes == 4096
+
+
+def test_stack_buffer_passed_to_a_helper_sets_the_frame(compile_c: Compile) -> None:
+    # a helper touches only [ptr, ptr + len) (docs/decisions-vm-frames.md): &buf[0] needs 64 bytes, not 4,096
+    src = DECLS + "MAIN { char buf[64]; __builtin_memset(buf, 7, 64); sf_log_raw(buf, 64); return buf[3]; }"
+    p = loader.prepare(compile_c(src), cache=None)
+    assert p.report.functions[0]["stack_frame_bytes"] == 64
 
 
 def refused(data: bytes, rule: str) -> str:

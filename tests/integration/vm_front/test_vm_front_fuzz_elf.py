@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.elf_fuzz import INTERESTING
 
 from wakeful.errors import GuestFault, InvalidObject
 from wakeful.vm import asm, clear_caches, isa, load, loader
@@ -73,10 +74,6 @@ def _entries(data: bytes, sh_type: int, entsize: int) -> list[int]:
         if typ == sh_type and off + size <= len(data):
             out.extend(range(off, off + size - entsize + 1, entsize))
     return out
-
-
-INTERESTING = [0, 1, 2, 3, 7, 8, 9, 15, 16, 24, 63, 64, 127, 128, 255, 256, 4095, 4096, 0x7FFF, 0xFFFF,
-               0xFFF1, 0xFFF2, 0xFF00, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
 
 
 def _value(rng: random.Random, old: int, bits: int) -> int:

@@ -63,7 +63,7 @@ def test_message_cursor() -> None:
 
 
 def test_body_bounds_and_types() -> None:
-    assert body_limit_for("/v1/loop-webhooks/abc") == 16_384
+    assert body_limit_for("/v1/loop-webhooks/abc") == 1_048_576  # the route reads 16 KiB unless a verifier maps fields
     assert body_limit_for("/v1/agent-groups/g/builds") == body_limit_for("/v1/agent-groups/g/scripts/run") == 262_144
     assert body_limit_for("/v1/agent-groups/g/loops") == 65_536
     assert body_self_checked("/v1/agent-groups/g/loops/l/events", "POST")

@@ -20,6 +20,16 @@ def test_cache_key_is_canonical_and_covers_toolchain_and_request() -> None:
     assert cache_key("tc", {**REQ, "files": {"m.c": "int x;\r\n", "a.h": ""}}) != k
 
 
+def test_cache_key_covers_the_compiler_revision_and_the_limits() -> None:
+    # issue 21: a result obtained with another compiler or under other limits is never reused
+    limits = {"deadline_seconds": 15.0, "cpu_seconds": 10, "memory_bytes": 1 << 30}
+    k = cache_key("tc", REQ, revision="zig 0.17.1 / clang 22.1.8", limits=limits)
+    assert k == cache_key("tc", REQ, revision="zig 0.17.1 / clang 22.1.8", limits=dict(reversed(limits.items())))
+    assert cache_key("tc", REQ, revision="zig 0.17.2 / clang 22.1.8", limits=limits) != k
+    assert cache_key("tc", REQ, revision="zig 0.17.1 / clang 22.1.8", limits={**limits, "deadline_seconds": 2.0}) != k
+    assert cache_key("tc", REQ, revision="zig 0.17.1 / clang 22.1.8", limits={**limits, "memory_bytes": 1}) != k
+
+
 def test_cache_roundtrip_and_layout(tmp_path: Path) -> None:
     cache = BuildCache(tmp_path)
     key = cache_key("tc", REQ)

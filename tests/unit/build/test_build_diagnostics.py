@@ -58,9 +58,10 @@ def test_diag_explanations_once_each_at_most_eight() -> None:
 
 def test_diag_error_text_fits_with_explanations() -> None:
     text = "main.c:1:1: error: call to undeclared function 'f'\n" * 1000
-    error, truncated = d.with_explanations(text)
+    error, truncated = d.with_explanations(text, names=frozenset({"sf_log"}))
     assert truncated and len(error.encode()) <= 16_384
-    assert error.endswith("wakeful: there is no C library; include wakeful.h; use sf_log, sf_strlen, wf_* helpers\n")
+    assert error.startswith("wakeful: f is not declared: define or declare it above its first use (there is no C "
+                            "library; the SDK is wakeful.h)\nmain.c:1:1: error: call to undeclared function 'f'\n")
 
 
 def test_diag_repeated_block_collapsed() -> None:
@@ -118,3 +119,35 @@ def test_diag_restore_escapes_control_characters() -> None:
     text = "e.c:1:1: error: x\n    1 | int a;\n      | ^\n"
     assert d.restore_source(text, {"e.c": "int \x1b[31ma;\x7f"}) == (
         "e.c:1:1: error: x\n    1 | int <U+001B>[31ma;<U+007F>\n      | ^\n")
+
+
+def test_diag_restore_relabels_a_header_note_with_the_callers_line_number() -> None:
+    """clang 22 labels a note's snippet inside an included header with the including file's line (issue 18)."""
+    header = "// one\n// two\nextern long sf_json_dump(long value);\n"
+    text = ("main.c:2:3: note: did you mean 'sf_json_dump'?\n"
+            "<sdk>/wakeful.h:3:13: note: 'sf_json_dump' declared here\n"
+            "    2 | extern long sf_json_dump(long value);\n      |             ^\n")
+    out = d.restore_source(text, {"main.c": "x\ny\n", "<sdk>/wakeful.h": header})
+    assert out == ("main.c:2:3: note: did you mean 'sf_json_dump'?\n"
+                   "<sdk>/wakeful.h:3:13: note: 'sf_json_dump' declared here\n"
+                   "    3 | extern long sf_json_dump(long value);\n      |             ^\n")
+
+
+def test_diag_clang_advice_that_contradicts_the_dialect_is_dropped() -> None:
+    text = ("main.c:2:1: error: Looks like the BPF stack limit is exceeded. Please move large on stack variables "
+            "into BPF per-cpu array map. For non-kernel uses, the stack can be increased using -mllvm "
+            "-bpf-stack-size.\n\n    2 | int x;\n")
+    assert d.clean(text, "") == "main.c:2:1: error: Looks like the BPF stack limit is exceeded.\n    2 | int x;\n"
+    jump = "main.c: error: JUMP_TABLE: section .jumptables: jump tables (.jumptables/gotox) are not supported; " \
+           "rebuild with -fno-jump-tables\n"
+    assert "rebuild" not in d.clean(jump, "")
+
+
+def test_diag_explanations_come_first_in_text_order() -> None:
+    text = ("main.c:3:1: error: thread-local storage is not supported for the current target\n"
+            "main.c: error: RECURSION: main → f → main\n")
+    error, _ = d.with_explanations(text)
+    assert error.split("\n")[:2] == [
+        "wakeful: there is no thread-local storage (_Thread_local, __thread); a Loop is one thread, use a static "
+        "global", "wakeful: recursion is not allowed; use a loop with an explicit stack array"]
+    assert error.endswith(text)

@@ -144,6 +144,22 @@ def test_runtime_dump_sdk_prints_the_header(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().out == sdk.header_text()
 
 
+def test_top_level_dump_sdk_is_the_runtime_dump(capsys: pytest.CaptureFixture[str]) -> None:
+    # docs/spinfoam-compat.md: `wakeful --dump-sdk` exited 2 on main; it now prints wakeful.h like
+    # `wakeful runtime --dump-sdk`
+    assert main(["--dump-sdk"]) == 0
+    assert capsys.readouterr().out == sdk.header_text()
+
+
+def test_spinfoam_entry_dumps_spinfoam_h_and_refuses_unknown_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from wakeful.cli import spinfoam
+
+    assert spinfoam.main(["--dump-sdk"]) == 0
+    assert capsys.readouterr().out == sdk.spinfoam_header_text()
+    assert spinfoam.main(["--enable-builds", "--no-such-option"]) == 2
+    assert "wakeful-spinfoam" in capsys.readouterr().err
+
+
 def test_exit_codes_follow_the_error_code() -> None:
     """interfaces.md §4.1: 3 when a store, server or compiler is unreachable, whatever layer raised it."""
     from wakeful.cli.output import UsageError, exit_code_for

@@ -61,8 +61,16 @@ def test_a_harness_that_is_not_started_says_so(tmp_path: Path) -> None:
 
 
 def test_loop_sdk_gives_guide_and_header(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from wakeful.harness.registry import Tool, ToolRegistry
     from wakeful.harness.tools import LoopTools
 
-    tools = LoopTools.__new__(LoopTools)  # sdk() reads no state
+    registry = ToolRegistry()
+    registry.register(Tool("weather.get", lambda a, c: None, "The weather\nnow", "read", 10))
+    registry.register(Tool("tickets.close", lambda a, c: None, "Close a ticket", "write", 10))
+    tools = LoopTools.__new__(LoopTools)  # sdk() reads only the node's tool registry
+    tools.node = SimpleNamespace(tools=registry)  # type: ignore[assignment]
     out = tools.sdk()
     assert "sf_host_call" in out["header"] and "agent.notify" in out["guide"]
+    assert "- `weather.get`: The weather now\n" in out["guide"] and "tickets.close" not in out["guide"]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
-from wakeful.runtime import Runtime, RuntimeOptions
+from support.guest_run import failed_checks, run_guest
 
 Compile = Callable[..., bytes]
 
@@ -68,31 +67,15 @@ SF_MAIN sf_i64 main(void) {
 """
 
 CONFIG = {"n": 42, "f": 1.5, "b": True, "s": "hello world", "u": {"k": "été"}}
-TERMINAL = {"exited", "failed", "stopped"}
 
 
 def _run(elf: bytes, engine: str) -> tuple[str, dict[str, object] | None]:
-    def no_host(call: object) -> None:
-        raise AssertionError(f"unexpected host call {call}")
-
-    rt = Runtime(RuntimeOptions(engine=engine), host_handler=no_host)
-    status = rt.load_nowait(elf, config=CONFIG)
-    rt.start_nowait(status.object_id)
-    for _ in range(10_000):
-        rt.run_batch()
-        status = rt.get_nowait(status.object_id)
-        if status.state in TERMINAL:
-            break
-    return status.state, status.outcome
+    return run_guest(elf, engine, config=CONFIG)
 
 
 @pytest.mark.parametrize("engine", ["translate", "interp"])
 def test_wrappers_and_extensions_behave_as_specified(compile_c: Compile, engine: str) -> None:
-    state, outcome = _run(compile_c(CHECKS), engine)
-    assert state == "exited", outcome
-    assert outcome is not None
-    failed = [bit for bit in range(64) if int(str(outcome["exit_code"])) >> bit & 1]
-    assert failed == [], f"failed checks: {failed}"
+    assert failed_checks(*_run(compile_c(CHECKS), engine)) == []
 
 
 def test_the_check_can_fail(compile_c: Compile) -> None:

@@ -14,15 +14,16 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
+from wakeful import sdk
 from wakeful.vm.guest import HELPER_ARITY
 
 INCLUDE = Path(__file__).resolve().parents[3] / "src" / "wakeful" / "sdk" / "include"
 R_BPF_64_32 = 10
 Compile = Callable[..., bytes]
 
-# one call of every helper (sdk.md §9), written as a spinfoam program would write it
+# one call of every helper (sdk.md §9); memmove is an extension, so this includes wakeful.h
 EVERY_HELPER = r"""
-#include <spinfoam.h>
+#include <wakeful.h>
 static char buf[64];
 static sf_i64 out;
 SF_MAIN sf_i64 main(void) {
@@ -64,8 +65,7 @@ def _relocations(elf: bytes) -> list[tuple[str, int, str]]:
     return found
 
 
-def _header_declarations() -> dict[str, int]:
-    text = (INCLUDE / "wakeful.h").read_text()
+def _header_declarations(text: str) -> dict[str, int]:
     decls: dict[str, int] = {}
     for m in re.finditer(r"^extern [^;(]*?\b(\w+)\(([^)]*)\);", text, re.M | re.S):
         params = m.group(2).strip()
@@ -75,12 +75,58 @@ def _header_declarations() -> dict[str, int]:
 
 def test_header_declares_exactly_the_helper_table() -> None:
     # sdk.md §9.8: the names and arities the VM binds
-    assert _header_declarations() == HELPER_ARITY
+    assert _header_declarations(sdk.header_text()) == HELPER_ARITY
+
+
+def test_spinfoam_header_declares_only_the_spinfoam_api() -> None:
+    # issue 21: spinfoam.h is spinfoam's ABI 1 without wakeful's extensions (memmove, wf_*, WAKEFUL_SDK_*)
+    text = sdk.spinfoam_header_text()
+    assert _header_declarations(text) == {k: v for k, v in HELPER_ARITY.items() if k != "memmove"}
+    code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    assert not re.search(r"\b(wf_\w+|WF_OK|WAKEFUL_\w+|memmove)\b", code)
+    assert "#ifndef SPINFOAM_H" in code and "#include" not in code
+
+
+SPINFOAM_OWN_NAMES = r"""
+#include "spinfoam.h"
+/* names wakeful.h declares as extensions; spinfoam programs may define them themselves */
+void *memmove(void *dest, const void *source, unsigned long n) {
+    char *d = dest;
+    const char *s = source;
+    if (d < s)
+        for (unsigned long i = 0; i < n; i++) d[i] = s[i];
+    else
+        for (unsigned long i = n; i > 0; i--) d[i - 1] = s[i - 1];
+    return dest;
+}
+static int wf_str_eq(const char *a, const char *b) { return a[0] == b[0]; }
+static sf_i64 wf_json_get_i64(sf_i64 x) { return x + 1; }
+#define WF_OK 3
+static char buf[8] = "abcdefg";
+SF_MAIN sf_i64 main(void) {
+    memmove(buf + 1, buf, 4);
+    return wf_str_eq(buf, "a") + wf_json_get_i64(WF_OK);
+}
+"""
+
+
+def test_programs_defining_extension_names_compile_against_spinfoam_h(compile_c: Compile) -> None:
+    # issue 21 item 2: on main spinfoam.h pulled in wakeful.h ("static declaration follows non-static")
+    assert compile_c(SPINFOAM_OWN_NAMES)[:4] == b"\x7fELF"
+
+
+def test_self_contained_wakeful_header_compiles_alone(compile_c: Compile, tmp_path: Path) -> None:
+    # the printed wakeful.h (spinfoam.h inlined) is the only header a reader needs
+    (tmp_path / "wakeful.h").write_text(sdk.header_text())
+    src = "#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { char b[4]; memmove(b, b + 1, 2); return wf_str_eq(b, b); }\n"
+    elf = compile_c(src, extra_flags=("-I", str(tmp_path)))
+    assert "#include" not in re.sub(r"/\*.*?\*/", "", sdk.header_text(), flags=re.S)
+    assert elf[:4] == b"\x7fELF"
 
 
 def test_header_has_no_data_definitions() -> None:
     # sdk.md §1: declarations and static inline wrappers only
-    text = (INCLUDE / "wakeful.h").read_text()
+    text = sdk.header_text()
     assert not re.search(r"^\s*static\s+(?!inline)", text, re.M)
     assert "#ifndef WAKEFUL_H" in text and "#define WAKEFUL_H" in text
 

@@ -5,6 +5,13 @@ pointers valid (r10-relative inside the frame, data-section addresses inside the
 loops (r8/r9 counters), make local calls down a DAG (≤ 8 deep, no recursion) and helper calls with valid
 arguments, and cover every ALU, JMP, JMP32, load, store and atomic opcode of cpu v1–v4. About one program
 in twelve strays: a computed access through an arbitrary register, or a store to rodata.
+
+For S10 (vm.md §5.1) programs also keep r10-derived pointers in r7 across jump targets and loops, walk them
+through local arrays in loops, and index local arrays with (often negative) registers. They use
+``[-STACK_SPAN - PATTERN_SPAN, -STACK_SPAN)``, below every constant r10 offset, so a frame computed too small
+shows, and read back only what they wrote. Every callee first zeroes the constant-offset stack it uses, so
+no result depends on what an earlier call left below its caller's frame (where that lies depends on the frame
+sizes); main overwrites r1 (END) in nine programs of ten, so few results depend on where the stack lies.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ DATA_BYTES = 256
 RODATA_BYTES = 64
 BSS_BYTES = 64
 STACK_SPAN = 256  # r10-relative accesses use [-STACK_SPAN, 0)
+PATTERN_SPAN = 256  # stack patterns (r7 = r10 - k ...) use [-STACK_SPAN - PATTERN_SPAN, -STACK_SPAN)
 FREE = (0, 1, 2, 3, 4, 5, 6, 7)  # registers random code may write; r8/r9 are loop counters
+PTR = 7  # holds a live r10-derived pointer during a stack pattern (random code leaves it alone then)
 
 INTERESTING64 = [0, 1, 2, 3, 7, 8, 31, 32, 33, 63, 64, 65, 0xFF, 0x80, 0x7FFF, 0x8000, 0xFFFF,
                  0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1,
@@ -41,6 +50,7 @@ class Program:
     bss: int = BSS_BYTES
     strays: bool = False
     binary: list[tuple[str, bytes, list[asm.Reloc]]] = field(default_factory=list)  # the same, assembled
+    stack_patterns: list[str] = field(default_factory=list)  # "across" | "walk" | "indexed", as emitted
 
 
 @dataclass
@@ -51,6 +61,7 @@ class _Fn:
     index: int
     items: list[tuple[object, ...]] = field(default_factory=list)
     labels: int = 0
+    low: int = 0  # lowest r10 offset the function touches
 
     def raw(self, op: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> None:
         self.items.append(("raw", op, dst, src, off, imm))
@@ -149,6 +160,8 @@ class _Gen:
         self.nfuncs = r.choice([1, 1, 2, 3, 4, 5])
         self.strays = r.random() < 1 / 12
         self.helpers = r.random() < 0.5
+        self.busy: set[int] = set()  # registers holding a live stack pointer
+        self.patterns: list[str] = []
 
     # -- operands --
 
@@ -157,10 +170,15 @@ class _Gen:
         return r.choice(INTERESTING32) if r.random() < 0.6 else r.randint(-(1 << 31), (1 << 31) - 1)
 
     def reg(self) -> int:
-        return self.rng.choice(FREE)
+        return self.rng.choice([x for x in FREE if x not in self.busy])
 
     def src_reg(self) -> int:
-        return self.rng.choice((*FREE, 8, 9, 10)) if self.rng.random() < 0.2 else self.reg()
+        roll = self.rng.random()
+        if roll < 0.004:  # r10 as a value: rare, it makes the frame 4,096 bytes and the result placement-bound
+            return 10
+        if roll < 0.2:
+            return self.rng.choice([x for x in (*FREE, 8, 9) if x not in self.busy])
+        return self.reg()
 
     # -- statements --
 
@@ -201,9 +219,9 @@ class _Gen:
         """(base register, off) of a valid access of ``size`` bytes: the stack, or a section via r6."""
         r = self.rng
         if r.random() < 0.5:
-            if r.random() < 0.7:
-                return 10, -r.randint(1, STACK_SPAN // size) * size
-            return 10, -r.randint(size, STACK_SPAN)
+            off = -r.randint(1, STACK_SPAN // size) * size if r.random() < 0.7 else -r.randint(size, STACK_SPAN)
+            f.low = min(f.low, off)
+            return 10, off
         sections = [("data", DATA_BYTES), ("bss", BSS_BYTES)]
         if not write:
             sections.append(("rodata", RODATA_BYTES))
@@ -243,7 +261,7 @@ class _Gen:
         size = r.choice((isa.SIZE_W, isa.SIZE_DW))
         base, off = self.pointer(f, isa.SIZE_BYTES[size], True)
         sel = r.choice([*RMW, *(s | isa.FETCH for s in RMW), isa.ATOMIC_XCHG, isa.ATOMIC_CMPXCHG])
-        src = r.choice([x for x in FREE if x != base])
+        src = r.choice([x for x in FREE if x != base and x not in self.busy])
         f.raw(isa.STX | isa.MODE_ATOMIC | size, base, src, off, sel)
 
     def stray(self, f: _Fn) -> None:
@@ -325,9 +343,99 @@ class _Gen:
             f.raw(isa.ALU64 | isa.MOV, 1, 0, 0, r.randint(0, 50))
         f.text(f"call {name}")
 
+    # -- r10-derived pointers (vm.md §5.1, §9.2) --
+
+    def stack_store(self, f: _Fn, off_lo: int, off_hi: int) -> tuple[int, int]:
+        """Store through r7 at an offset in [off_lo, off_hi); returns (size, off) for reading it back."""
+        r = self.rng
+        size = r.choice(SIZES)
+        width = isa.SIZE_BYTES[size]
+        off = r.randrange(off_lo, off_hi - width + 1, width) if r.random() < 0.8 else r.randint(off_lo, off_hi - width)
+        if r.random() < 0.5:
+            f.raw(isa.ST | isa.MODE_MEM | size, PTR, 0, off, self.imm32())
+        else:
+            f.raw(isa.STX | isa.MODE_MEM | size, PTR, self.reg(), off)
+        return size, off
+
+    def read_back(self, f: _Fn, size: int, off: int, call: bool = True) -> None:
+        """Load what stack_store wrote, perhaps after a call (whose frame lies below this one)."""
+        if call and f.index + 1 < self.nfuncs and self.rng.random() < 0.5:
+            f.text(f"call f{self.rng.randint(f.index + 1, self.nfuncs - 1)}")
+        f.raw(isa.LDX | isa.MODE_MEM | size, self.reg(), PTR, off)
+
+    def derive(self, f: _Fn, k: int) -> None:
+        f.raw(isa.ALU64 | isa.MOV | isa.X, PTR, 10)
+        f.raw(isa.ALU64 | isa.ADD, PTR, 0, 0, k)
+
+    def across(self, f: _Fn, depth: int, counters: tuple[int, ...]) -> None:
+        """r7 = r10 - k, kept across a branch or a loop, then used below -k."""
+        k = STACK_SPAN + 8 * self.rng.randint(0, 8)
+        self.derive(f, -k)
+        if counters and self.rng.random() < 0.5:
+            self.loop(f, depth + 1, counters)
+        else:
+            self.cond_jump(f, depth + 1, counters)
+        for _ in range(self.rng.randint(1, 2)):
+            self.read_back(f, *self.stack_store(f, k - STACK_SPAN - PATTERN_SPAN, 0))
+
+    def walk(self, f: _Fn, depth: int, counters: tuple[int, ...]) -> None:
+        """r7 walked down (or up) a local array by a counted loop, as clang -O2 fills arrays back to front."""
+        r = self.rng
+        counter, rest = counters[0], counters[1:]
+        n, step = r.randint(1, 6), r.choice((8, 16)) * r.choice((-1, -1, 1))
+        if step < 0:
+            start = -STACK_SPAN - 8 * r.randint(1, (PATTERN_SPAN + step * n) // 8)
+        else:
+            start = -STACK_SPAN - PATTERN_SPAN + 8 * r.randint(0, 4)
+        self.derive(f, start)
+        f.raw(isa.ALU64 | isa.MOV, counter, 0, 0, n)
+        head = f.label()
+        f.place(head)
+        size, _ = self.stack_store(f, 0, 8)
+        if r.random() < 0.5:
+            self.read_back(f, size, 0, call=False)
+        if r.random() < 0.4:
+            self.block(f, depth + 1, r.randint(1, 3), rest)
+        f.raw(isa.ALU64 | isa.ADD, PTR, 0, 0, step)
+        f.raw(isa.ALU64 | isa.ADD, counter, 0, 0, -1)
+        f.jump(r.choice((isa.JMP | isa.JNE, isa.JMP32 | isa.JNE)), counter, 0, 0, head)
+        self.read_back(f, size, -step)  # the last element
+
+    def indexed(self, f: _Fn) -> None:
+        """A local array indexed by a register: r7 = r10 + top, r7 += rI (rI often negative)."""
+        r = self.rng
+        low = -STACK_SPAN - PATTERN_SPAN
+        top = -STACK_SPAN - 8 * r.randint(0, PATTERN_SPAN // 8 - 1)
+        index = 8 * r.randint((low - top) // 8, (-STACK_SPAN - 8 - top) // 8)
+        self.derive(f, top)
+        reg = self.reg()
+        f.raw(isa.ALU64 | isa.MOV, reg, 0, 0, abs(index) // 8)
+        f.raw(isa.ALU64 | isa.LSH, reg, 0, 0, 3)
+        if index < 0:
+            f.raw(isa.ALU64 | isa.NEG, reg)
+        f.raw(isa.ALU64 | isa.ADD | isa.X, PTR, reg)
+        self.read_back(f, *self.stack_store(f, 0, 8))
+
+    def stack_pattern(self, f: _Fn, depth: int, counters: tuple[int, ...]) -> None:
+        kinds = ["across", "indexed"] + (["walk"] if counters else [])
+        kind = self.rng.choice(kinds)
+        self.patterns.append(kind)
+        self.busy.add(PTR)
+        if kind == "across":
+            self.across(f, depth, counters)
+        elif kind == "walk":
+            self.walk(f, depth, counters)
+        else:
+            self.indexed(f)
+        self.busy.discard(PTR)
+        f.raw(isa.ALU64 | isa.MOV, PTR, 0, 0, self.imm32())  # dead: random code must not store or mix it
+
     def block(self, f: _Fn, depth: int, n: int, counters: tuple[int, ...] = (9, 8)) -> None:
         r = self.rng
         for _ in range(n):
+            if not self.busy and depth < 3 and r.random() < 0.03:
+                self.stack_pattern(f, depth, counters)
+                continue
             roll = r.random()
             if roll < 0.45:
                 self.alu(f)
@@ -352,13 +460,16 @@ class _Gen:
         f = _Fn(index)
         r = self.rng
         if index == 0:
-            for reg in (0, 2, 3, 4, 5, 6, 7, 8, 9):
-                if r.random() < 0.7:
+            for reg in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9):
+                if r.random() < (0.9 if reg == 1 else 0.7):
                     self.const(f, reg)
         self.block(f, 0, r.randint(4, 14) if index == 0 else r.randint(2, 8))
+        if index:  # zero the stack this callee uses (see the module docstring)
+            f.items[:0] = [("raw", isa.ST | isa.MODE_MEM | isa.SIZE_DW, 10, 0, -8 * i, 0)
+                           for i in range(1, (7 - f.low) // 8 + 1)]
         if index == 0:  # spill every register so memory comparison covers them (vm.md §9.2)
             for reg in range(10):
-                f.raw(isa.STX | isa.MODE_MEM | isa.SIZE_DW, 10, reg, -8 * (reg + 1) - STACK_SPAN)
+                f.raw(isa.STX | isa.MODE_MEM | isa.SIZE_DW, 10, reg, -8 * (reg + 1))
         f.raw(isa.OP_EXIT)
         return ("main" if index == 0 else f"f{index}"), f.render(), f.binary()
 
@@ -368,4 +479,4 @@ def generate(seed: int) -> Program:
     made = [g.function(i) for i in range(g.nfuncs)]
     rng = random.Random(seed ^ 0x5EED)
     return Program([(n, t) for n, t, _ in made], rng.randbytes(RODATA_BYTES), rng.randbytes(DATA_BYTES),
-                   BSS_BYTES, g.strays, [(n, b[0], b[1]) for n, _, b in made])
+                   BSS_BYTES, g.strays, [(n, b[0], b[1]) for n, _, b in made], g.patterns)

@@ -264,31 +264,38 @@ def test_gotox_is_a_jump_table() -> None:
     [
         ("r0 = 0", 0),
         ("*(u32 *)(r10 - 4) = 0", 8),
-        ("r1 = r10\nr1 += -64\ncall sf_log_raw", 64),  # passed to a call
-        ("r1 = r10\nr1 += -40\nr1 += r2\n*(u8 *)(r1 + 0) = 0", 40),  # combined with a register
-        ("r1 = r10\nr1 += r2", 4096),  # combined before any constant offset
+        ("r1 = r10\nr1 += -64\ncall sf_log_raw", 64),  # a helper touches [ptr, ptr + len) only
+        ("r1 = r10\nr1 += -64\ncall f", 4096),  # passed to a local function that reads it
+        ("r1 = r10\nr1 += -64\ncall g", 0),  # g never reads r1
+        ("r3 = r10\nr3 += -64\ncall g", 4096),  # g passes r3 on to h, which reads it
+        ("call f", 4096),  # the entry's r1 is END (an r10-derived value) and f reads it
+        ("r1 = r10\nr1 += -40\nr1 += r2\n*(u8 *)(r1 + 0) = 0", 4096),  # combined with a register
+        ("r1 = r10\nr1 += r2", 4096),
         ("r1 = r10\nr1 &= -8", 4096),  # any other operation
         ("r1 = r10\nw1 += -8", 4096),
-        ("r1 = r10\nr1 -= 24\n*(u64 *)(r2 + 0) = r1", 24),  # stored
+        ("r1 = r10\nr1 -= 24\n*(u64 *)(r2 + 0) = r1", 4096),  # stored
         ("r1 = r10\nr1 += -16\nr0 = *(u64 *)(r1 - 8)", 24),  # memory base with an offset
-        ("r1 = r10\nr1 += -12\nif r2 == 0x0 goto +0", 16),  # reaching a jump
+        ("r1 = r10\nr1 += -12\nif r1 == 0x0 goto +0", 4096),  # compared
+        ("r1 = r10\nr1 += -12\nif r2 == 0x0 goto +0", 0),  # a jump that does not use it
+        ("r0 = r10\nr0 += -8", 4096),  # returned
         ("r1 = r10\nr1 += -32\nr1 = 0\nr0 = *(u64 *)(r10 - 8)", 8),  # overwritten before any use
         ("r1 = r10\nr1 += -48\nr6 = r1\ncall sf_yield\nr0 = *(u64 *)(r6 + 0)", 48),
     ],
 )
 def test_frame_sizes(body: str, frame: int) -> None:
-    p = load(main(body + "\nexit"))
+    p = load(main(body + "\nexit"), Func("f", "r0 = r1\nexit"), Func("g", "r1 = 5\ncall h\nexit"),
+             Func("h", "r0 = *(u64 *)(r3 + 0)\nexit"))
     assert p.code.functions[0].frame_bytes == frame
     assert p.report.functions[0]["stack_frame_bytes"] == frame
 
 
-def test_jump_target_resets_tracking() -> None:
+def test_derived_pointers_are_tracked_across_jump_targets() -> None:
+    # vm.md §5.1: the join at pc 4 is r10 + [-108, -8]
     body = "r1 = r10\nr1 += -8\nif r2 == 0x0 goto +1\nr1 += -100\nr0 = *(u8 *)(r1 + 0)\nexit"
-    # -8 is recorded at the jump and -108 when the pass reaches the jump target (pc 4)
     assert load(main(body)).code.functions[0].frame_bytes == 112
+    # the old rule forgot r1 at the merge at pc 2 and gave 0
     body = "r1 = r10\nif r2 == 0x0 goto +0\nr1 += -100\nr0 = *(u8 *)(r1 + 0)\nexit"
-    # after the merge at pc 2 r1 is unknown, so the -100 is never recorded
-    assert load(main(body)).code.functions[0].frame_bytes == 0
+    assert load(main(body)).code.functions[0].frame_bytes == 104
 
 
 def test_stack_bytes_is_the_deepest_sum_of_frames() -> None:

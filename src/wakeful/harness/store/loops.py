@@ -286,7 +286,7 @@ async def detach_object(tx: Tx, loop_id: str, incarnation: int) -> bool:
 
 # §4.2 row 15: the row and everything hanging off it is removed (events, logs, transitions cascade)
 async def delete_loop(tx: Tx, loop_id: str) -> bool:
-    for table in (schema.loop_event, LOG, TR):
+    for table in (schema.loop_event, LOG, TR, schema.loop_webhook_verifier):
         await tx.execute(table.delete().where(table.c.loop_id == loop_id))
     result = await tx.execute(L.delete().where(L.c.id == loop_id))
     return bool(result.rowcount == 1)

@@ -19,6 +19,7 @@ __all__ = [
     "loop_event",
     "loop_log",
     "loop_transition",
+    "loop_webhook_verifier",
     "message",
     "metadata",
     "node",
@@ -246,6 +247,18 @@ loop_transition = sa.Table(
     sa.Column("actor", sa.String(200), nullable=False),
     sa.Column("detail", sa.Text, nullable=True),
     sa.Index("loop_transition_loop_seq", "loop_id", "seq"),
+)
+
+# issue 19 (docs/decisions-harness-ingress.md "Webhook verifiers"): a Loop webhook's signature check; the signing
+# secret is kept as given (an HMAC needs it), never shown by any face; settings are JSON text (migration 3)
+loop_webhook_verifier = sa.Table(
+    "loop_webhook_verifier",
+    metadata,
+    sa.Column("loop_id", Id, _fk("loop.id", cascade=True), primary_key=True),
+    sa.Column("scheme", sa.String(20), nullable=False),
+    sa.Column("secret", sa.Text, nullable=False),
+    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("updated_ms", Ms, nullable=False),
 )
 
 # §2.8 node

@@ -21,37 +21,6 @@ static sf_i64 ok_count, failed_count;
 static char first_id[136]; /* event id that opened the window ("" = empty window) */
 static char text[160];
 static char key[160];
-static sf_u64 text_len;
-
-SF_INLINE void put(const char *s) {
-    while (*s && text_len < sizeof text - 1)
-        text[text_len++] = *s++;
-    text[text_len] = 0;
-}
-
-SF_INLINE void put_i64(sf_i64 v) {
-    char digits[24];
-    wf_i64_to_dec(v, digits, sizeof digits);
-    put(digits);
-}
-
-/* Sets object[name] to a new value handle and drops it; 0 or a status. */
-static sf_i64 set_owned(sf_handle object, const char *name, sf_handle value) {
-    if (value < 0)
-        return value;
-    sf_i64 r = sf_json_set(object, name, value);
-    sf_drop(value);
-    return r;
-}
-
-/* Calls `cap` with `args` and drops the reply; 0 or a status. `args` stays owned by the caller. */
-static sf_i64 call(const char *cap, sf_handle args) {
-    sf_handle reply = sf_host_call(cap, args, 10000);
-    if (reply < 0)
-        return reply;
-    sf_drop(reply);
-    return 0;
-}
 
 /* loop.state.put {"state": {"ok", "failed", "first_id"}} */
 static sf_i64 checkpoint(void) {
@@ -59,30 +28,19 @@ static sf_i64 checkpoint(void) {
     sf_handle state = sf_json_object();
     sf_i64 r = (args < 0 || state < 0) ? SF_LIMIT : 0;
     if (r == 0)
-        r = set_owned(state, "ok", sf_json_number(ok_count));
+        r = wf_json_set_owned(state, "ok", sf_json_number(ok_count));
     if (r == 0)
-        r = set_owned(state, "failed", sf_json_number(failed_count));
+        r = wf_json_set_owned(state, "failed", sf_json_number(failed_count));
     if (r == 0)
-        r = set_owned(state, "first_id", sf_json_string(first_id));
+        r = wf_json_set_owned(state, "first_id", sf_json_string(first_id));
     if (r == 0)
         r = sf_json_set(args, "state", state);
     if (r == 0)
-        r = call("loop.state.put", args);
+        r = wf_call("loop.state.put", args, 10000);
     if (state > 0)
         sf_drop(state);
     if (args > 0)
         sf_drop(args);
-    return r;
-}
-
-static sf_i64 ack(sf_handle ev) {
-    sf_handle args = sf_json_object();
-    if (args < 0)
-        return args;
-    sf_i64 r = set_owned(args, "event_id", sf_json_get(ev, "event_id"));
-    if (r == 0)
-        r = call("loop.ack", args);
-    sf_drop(args);
     return r;
 }
 
@@ -99,27 +57,19 @@ static sf_i64 take(sf_handle ev) {
     if (first_id[0] == 0)
         wf_json_get_str(ev, "event_id", first_id, sizeof first_id);
     sf_i64 r = checkpoint();
-    return r < 0 ? r : ack(ev);
+    return r < 0 ? r : wf_ack(ev);
 }
 
 /* One wake for the whole window, then an empty window. */
 static sf_i64 flush(void) {
-    text_len = 0;
-    put_i64(ok_count + failed_count);
-    put(" jobs finished in the last window, ");
-    put_i64(failed_count);
-    put(" failed");
-    memcpy(key, "summary:", 8);
-    memcpy(key + 8, first_id, sf_strlen(first_id) + 1);
+    sf_u64 n = wf_cat_i64(text, sizeof text, 0, ok_count + failed_count);
+    n = wf_cat(text, sizeof text, n, " jobs finished in the last window, ");
+    n = wf_cat_i64(text, sizeof text, n, failed_count);
+    wf_cat(text, sizeof text, n, " failed");
+    if (wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "summary:"), first_id) >= sizeof key)
+        return SF_LIMIT; /* cannot happen with ids of at most 128 bytes; a cut key could collide */
     sf_log(text);
-    sf_handle args = sf_json_object();
-    sf_i64 r = args < 0 ? args : set_owned(args, "text", sf_json_string(text));
-    if (r == 0)
-        r = set_owned(args, "dedup_key", sf_json_string(key));
-    if (r == 0)
-        r = call("agent.notify", args);
-    if (args > 0)
-        sf_drop(args);
+    sf_i64 r = wf_notify(text, key);
     if (r < 0)
         return r; /* keep the window; the next flush retries with the same key */
     ok_count = failed_count = 0;

@@ -26,22 +26,6 @@ static char event_id[136];
 static char code[64];
 static char key[160];
 
-static sf_i64 set_owned(sf_handle object, const char *name, sf_handle value) {
-    if (value < 0)
-        return value;
-    sf_i64 r = sf_json_set(object, name, value);
-    sf_drop(value);
-    return r;
-}
-
-static sf_i64 call(const char *cap, sf_handle args) {
-    sf_handle reply = sf_host_call(cap, args, 10000);
-    if (reply < 0)
-        return reply;
-    sf_drop(reply);
-    return 0;
-}
-
 /* decide {state: text, questions: ...}; probability in basis points, or a status. The reply's
  * error code (if any) is left in `code`. */
 static sf_i64 ask(sf_handle text) {
@@ -94,18 +78,11 @@ static sf_i64 classify(sf_handle text) {
     return SF_TIMEOUT;
 }
 
-static sf_i64 wake(sf_handle payload) {
-    memcpy(key, "important:", 10);
-    memcpy(key + 10, event_id, sf_strlen(event_id) + 1);
-    sf_handle args = sf_json_object();
-    sf_i64 r = args < 0 ? args : set_owned(args, "content", sf_json_get(payload, "text"));
-    if (r == 0)
-        r = set_owned(args, "dedup_key", sf_json_string(key));
-    if (r == 0)
-        r = call("agent.notify", args);
-    if (args > 0)
-        sf_drop(args);
-    return r;
+/* agent.notify {content: the message text, dedup_key: "important:<event_id>"}; 0 or a status. */
+static sf_i64 wake(sf_handle text) {
+    if (wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "important:"), event_id) >= sizeof key)
+        return SF_LIMIT;
+    return wf_notify_value(text, key);
 }
 
 static sf_i64 handle(sf_handle ev) {
@@ -122,7 +99,7 @@ static sf_i64 handle(sf_handle ev) {
         else if (p < 0)
             sf_log("could not classify; left for the agent's next look");
         else if (p >= 7000)
-            r = wake(payload);
+            r = wake(text);
         else if (p > 3000)
             sf_log("unsure about a message; not waking");
         else
@@ -131,16 +108,6 @@ static sf_i64 handle(sf_handle ev) {
     }
     if (payload > 0)
         sf_drop(payload);
-    return r;
-}
-
-static sf_i64 ack(sf_handle ev) {
-    sf_handle args = sf_json_object();
-    sf_i64 r = args < 0 ? args : set_owned(args, "event_id", sf_json_get(ev, "event_id"));
-    if (r == 0)
-        r = call("loop.ack", args);
-    if (args > 0)
-        sf_drop(args);
     return r;
 }
 
@@ -153,7 +120,7 @@ SF_MAIN sf_i64 main(void) {
             return ev == SF_CLOSED ? 0 : ev;
         sf_i64 r = handle(ev);
         if (r == 0)
-            r = ack(ev);
+            r = wf_ack(ev);
         sf_drop(ev);
         if (r == SF_CLOSED)
             return 0;

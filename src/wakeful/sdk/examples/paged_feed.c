@@ -21,32 +21,12 @@ static char body[12289]; /* web.http_request returns at most 12,288 body bytes *
 static char id[128];
 static char key[160];
 
-/* url = base_url + "?cursor=" + cursor, with explicit bounds; 0 when it does not fit. */
+/* url = base_url + "?cursor=" + cursor; its length, or 0 when it does not fit. */
 static sf_u64 build_url(void) {
-    sf_u64 a = sf_strlen(base_url), c = sf_strlen(cursor);
-    if (a + 8 + c + 1 > sizeof url)
-        return 0;
-    memcpy(url, base_url, a);
-    memcpy(url + a, "?cursor=", 8);
-    memcpy(url + a + 8, cursor, c);
-    url[a + 8 + c] = 0;
-    return a + 8 + c;
-}
-
-static sf_i64 set_owned(sf_handle object, const char *name, sf_handle value) {
-    if (value < 0)
-        return value;
-    sf_i64 r = sf_json_set(object, name, value);
-    sf_drop(value);
-    return r;
-}
-
-static sf_i64 call(const char *cap, sf_handle args) {
-    sf_handle reply = sf_host_call(cap, args, 10000);
-    if (reply < 0)
-        return reply;
-    sf_drop(reply);
-    return 0;
+    sf_u64 n = wf_cat(url, sizeof url, 0, base_url);
+    n = wf_cat(url, sizeof url, n, "?cursor=");
+    n = wf_cat(url, sizeof url, n, cursor);
+    return n < sizeof url ? n : 0;
 }
 
 /* Fetches one page; a handle to the parsed page, or a status (SF_HOST_ERROR for HTTP failures). */
@@ -55,9 +35,9 @@ static sf_handle fetch_page(void) {
     if (n == 0)
         return SF_LIMIT;
     sf_handle args = sf_json_object();
-    sf_i64 r = args < 0 ? args : set_owned(args, "url", sf_json_string_raw(url, n));
+    sf_i64 r = args < 0 ? args : wf_json_set_owned(args, "url", sf_json_string_raw(url, n));
     if (r == 0)
-        r = set_owned(args, "max_bytes", sf_json_number(12288));
+        r = wf_json_set_owned(args, "max_bytes", sf_json_number(12288));
     sf_handle res = r < 0 ? r : sf_host_call("web.http_request", args, 25000); /* > its 10 s default */
     if (args > 0)
         sf_drop(args);
@@ -76,17 +56,17 @@ static sf_handle fetch_page(void) {
 static sf_i64 notify_item(sf_handle item) {
     if (wf_json_get_str(item, "id", id, sizeof id) < 0)
         return 0; /* an item without an id cannot be deduplicated: skip it */
-    memcpy(key, "item:", 5);
-    memcpy(key + 5, id, sf_strlen(id) + 1);
+    if (wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "item:"), id) >= sizeof key)
+        return 0; /* cannot happen: a longer id was refused above */
     sf_log(key);
     sf_handle args = sf_json_object();
-    sf_i64 r = args < 0 ? args : set_owned(args, "content", sf_json_get(item, "title"));
+    sf_i64 r = args < 0 ? args : wf_json_set_owned(args, "content", sf_json_get(item, "title"));
     if (r == SF_INVALID)
-        r = set_owned(args, "content", sf_json_string(key)); /* no title: say which item */
+        r = wf_json_set_owned(args, "content", sf_json_string(key)); /* no title: say which item */
     if (r == 0)
-        r = set_owned(args, "dedup_key", sf_json_string(key));
+        r = wf_json_set_owned(args, "dedup_key", sf_json_string(key));
     if (r == 0)
-        r = call("agent.notify", args);
+        r = wf_call("agent.notify", args, 10000);
     if (args > 0)
         sf_drop(args);
     return r;
@@ -95,7 +75,7 @@ static sf_i64 notify_item(sf_handle item) {
 /* Handles every item of a page; the number of items, or a status. */
 static sf_i64 handle_page(sf_handle page) {
     sf_handle items = sf_json_get(page, "items");
-    sf_i64 count = items < 0 ? 0 : sf_bytes_len(items);
+    sf_i64 count = wf_json_array_len(items); /* SF_INVALID when "items" is missing or not an array */
     if (count < 0)
         count = 0;
     sf_i64 r = 0;
@@ -103,8 +83,9 @@ static sf_i64 handle_page(sf_handle page) {
         sf_handle item = sf_json_at(items, (sf_u64)i);
         if (item < 0)
             break;
-        if (sf_json_string_equals(item, "severity", "high") == 1)
-            r = notify_item(item);
+        char severity[16];
+        if (wf_json_get_str(item, "severity", severity, sizeof severity) >= 0 && wf_str_ieq(severity, "high"))
+            r = notify_item(item); /* "high", "High" and "HIGH" alike */
         sf_drop(item);
     }
     if (items > 0)
@@ -116,11 +97,13 @@ static sf_i64 handle_page(sf_handle page) {
 static sf_i64 checkpoint(void) {
     sf_handle args = sf_json_object();
     sf_handle state = sf_json_object();
-    sf_i64 r = (args < 0 || state < 0) ? SF_LIMIT : set_owned(state, "cursor", sf_json_string(cursor));
+    sf_i64 r = (args < 0 || state < 0) ? SF_LIMIT : 0;
+    if (r == 0)
+        r = wf_json_set_owned(state, "cursor", sf_json_string(cursor));
     if (r == 0)
         r = sf_json_set(args, "state", state);
     if (r == 0)
-        r = call("loop.state.put", args);
+        r = wf_call("loop.state.put", args, 10000);
     if (state > 0)
         sf_drop(state);
     if (args > 0)
@@ -135,6 +118,11 @@ SF_MAIN sf_i64 main(void) {
         return cfg;
     wf_json_get_i64(cfg, "poll_ms", &poll);
     wf_json_get_str(cfg, "feed_url", base_url, sizeof base_url);
+    if (!wf_str_starts_with(base_url, "https://") && !wf_str_starts_with(base_url, "http://")) {
+        sf_log("config.feed_url must be an absolute http(s) URL");
+        sf_drop(cfg);
+        return 2; /* a configuration error: tell the agent */
+    }
     sf_handle state = sf_json_get(cfg, "state");
     if (state > 0) {
         wf_json_get_str(state, "cursor", cursor, sizeof cursor);

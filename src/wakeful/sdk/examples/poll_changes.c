@@ -26,10 +26,7 @@ static char key[96];
 /* service.status {"service": ...} → copies result.version into `current`; 0 or a status. */
 static sf_i64 read_version(void) {
     sf_handle args = sf_json_object();
-    sf_handle name = sf_json_string(service);
-    sf_i64 r = (args < 0 || name < 0) ? SF_LIMIT : sf_json_set(args, "service", name);
-    if (name > 0)
-        sf_drop(name);
+    sf_i64 r = args < 0 ? args : wf_json_set_owned(args, "service", sf_json_string(service));
     if (r == 0) {
         sf_handle result = sf_host_call(TOOL, args, 15000); /* above the tool's own 10 s */
         if (result < 0) {
@@ -45,48 +42,17 @@ static sf_i64 read_version(void) {
     return r;
 }
 
-/* One capability call whose arguments are {member: string}. */
-static sf_i64 call_with_string(const char *cap, const char *member, const char *value, const char *member2,
-                               const char *value2) {
-    sf_handle args = sf_json_object();
-    if (args < 0)
-        return args;
-    sf_handle v = sf_json_string(value);
-    sf_i64 r = v < 0 ? v : sf_json_set(args, member, v);
-    if (v > 0)
-        sf_drop(v);
-    if (r == 0 && member2) {
-        sf_handle v2 = sf_json_string(value2);
-        r = v2 < 0 ? v2 : sf_json_set(args, member2, v2);
-        if (v2 > 0)
-            sf_drop(v2);
-    }
-    if (r == 0) {
-        sf_handle reply = sf_host_call(cap, args, 10000);
-        r = reply < 0 ? reply : 0;
-        if (reply > 0)
-            sf_drop(reply);
-    }
-    sf_drop(args);
-    return r;
-}
-
 /* loop.state.put {"state": {"last_seen": seen}} */
 static sf_i64 checkpoint(void) {
     sf_handle args = sf_json_object();
     sf_handle state = sf_json_object();
-    sf_handle v = sf_json_string(seen);
-    sf_i64 r = (args < 0 || state < 0 || v < 0) ? SF_LIMIT : sf_json_set(state, "last_seen", v);
+    sf_i64 r = (args < 0 || state < 0) ? SF_LIMIT : 0;
+    if (r == 0)
+        r = wf_json_set_owned(state, "last_seen", sf_json_string(seen));
     if (r == 0)
         r = sf_json_set(args, "state", state);
-    if (r == 0) {
-        sf_handle reply = sf_host_call("loop.state.put", args, 10000);
-        r = reply < 0 ? reply : 0;
-        if (reply > 0)
-            sf_drop(reply);
-    }
-    if (v > 0)
-        sf_drop(v);
+    if (r == 0)
+        r = wf_call("loop.state.put", args, 10000);
     if (state > 0)
         sf_drop(state);
     if (args > 0)
@@ -95,10 +61,10 @@ static sf_i64 checkpoint(void) {
 }
 
 static sf_i64 on_change(void) {
-    memcpy(key, "changed:", 8);
-    memcpy(key + 8, current, sf_strlen(current) + 1);
+    if (wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "changed:"), current) >= sizeof key)
+        return SF_LIMIT; /* cannot happen: versions are at most 63 bytes */
     sf_log(key);
-    sf_i64 r = call_with_string("agent.notify", "text", key, "dedup_key", key);
+    sf_i64 r = wf_notify(key, key);
     if (r < 0)
         return r; /* not woken: keep the old checkpoint, so the next poll tries again */
     memcpy(seen, current, sizeof seen);

@@ -17,23 +17,12 @@ static char name[64];
 static char status[32];
 static sf_i64 healthy, degraded, failed, worst_latency;
 
-static sf_i64 set_owned(sf_handle object, const char *key, sf_handle value) {
-    if (value < 0)
-        return value;
-    sf_i64 r = sf_json_set(object, key, value);
-    sf_drop(value);
-    return r;
-}
-
 static void console(const char *text) {
     sf_handle args = sf_json_object();
     if (args < 0)
         return;
-    if (set_owned(args, "message", sf_json_string(text)) == 0) {
-        sf_handle reply = sf_host_call("script.log", args, 10000);
-        if (reply > 0)
-            sf_drop(reply);
-    }
+    if (wf_json_set_owned(args, "message", sf_json_string(text)) == 0)
+        wf_call("script.log", args, 10000);
     sf_drop(args);
 }
 
@@ -41,9 +30,9 @@ static void console(const char *text) {
 static sf_i64 check(void) {
     sf_handle args = sf_json_object();
     sf_handle inner = sf_json_object();
-    sf_i64 r = (args < 0 || inner < 0) ? SF_LIMIT : set_owned(inner, "service", sf_json_string(name));
+    sf_i64 r = (args < 0 || inner < 0) ? SF_LIMIT : wf_json_set_owned(inner, "service", sf_json_string(name));
     if (r == 0)
-        r = set_owned(args, "tool", sf_json_string("service.status"));
+        r = wf_json_set_owned(args, "tool", sf_json_string("service.status"));
     if (r == 0)
         r = sf_json_set(args, "args", inner);
     sf_handle res = r < 0 ? r : sf_host_call("tool.call", args, 30000);
@@ -75,23 +64,22 @@ static sf_i64 check(void) {
 static sf_i64 store_result(void) {
     sf_handle args = sf_json_object();
     sf_handle value = sf_json_object();
-    sf_i64 r = (args < 0 || value < 0) ? SF_LIMIT : set_owned(value, "healthy", sf_json_number(healthy));
+    sf_i64 r = (args < 0 || value < 0) ? SF_LIMIT : wf_json_set_owned(value, "healthy", sf_json_number(healthy));
     if (r == 0)
-        r = set_owned(value, "degraded", sf_json_number(degraded));
+        r = wf_json_set_owned(value, "degraded", sf_json_number(degraded));
     if (r == 0)
-        r = set_owned(value, "failed", sf_json_number(failed));
+        r = wf_json_set_owned(value, "failed", sf_json_number(failed));
     if (r == 0)
-        r = set_owned(value, "worst_latency_ms", sf_json_number(worst_latency));
+        r = wf_json_set_owned(value, "worst_latency_ms", sf_json_number(worst_latency));
     if (r == 0)
         r = sf_json_set(args, "value", value);
-    sf_handle reply = r < 0 ? r : sf_host_call("script.result", args, 10000);
-    if (reply > 0)
-        sf_drop(reply);
+    if (r == 0)
+        r = wf_call("script.result", args, 10000);
     if (value > 0)
         sf_drop(value);
     if (args > 0)
         sf_drop(args);
-    return reply < 0 ? reply : 0;
+    return r;
 }
 
 SF_MAIN sf_i64 main(void) {

@@ -23,66 +23,12 @@
 static char event_id[136];
 static char key[160];
 static char text[200];
-static sf_u64 text_len;
-
-SF_INLINE void put(const char *s) {
-    while (*s && text_len < sizeof text - 1)
-        text[text_len++] = *s++;
-    text[text_len] = 0;
-}
-
-SF_INLINE void put_i64(sf_i64 v) {
-    char digits[24];
-    wf_i64_to_dec(v, digits, sizeof digits);
-    put(digits);
-}
-
-/* One capability call with a one-member object {name: value}; drops everything, returns 0 or a status. */
-static sf_i64 call1(const char *cap, const char *name, sf_handle value) {
-    sf_handle args = sf_json_object();
-    if (args < 0)
-        return args;
-    sf_i64 r = sf_json_set(args, name, value);
-    if (r == 0) {
-        sf_handle reply = sf_host_call(cap, args, 10000);
-        r = reply < 0 ? reply : 0;
-        if (reply > 0)
-            sf_drop(reply);
-    }
-    sf_drop(args);
-    return r;
-}
-
-/* agent.notify {text, dedup_key}; "duplicate" is success too. */
-static sf_i64 notify(const char *message, const char *dedup_key) {
-    sf_handle args = sf_json_object();
-    sf_handle t = sf_json_string(message);
-    sf_handle k = sf_json_string(dedup_key);
-    sf_i64 r = (args < 0 || t < 0 || k < 0) ? SF_LIMIT : 0;
-    if (r == 0)
-        r = sf_json_set(args, "text", t);
-    if (r == 0)
-        r = sf_json_set(args, "dedup_key", k);
-    if (r == 0) {
-        sf_handle reply = sf_host_call("agent.notify", args, 10000);
-        r = reply < 0 ? reply : 0;
-        if (reply > 0)
-            sf_drop(reply);
-    }
-    if (k > 0)
-        sf_drop(k);
-    if (t > 0)
-        sf_drop(t);
-    if (args > 0)
-        sf_drop(args);
-    return r;
-}
 
 /* Retry a wake a few times with backoff; SF_CLOSED and SF_DENIED are final. */
 static sf_i64 notify_with_retry(const char *message, const char *dedup_key) {
     sf_u64 delay = 500;
     for (int attempt = 0; attempt < 4; attempt++) {
-        sf_i64 r = notify(message, dedup_key);
+        sf_i64 r = wf_notify(message, dedup_key); /* queued or duplicate: 0 */
         if (r == 0 || r == SF_CLOSED || r == SF_DENIED)
             return r;
         sf_sleep_ms(delay + sf_now_mono_ms() % (delay / 4 + 1));
@@ -91,16 +37,21 @@ static sf_i64 notify_with_retry(const char *message, const char *dedup_key) {
     return SF_HOST_ERROR;
 }
 
+/* loop.state.put {"state": {"above": above}} */
 static sf_i64 save_above(sf_i64 above) {
+    sf_handle args = sf_json_object();
     sf_handle state = sf_json_object();
-    sf_handle flag = sf_json_boolean((sf_u64)above);
-    sf_i64 r = (state < 0 || flag < 0) ? SF_LIMIT : sf_json_set(state, "above", flag);
+    sf_i64 r = (args < 0 || state < 0) ? SF_LIMIT : 0;
     if (r == 0)
-        r = call1("loop.state.put", "state", state);
-    if (flag > 0)
-        sf_drop(flag);
+        r = wf_json_set_owned(state, "above", sf_json_boolean((sf_u64)above));
+    if (r == 0)
+        r = sf_json_set(args, "state", state);
+    if (r == 0)
+        r = wf_call("loop.state.put", args, 10000);
     if (state > 0)
         sf_drop(state);
+    if (args > 0)
+        sf_drop(args);
     return r;
 }
 
@@ -122,15 +73,17 @@ static sf_i64 handle(sf_handle ev, sf_i64 threshold, sf_i64 *above) {
 
     sf_i64 now_above = value > threshold;
     if (now_above && !*above) {
-        text_len = 0;
-        put(name);
-        put(" is ");
-        put_i64(value);
-        put(", above ");
-        put_i64(threshold);
-        wf_json_get_str(ev, "event_id", event_id, sizeof event_id);
-        memcpy(key, "above:", 7);
-        memcpy(key + 6, event_id, sf_strlen(event_id) + 1);
+        /* "cpu is 95, above 90"; a text that did not fit keeps its prefix, good enough for a wake */
+        sf_u64 n = wf_cat(text, sizeof text, 0, name);
+        n = wf_cat(text, sizeof text, n, " is ");
+        n = wf_cat_i64(text, sizeof text, n, value);
+        n = wf_cat(text, sizeof text, n, ", above ");
+        wf_cat_i64(text, sizeof text, n, threshold);
+        /* "above:<event_id>": the key must be whole, or two occurrences could share it */
+        if (wf_json_get_str(ev, "event_id", event_id, sizeof event_id) < 0)
+            return SF_INVALID;
+        if (wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "above:"), event_id) >= sizeof key)
+            return SF_LIMIT;
         sf_log(text);
         r = notify_with_retry(text, key);
         if (r < 0)
@@ -164,12 +117,8 @@ SF_MAIN sf_i64 main(void) {
         if (ev < 0)
             return ev == SF_CLOSED ? 0 : ev;
         sf_i64 r = handle(ev, threshold, &above);
-        if (r == 0) {
-            sf_handle id = sf_json_get(ev, "event_id");
-            r = call1("loop.ack", "event_id", id);
-            if (id > 0)
-                sf_drop(id);
-        }
+        if (r == 0)
+            r = wf_ack(ev); /* last, after the wake and the checkpoint */
         sf_drop(ev);
         if (r == SF_CLOSED)
             return 0;
