@@ -27,7 +27,7 @@ LOOP_SOURCE = example("classify_decide").source  # the shipped example: decide, 
 # interfaces.md §3.2: every Loop and script tool (control tools are added by their own module)
 LOOP_AND_SCRIPT_TOOLS = [
     "loop.sdk", "loop.build", "loop.create", "loop.list", "loop.get", "loop.pause", "loop.resume", "loop.delete",
-    "loop.webhook", "loop.events", "loop.send", "script.sdk", "script.run",
+    "loop.webhook", "loop.events", "loop.send", "loop.test", "session.messages", "script.sdk", "script.run",
 ]
 
 
@@ -111,9 +111,10 @@ class Live:
 
 @asynccontextmanager
 async def live_node(data_dir: Path, decide: DecideSettings, store_url: str | None = None,
-                    setup: Callable[[Harness], None] | None = None) -> AsyncIterator[Live]:
+                    setup: Callable[[Harness], None] | None = None, on_wake: bool = True) -> AsyncIterator[Live]:
     """A started harness serving the HTTP API with /mcp mounted, on a free loopback port (as wakeful serve);
-    ``setup(h)`` runs before the start (e.g. to register embedder tools)."""
+    ``setup(h)`` runs before the start (e.g. to register embedder tools). With ``on_wake`` an embedder wake
+    handler counts wakes (and so handles them); without it, wakes stay unhandled until the agent marks them."""
     from wakeful.api.server import make_server
     from wakeful.cli.mcp_cmd import mount_mcp
 
@@ -121,7 +122,8 @@ async def live_node(data_dir: Path, decide: DecideSettings, store_url: str | Non
     if setup is not None:
         setup(h)
     wakes: list[str] = []
-    h.on_wake(lambda message: wakes.append(message.id))
+    if on_wake:
+        h.on_wake(lambda message: wakes.append(message.id))
     await h.start()
     server = make_server(h, "127.0.0.1", 0, access_log=False)
     mcp_app = mount_mcp(server.config.app, h)

@@ -9,7 +9,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import ConfigDict, Field
@@ -19,10 +18,11 @@ from wakeful.api.context import harness_of
 from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.views import agent_view, message_cursor, message_view, parse_message_cursor, session_view
-from wakeful.harness.errors import AgentNotFound, InvalidRequest, SessionNotFound
+from wakeful.harness.errors import AgentNotFound, SessionNotFound
+from wakeful.harness.inbox import mark_handled as mark_handled_in
+from wakeful.harness.inbox import messages_after
 from wakeful.harness.store import agents, schema, sessions
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.sessions import Message
 
 __all__ = ["router"]
 
@@ -139,17 +139,6 @@ async def delete_session(group_id: str, session_id: str, request: Request, princ
     return Response(status_code=204)
 
 
-async def _messages_after(tx: Tx, session_id: str, after: tuple[int, str] | None, *, unhandled: bool,
-                          limit: int) -> list[Message]:
-    stmt = sa.select(M).where(M.c.session_id == session_id).order_by(M.c.created_ms, M.c.id).limit(limit)
-    if after is not None:
-        ms, message_id = after
-        stmt = stmt.where(sa.or_(M.c.created_ms > ms, sa.and_(M.c.created_ms == ms, M.c.id > message_id)))
-    if unhandled:
-        stmt = stmt.where(M.c.handled_ms.is_(None))
-    return [Message(**{n: getattr(r, n) for n in Message.__dataclass_fields__}) for r in await tx.execute(stmt)]
-
-
 @router.get(G + "/sessions/{session_id}/messages", summary="A page of a session's messages, oldest first")
 async def list_messages(
     group_id: str, session_id: str, request: Request, principal: MemberPrincipal, limit: Limit = 50,
@@ -159,7 +148,7 @@ async def list_messages(
     start = parse_message_cursor(cursor if cursor else after, field="cursor" if cursor else "after")
     async with harness_of(request).store.tx(readonly=True) as tx:
         await session_in_group(tx, group_id, session_id, principal)
-        found = await _messages_after(tx, session_id, start, unhandled=unhandled, limit=limit + 1)
+        found = await messages_after(tx, session_id, start, unhandled=unhandled, limit=limit + 1)
     items = found[:limit]
     return {"items": [message_view(m) for m in items],
             "next_cursor": message_cursor(items[-1]) if len(found) > limit else None}
@@ -191,7 +180,7 @@ async def _events(request: Request, session_id: str, start: tuple[int, str] | No
             return
         try:
             async with harness.store.tx(readonly=True) as tx:
-                found = await _messages_after(tx, session_id, after, unhandled=False, limit=100)
+                found = await messages_after(tx, session_id, after, unhandled=False, limit=100)
         except Exception:  # the store is away: keep the stream, try again (the cursor keeps the place)
             found = []
         for message in found:
@@ -210,25 +199,8 @@ async def _events(request: Request, session_id: str, start: tuple[int, str] | No
 @router.post(G + "/sessions/{session_id}/messages/handled", summary="Mark messages handled (ids, or up to a cursor)")
 async def mark_handled(group_id: str, session_id: str, body: HandledIn, request: Request,
                        principal: MemberPrincipal) -> dict[str, Any]:
-    if (body.message_ids is None) == (body.up_to is None):
-        raise InvalidRequest("give exactly one of message_ids or up_to", field="message_ids")
-    harness = harness_of(request)
-    handled: list[str] = []
-    async with harness.store.tx() as tx:
+    async with harness_of(request).store.tx() as tx:
         await session_in_group(tx, group_id, session_id, principal)
-        if body.up_to is not None:
-            up_to = parse_message_cursor(body.up_to, field="up_to")
-            assert up_to is not None
-            ms, last_id = up_to
-            stmt = sa.select(M.c.id).where(
-                M.c.session_id == session_id, M.c.handled_ms.is_(None),
-                sa.or_(M.c.created_ms < ms, sa.and_(M.c.created_ms == ms, M.c.id <= last_id)))
-            ids = [r.id for r in await tx.execute(stmt)]
-        else:
-            rows = await tx.execute(sa.select(M.c.id).where(
-                M.c.session_id == session_id, M.c.id.in_(list(body.message_ids or []))))
-            ids = [r.id for r in rows]
-        for message_id in ids:
-            if await sessions.mark_handled(tx, message_id, handled_by=principal.actor):
-                handled.append(message_id)
+        handled = await mark_handled_in(tx, session_id, message_ids=body.message_ids, up_to=body.up_to,
+                                        handled_by=principal.actor)
     return {"handled": handled}

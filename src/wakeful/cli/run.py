@@ -7,25 +7,18 @@ prints logs, host calls and state changes, and ends when the guest ends, at `--t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, dumps, escape
 from wakeful.cli.program import load_program
 from wakeful.cli.replies import HostReplies, Reply
-from wakeful.cli.runtime_api import RuntimeSession, status_dict
-from wakeful.errors import HostCallError, WakefulError
-
-# interfaces.md §4.2: keys the harness injects (harness.md §6), so Loop examples run unchanged
-INJECTED_CONFIG: dict[str, Any] = {"loop_id": "lp_local", "incarnation": 1, "state": None}
-TERMINAL = frozenset({"stopped", "exited", "failed"})
-POLL_S = 0.05
+from wakeful.errors import WakefulError
+from wakeful.runtime.scripted import INJECTED_CONFIG, Ending, EventRefused, run_scripted, status_dict
 
 
 @dataclass(frozen=True)
@@ -103,120 +96,28 @@ def run_command(out: Out, request: RunRequest) -> int:
         out.fail(exc, extra={"type": "error"})
 
 
-# ---- running (interfaces.md §4.2: events before start, replies per capability, end) ----
-
-
-@dataclass
-class _Ending:
-    """Why the run ended, set by whichever comes first."""
-
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    stopped_by: str | None = None
-
-    def stop(self, reason: str) -> None:
-        if self.stopped_by is None and not self.done.is_set():
-            self.stopped_by = reason
-        self.done.set()
+# ---- running: the scripted test host of wakeful.runtime.scripted (shared with MCP loop.test)
 
 
 async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
-    ending = _Ending()
+    ending = Ending()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, ending.stop, "sigint")
     try:
-        final = await _run_object(request, elf, printer, ending)
+        final = await run_scripted(elf, config=request.config, events=request.events, replies=request.replies,
+                                   engine=request.engine, timeout_s=request.timeout_s, observer=printer,
+                                   ending=ending)
+    except EventRefused as exc:  # interfaces.md §4.2: a refused --event is a usage error
+        raise UsageError(f"--event {exc.topic} (e{exc.index}) refused: {exc.reason}") from exc
+    except WakefulError as exc:
+        if not printer.loaded:
+            printer.refused(exc)
+            raise CliExit(EXIT_FAILED) from exc
+        raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-    printer.final(final, ending.stopped_by)
-    return _exit_code(final, ending.stopped_by)
-
-
-async def _run_object(
-    request: RunRequest, elf: bytes, printer: RunPrinter, ending: _Ending
-) -> dict[str, Any]:
-    session = RuntimeSession(
-        engine=request.engine,
-        host_handler=_scripted_host(request.replies, printer),
-        on_log=lambda _object_id, message: printer.log(message),
-        on_state=lambda _status: ending.done.set(),
-    )
-    async with session:
-        status = await _load_or_refuse(session, elf, request, printer)
-        object_id = status["object_id"]
-        printer.state(status)
-        await _deliver_events(session, object_id, request.events)
-        printer.state(await session.start(object_id))
-        return await _watch(session, object_id, ending, request.timeout_s, printer)
-
-
-async def _load_or_refuse(
-    session: RuntimeSession, elf: bytes, request: RunRequest, printer: RunPrinter
-) -> dict[str, Any]:
-    caps = [{"name": name} for name in request.replies.capabilities()]
-    try:
-        return await session.load(elf, config=request.config, capabilities=caps)
-    except WakefulError as exc:
-        printer.refused(exc)
-        raise CliExit(EXIT_FAILED) from exc
-
-
-async def _deliver_events(session: RuntimeSession, object_id: str, events: list[tuple[str, Any]]) -> None:
-    # interfaces.md §4.2: delivered in order before the start, with event ids e1, e2, …
-    for index, (topic, payload) in enumerate(events, start=1):
-        try:
-            await session.deliver(object_id, f"e{index}", topic, payload)
-        except WakefulError as exc:
-            raise UsageError(f"--event {topic} (e{index}) refused: {exc.message}") from exc
-
-
-async def _watch(
-    session: RuntimeSession,
-    object_id: str,
-    ending: _Ending,
-    timeout_s: float,
-    printer: RunPrinter,
-) -> dict[str, Any]:
-    timer = asyncio.get_running_loop().call_later(timeout_s, ending.stop, "timeout")
-    try:
-        status = await _poll_until_terminal(session, object_id, ending, printer)
-    finally:
-        timer.cancel()
-    if status["state"] not in TERMINAL:
-        status = await session.stop(object_id)
-    if status["state"] in ("exited", "failed"):
-        ending.stopped_by = None  # the guest ended on its own before the stop took effect
-    return status
-
-
-async def _poll_until_terminal(
-    session: RuntimeSession, object_id: str, ending: _Ending, printer: RunPrinter
-) -> dict[str, Any]:
-    while True:
-        status = await session.get(object_id)
-        if status["state"] in TERMINAL:
-            return status
-        printer.state(status)
-        if ending.done.is_set() and ending.stopped_by is not None:
-            return status
-        ending.done.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ending.done.wait(), POLL_S)
-
-
-def _scripted_host(replies: HostReplies, printer: RunPrinter) -> Callable[[Any], Any]:
-    def handle(call: Any) -> Any:
-        capability = _field(call, "capability")
-        reply = replies.answer(capability)
-        printer.host_call(capability, _field(call, "arguments"), reply)
-        if reply.error is not None:
-            raise HostCallError(reply.error["code"], reply.error["message"])
-        return reply.result
-
-    return handle
-
-
-def _field(call: Any, name: str) -> Any:
-    return call[name] if isinstance(call, dict) else getattr(call, name)
+    printer.final(final, final["stopped_by"])
+    return _exit_code(final, final["stopped_by"])
 
 
 def _exit_code(final: dict[str, Any], stopped_by: str | None) -> int:
@@ -239,6 +140,7 @@ class RunPrinter:
         self.out = out
         self.start = time.monotonic()
         self.last_state: tuple[str, str] | None = None
+        self.loaded = False  # the first state is the load's: a refusal before it is a refused load
 
     def _t(self) -> int:
         return int((time.monotonic() - self.start) * 1000)
@@ -262,6 +164,7 @@ class RunPrinter:
         self._emit("host_call", {"capability": capability, "arguments": arguments, "reply": answer}, text)
 
     def state(self, status: dict[str, Any]) -> None:
+        self.loaded = True
         key = (status["state"], status.get("wait") or "none")
         if key == self.last_state:
             return

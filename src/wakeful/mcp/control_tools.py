@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from wakeful.mcp.contracts import contract
 from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["TOOL_NAMES", "register"]
@@ -25,23 +26,58 @@ ITEM = {**ID, "description": "the work item's id (w_…)"}
 OP = {"type": "string", "minLength": 1, "maxLength": 160,
       "description": "idempotency id; reuse it when retrying after a lost reply"}
 REV = {"type": "integer", "minimum": 0, "description": "the item revision you read (fencing)"}
-LIST = {"type": "array"}
-CONDITIONS = {"type": "array", "description": "resume conditions: work_done:<item>, gate_resolved:<item>, "
-              "loop_wake:<loop>, loop_active:<loop>, effect_settled:<request_key>, time:<unix_ms>"}
+STRINGS = {"type": "array", "items": {"type": "string"}}
+ITEM_IDS = {"type": "array", "items": ID}
+CONDITIONS = {"type": "array", "items": {"type": "string"},
+              "description": "resume conditions: work_done:<item>, gate_resolved:<item>, loop_wake:<loop>, "
+              "loop_active:<loop>, effect_settled:<request_key>, time:<unix_ms>"}
 ITEM_FIELDS: dict[str, Any] = {
-    "detail": {"type": "string"}, "priority": {"type": "integer", "minimum": 0, "maximum": 4},
-    "bound_agent": ID, "excluded_agents": LIST, "depends_on": LIST, "write_scopes": LIST,
-    "required_scopes": LIST, "scope": {"type": "string", "description": "gate scope kind:granularity:key"},
-    "targets": LIST, "question": {"type": "string"}, "options": LIST, "recovery": {"type": "string"},
-    "blocks": LIST, "loop_id": {**ID, "description": "monitor: the Loop that watches (lp_…)"},
-    "target": {"type": "string"},
+    "detail": {"type": "string", "description": "what the item is about, in full (≤ 4000)"},
+    "priority": {"type": "integer", "minimum": 0, "maximum": 4, "description": "0 (first) … 4 (last)"},
+    "bound_agent": {**ID, "description": "only this agent may claim the item"},
+    "excluded_agents": {**ITEM_IDS, "description": "agents that may not claim the item"},
+    "depends_on": {**ITEM_IDS, "description": "items that must be done before this one is runnable"},
+    "write_scopes": {**STRINGS, "description": "path globs the item writes; overlapping claims conflict"},
+    "required_scopes": {**STRINGS, "description": "scope tokens that need a person's approval"},
+    "scope": {"type": "string", "description": "gate: the scope it decides, kind:granularity:key"},
+    "targets": {**ITEM_IDS, "description": "gate: the items its decision applies to (1..16)"},
+    "question": {"type": "string", "description": "gate: the concrete question for the person (≤ 2000)"},
+    "options": {**STRINGS, "description": "gate: the answers offered (≤ 8)"},
+    "recovery": {"type": "string", "description": "blocker: how the missing condition can be recovered"},
+    "blocks": {**ITEM_IDS, "description": "blocker: the items it blocks (≤ 16)"},
+    "loop_id": {**ID, "description": "monitor: the Loop that watches (lp_…)"},
+    "target": {"type": "string", "description": "what the item acts on (≤ 500)"},
+}
+# interfaces.md §3.2: every parameter an agent may pass is described (the common ones by name)
+PARAM_TEXT = {
+    "title": "a short title (≤ 200)", "objective": "what the goal must achieve, for every agent on it",
+    "claim_mode": "soft (claims are advisory) or hard (commands need the claim)",
+    "subjects": "name → current revision (e.g. {\"repo\": \"git:<sha>\"}); evidence is bound to these",
+    "status": "only items/goals with this status", "name": "the subject's name", "revision":
+    "the subject's new revision (≤ 200, e.g. git:<sha>)", "units": "units spent", "reason": "why, in a sentence",
+    "class": "the work item's class", "claim": "also claim a start item (default false)",
+    "key": "your claim key (default: the key this session claimed with)", "epoch": "your claim's epoch",
+    "ttl_s": "claim lease in seconds (default 1800)", "action": "what to do with the item",
+    "continuation": "what follows: no_followup, successor (name successors) or goal",
+    "successors": "item ids that continue this one", "summary": "what was done or found (≤ 2000)",
+    "replacement": "an existing open item's id, or a new item {class, title, …}",
+    "criterion_ids": "acceptance criteria this evidence is about", "kind": "what kind of evidence or effect",
+    "subject": "the subject you examined", "artifact_revision": "the subject revision you examined",
+    "workload": "what you ran: {kind: command|suite|loop|manual, ref}", "verdict": "the evidence's verdict",
+    "details_url": "where the details are (a CI run, a review)",
+    "request_key": "the effect's idempotency key (also passed to the external system)",
+    "payload_digest": "SHA-256 of what will be sent", "attempt": "the effect attempt this is about",
+    "outcome": "what happened", "detail": "details (≤ 2000)", "external_ref": "the external system's id for it",
+    "observed": "what the external system shows", "target": "what the effect acts on (≤ 500)",
 }
 EDIT_FIELDS = ("title", "detail", "priority", "bound_agent", "excluded_agents", "depends_on", "write_scopes",
                "required_scopes", "question", "options", "recovery", "blocks", "target")
 
 
 def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": {**properties, "operation_id": OP}, "required": list(required),
+    described = {name: spec if "description" in spec else {**spec, "description": PARAM_TEXT[name]}
+                 for name, spec in properties.items()}
+    return {"type": "object", "properties": {**described, "operation_id": OP}, "required": list(required),
             "additionalProperties": False}
 
 
@@ -370,12 +406,14 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
      "criteria need applicable passing evidence (acceptance_unmet lists them).",
      _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
               "continuation": {"type": "string", "enum": ["no_followup", "successor", "goal"]},
-              "successors": LIST, "summary": {"type": "string"}, "spend": SPEND, **_CLAIM},
+              "successors": ITEM_IDS, "summary": {"type": "string"}, "spend": SPEND, **_CLAIM},
              ("goal_id", "item_id", "expected_revision", "continuation")), work_complete),
     ("work.supersede", "Replace an item: replacement is an existing open item id or a new item object "
      "({class, title, …}); both are linked in one commit.",
      _schema({"goal_id": GOAL, "item_id": ITEM, "expected_revision": REV,
-              "replacement": {"type": ["string", "object"]}, "reason": {"type": "string"}, **_CLAIM},
+              "replacement": {"oneOf": [{**ID, "description": "an existing open item's id"},
+                                        {"type": "object", "required": ["class", "title"],
+                                         "description": "a new item: {class, title, …class fields}"}]}, "reason": {"type": "string"}, **_CLAIM},
              ("goal_id", "item_id", "expected_revision", "replacement")), work_supersede),
     ("acceptance.propose", "Propose a new acceptance contract (you cannot set it): expected_revision is the "
      "acceptance revision you read. It waits on a gate a person approves; the approval applies exactly this "
@@ -404,7 +442,7 @@ _TOOLS: list[tuple[str, str, dict[str, Any], Any]] = [
     ("evidence.add", "Record evidence (immutable): kind test/check/review/observation/manual, verdict pass/fail/"
      "inconclusive/observed; naming criterion_ids needs subject and artifact_revision (what you examined) and, "
      "if the criterion declares one, the workload {kind, ref} you ran.",
-     _schema({"goal_id": GOAL, "item_id": ITEM, "criterion_ids": LIST,
+     _schema({"goal_id": GOAL, "item_id": ITEM, "criterion_ids": STRINGS,
               "kind": {"type": "string", "enum": ["test", "check", "review", "observation", "manual"]},
               "subject": S, "artifact_revision": S, "workload": {"type": "object"},
               "verdict": {"type": "string", "enum": ["pass", "fail", "inconclusive", "observed"]},
@@ -445,4 +483,6 @@ TOOL_NAMES = [name for name, *_ in _TOOLS]
 def register(table: ToolTable) -> None:
     """Add the control tools to an MCP server's table (docs/decisions-mcp.md)."""
     for name, description, schema, handler in _TOOLS:
-        table.add(McpTool(name=name, description=description, input_schema=schema, handler=handler))
+        output_schema, annotations = contract(name)
+        table.add(McpTool(name=name, description=description, input_schema=schema, handler=handler,
+                          output_schema=output_schema, annotations=annotations))

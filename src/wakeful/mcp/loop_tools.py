@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
-from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
+from wakeful.mcp.contracts import ANY_JSON, contract
+from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["register"]
 
@@ -70,8 +71,9 @@ async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
     path = args.get("path", DEFAULT_PATH)
     files = dict(args.get("files") or {})
     if ctx.harness is None:
-        return await _api(ctx).request("POST", ctx.group_path + "/builds",
-                                       json={"source": args["source"], "files": files or None, "path": path})
+        report = await _api(ctx).request("POST", ctx.group_path + "/builds",
+                                         json={"source": args["source"], "files": files or None, "path": path})
+        return Failed(report) if isinstance(report, dict) and report.get("state") == "failed" else report
     from wakeful.harness.store import artifacts
 
     h = ctx.harness
@@ -85,9 +87,9 @@ async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
         raise ToolRefusal("compiler_unavailable", exc.message) from None
     except BuildBusy as exc:
         raise ToolRefusal("busy", f"the build queue is full: {exc.message}") from None
-    if result.state != "succeeded" or result.elf is None:
-        return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
-                "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
+    if result.state != "succeeded" or result.elf is None:  # a tool error (isError: true) with the whole report
+        return Failed({"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+                "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated})
     stored = await h.loops.upload(agent_id=ctx.agent_id, elf=result.elf, path=path, creator=ctx.principal,
                                   origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
     return {"state": "succeeded", "artifact": stored["artifact"], "path": path, "elf_bytes": len(result.elf),
@@ -261,23 +263,29 @@ def register(table: ToolTable) -> None:
             "path": {"type": "string", "description": "artifact name, default /loops/main.elf"}}, ("source",)),
          "Compile C source to a verified Loop artifact stored under `path` (default /loops/main.elf). "
          "Returns a build report: state succeeded with `artifact` (sha256:…), or state failed with `diagnostics`"
-         " — read the one-line `wakeful:` explanations, fix the source and build again."),
+         " (a tool error, isError: true) — read the one-line `wakeful:` explanations, fix the source and build "
+         "again. Then try it with loop.test."),
         ("loop.create", loop_create, _schema({
             "artifact": {"type": "string", "description": "a path you built to, or sha256:…; default /loops/main.elf"},
-            "name": {"type": "string", "description": "≤ 80 characters"},
+            "name": {"type": "string", "description": "a name for the Loop (≤ 80 characters)"},
             "config": {"type": "object", "description": "what the program reads from sf_config() (≤ 16 KiB)"},
-            "capabilities": {"type": "array", "items": {"type": "object"},
+            "capabilities": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "description": "a capability (tool) name"},
+                "arguments": {"type": "object", "description": "exact arguments the Loop may pass"}}},
                              "description": "[{name, arguments?}] to narrow what the Loop may call; omitted = all"},
             "session_id": {**ID, "description": "where wakes go; default: this connection's session"}}),
          "Start a Loop from a built artifact. It runs until paused, exited or failed and wakes the session with "
          "agent.notify messages. Refusals: quota_exceeded (20 active Loops per agent), capability_not_allowed, "
          "config_too_large, artifact_not_found, invalid_artifact. Returns the Loop object (id, state, …)."),
         ("loop.list", loop_list, _schema({
-            "state": {"type": "string", "enum": ["active", "paused", "failed"]},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 200}, "cursor": {"type": "string"}}),
+            "state": {"type": "string", "enum": ["active", "paused", "failed"],
+                      "description": "only Loops in this state; default all"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "page size, default 50"},
+            "cursor": {"type": "string", "description": "next_cursor of the previous page"}}),
          "List your Loops (state, pause_reason, pending_count, wakes, runtime); page with next_cursor."),
         ("loop.get", loop_get, _schema({"loop_id": LOOP_ID, "include": {
-            "type": "array", "items": {"type": "string", "enum": ["checkpoint", "logs", "pending"]}}}, ("loop_id",)),
+            "type": "array", "items": {"type": "string", "enum": ["checkpoint", "logs", "pending"]},
+            "description": "extra parts: checkpoint, the newest 50 logs lines, pending events"}}, ("loop_id",)),
          "One Loop in detail: state, failure text, exit code, incarnation, wake budget; with include: its "
          "checkpoint, newest log lines and pending events. Use it when a Loop looks stuck or paused."),
         ("loop.pause", loop_pause, loop_only,
@@ -288,22 +296,30 @@ def register(table: ToolTable) -> None:
         ("loop.delete", loop_delete, loop_only,
          "Delete a Loop and everything it holds (events, webhook, logs). Cannot be undone; idempotent."),
         ("loop.webhook", loop_webhook, _schema({"loop_id": LOOP_ID, "action": {
-            "type": "string", "enum": ["enable", "rotate", "revoke"]}}, ("loop_id", "action")),
+            "type": "string", "enum": ["enable", "rotate", "revoke"],
+            "description": "enable (shows the URL once), rotate (a new URL) or revoke (no URL)"}},
+            ("loop_id", "action")),
          "Give a Loop a secret webhook URL outside systems can POST JSON to. enable shows the URL once (later "
          "calls give only a hint); rotate replaces it; revoke removes it."),
         ("loop.events", loop_events, _schema({
-            "loop_id": LOOP_ID, "action": {"type": "string", "enum": ["list", "retry", "discard"]},
-            "event_ids": {"type": "array", "items": {"type": "string"}},
-            "include_payloads": {"type": "boolean"}}, ("loop_id",)),
+            "loop_id": LOOP_ID, "action": {"type": "string", "enum": ["list", "retry", "discard"],
+                                           "description": "default list"},
+            "event_ids": {"type": "array", "items": {"type": "string"},
+                          "description": "retry/discard only these events; default all pending"},
+            "include_payloads": {"type": "boolean", "description": "list: include each event's payload"}},
+            ("loop_id",)),
          "A Loop's events: list (pending and recently settled), retry (reload the Loop so a fresh incarnation "
          "gets the named or all pending events with new 15-minute deadlines) or discard (drop them)."),
         ("loop.send", loop_send, _schema({
-            "loop_id": LOOP_ID, "topic": {"type": "string", "minLength": 1, "maxLength": 128},
-            "payload": {"description": "any JSON value (≤ 16 KiB envelope)"},
+            "loop_id": LOOP_ID, "topic": {"type": "string", "minLength": 1, "maxLength": 128,
+                                          "description": "the event's topic, as the program's sf_event_topic sees it"},
+            "payload": {**ANY_JSON, "description": "any JSON value (≤ 16 KiB envelope)"},
             "event_id": {"type": "string", "description": "idempotency id; default: hash of the payload"}},
             ("loop_id", "topic")),
          "Send one event to your Loop yourself (as the webhook or API would). Returns {status: accepted, "
          "event_id, duplicate}; a repeated event_id is a duplicate, never delivered twice."),
     ]
     for name, handler, schema, description in rows:
-        table.add(McpTool(name=name, description=description, input_schema=schema, handler=handler))
+        output_schema, annotations = contract(name)
+        table.add(McpTool(name=name, description=description, input_schema=schema, handler=handler,
+                          output_schema=output_schema, annotations=annotations))

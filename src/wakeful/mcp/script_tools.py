@@ -9,7 +9,8 @@ from typing import Any
 
 from wakeful.harness.errors import HarnessError
 from wakeful.harness.registry import Tool, ToolContext
-from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
+from wakeful.mcp.contracts import OPEN_OBJECT, Hints, contract
+from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["register", "register_embedder_tools"]
 
@@ -37,21 +38,24 @@ async def script_run(args: dict[str, Any], ctx: McpContext) -> Any:
     if ctx.harness is None:
         if ctx.api is None:
             raise ToolRefusal("unavailable", "no harness and no API connection")
-        return await ctx.api.request("POST", ctx.group_path + "/scripts/run",
-                                     json={**request, **({"env": args["env"]} if "env" in args else {})})
-    return await ctx.harness.run_script(ctx.agent_id, request, env=args.get("env"))
+        outcome = await ctx.api.request("POST", ctx.group_path + "/scripts/run",
+                                        json={**request, **({"env": args["env"]} if "env" in args else {})})
+    else:
+        outcome = await ctx.harness.run_script(ctx.agent_id, request, env=args.get("env"))
+    # a script that did not succeed is a tool error (isError: true) carrying the whole outcome
+    return Failed(outcome) if isinstance(outcome, dict) and outcome.get("state") == "failed" else outcome
 
 
 def register(table: ToolTable) -> None:
     table.add(McpTool(
-        name="script.sdk", handler=script_sdk,
+        name="script.sdk", handler=script_sdk, **_contract("script.sdk"),
         input_schema={"type": "object", "properties": {}, "additionalProperties": False},
         description="Read once before writing a script: the script guide, wakeful.h and the limits. A script is "
                     "a C program that runs once while you wait, batching many tool calls (tool.call) into one "
                     "deterministic run and returning one result (script.result).",
     ))
     table.add(McpTool(
-        name="script.run", handler=script_run,
+        name="script.run", handler=script_run, **_contract("script.run"),
         input_schema={"type": "object", "properties": {
             "source": {"type": "string", "description": "the C program (becomes main.c)"},
             "files": {"type": "object", "additionalProperties": {"type": "string"},
@@ -75,7 +79,13 @@ def register_embedder_tools(table: ToolTable, tools: list[Tool]) -> None:
             log.warning("embedder tool %s collides with an MCP tool; not published", tool.name)
             continue
         table.add(McpTool(name=tool.name, description=tool.description, input_schema=_schema_of(tool),
-                          handler=_embedder_handler(tool), meta={"safety": tool.safety}))
+                          handler=_embedder_handler(tool), meta={"safety": tool.safety}, output_schema=OPEN_OBJECT,
+                          annotations=Hints.READ if tool.safety == "read" else Hints.OUTSIDE))
+
+
+def _contract(name: str) -> dict[str, Any]:
+    output_schema, annotations = contract(name)
+    return {"output_schema": output_schema, "annotations": annotations}
 
 
 def _schema_of(tool: Tool) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The MCP server over a tool table: ``tools/list`` and ``tools/call`` on the ``mcp`` package's low-level
 ``Server``, with dotted or underscore names (interfaces.md §3.1, config ``mcp.tool_names``).
 
-Results are structured JSON plus a short text rendering; refusals are tool errors (``isError: true``) whose
-content is ``{error, message, …}`` (interfaces.md §3.1).
+Results are structured JSON (checked by clients against each tool's ``outputSchema``) and the same JSON, whole, as
+text; refusals and failed builds are tool errors (``isError: true``) whose content is ``{error, message, …}`` or the
+failed report (interfaces.md §3.1). The SDK texts are resources and the watch set-up is a prompt (mcp/resources.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from wakeful.errors import WakefulError
-from wakeful.mcp.table import McpContext, ToolRefusal, ToolTable, check_arguments
+from wakeful.mcp import resources
+from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable, check_arguments
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -27,10 +29,10 @@ __all__ = ["NAME_STYLES", "build_table", "make_server", "published_name"]
 log = logging.getLogger("wakeful.mcp")
 
 NAME_STYLES = ("dotted", "underscore")
-TEXT_CHARS = 600  # the short text rendering next to the structured result
 INSTRUCTIONS = (
     "wakeful runs Loops: tiny C programs that watch for you and wake you only when something matters. "
-    "Call loop.sdk once, write the program, loop.build it, loop.create it; wakes arrive in your session. "
+    "Call loop.sdk once, write the program, loop.build it, loop.test it, loop.create it; wakes arrive in your "
+    "session (session.messages reads them). The prompt watch.setup walks through it. "
     "script.run runs a C program once to batch many tool calls."
 )
 
@@ -44,10 +46,11 @@ def published_name(name: str, style: str) -> str:
 
 def build_table(harness: Harness | None = None) -> ToolTable:
     """Loop tools, script tools, the control tools (when that module exists) and the embedder's tools."""
-    from wakeful.mcp import loop_tools, script_tools
+    from wakeful.mcp import agent_tools, loop_tools, script_tools
 
     table = ToolTable()
     loop_tools.register(table)
+    agent_tools.register(table)
     script_tools.register(table)
     control_tools = _optional("wakeful.mcp.control_tools")  # the goal/work tools (docs/decisions-mcp.md)
     if control_tools is not None:
@@ -64,8 +67,7 @@ def make_server(table: ToolTable, resolve: Resolver, *, tool_names: str = "dotte
     by_published = {published_name(tool.name, tool_names): tool for tool in table}
     if len(by_published) != len(table):
         raise ValueError("two tools publish the same underscore name")
-    listing = [types.Tool(name=name, description=tool.description, input_schema=tool.input_schema)
-               for name, tool in by_published.items()]
+    listing = [_listed(name, tool) for name, tool in by_published.items()]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
@@ -87,8 +89,30 @@ def make_server(table: ToolTable, resolve: Resolver, *, tool_names: str = "dotte
             return _refusal(ToolRefusal("internal", f"{type(exc).__name__}: the tool failed; see the server log"))
         return _result(value)
 
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return resources.list_resources()
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return resources.read_resource(str(params.uri))
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return resources.list_prompts()
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return resources.get_prompt(params.name, params.arguments, lambda name: published_name(name, tool_names))
+
     return Server("wakeful", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+                  on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+
+def _listed(name: str, tool: McpTool) -> types.Tool:
+    hints = tool.annotations
+    annotations = types.ToolAnnotations(
+        read_only_hint=hints.get("readOnlyHint"), destructive_hint=hints.get("destructiveHint"),
+        idempotent_hint=hints.get("idempotentHint"), open_world_hint=hints.get("openWorldHint")) if hints else None
+    return types.Tool(name=name, description=tool.description, input_schema=tool.input_schema,
+                      output_schema=tool.output_schema, annotations=annotations)
 
 
 def _optional(name: str) -> Any:
@@ -101,25 +125,26 @@ def _optional(name: str) -> Any:
 
 
 def _result(value: Any) -> types.CallToolResult:
+    failed = isinstance(value, Failed)
+    if failed:
+        value = value.value
     try:  # only JSON leaves the server (a tool may answer a set or an object by mistake)
         value = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError):
         return _refusal(ToolRefusal("invalid_result", "the tool did not answer a JSON value"))
     structured = value if isinstance(value, dict) else {"result": value}
-    return types.CallToolResult(content=[types.TextContent(type="text", text=_short(value))],
-                                structured_content=structured, is_error=False)
+    return _answer(structured, is_error=failed)
 
 
 def _refusal(refusal: ToolRefusal) -> types.CallToolResult:
-    body = refusal.to_dict()
-    return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(body, default=str))],
-                                structured_content=body, is_error=True)
+    return _answer(json.loads(json.dumps(refusal.to_dict(), default=str)), is_error=True)
 
 
-# a short text rendering: the state and ids an agent reads first, then the JSON, cut
-def _short(value: Any) -> str:
-    text = json.dumps(value, default=str, separators=(",", ":"))
-    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+# the text is the whole structured JSON (no cut): a client that shows only text reads every diagnostic and the guide
+def _answer(structured: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
+    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured,
+                                is_error=is_error)
 
 
 def _version() -> str:

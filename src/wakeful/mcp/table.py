@@ -13,7 +13,7 @@ from wakeful.errors import WakefulError
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
 
-__all__ = ["ApiCaller", "McpContext", "McpTool", "ToolRefusal", "ToolTable", "check_arguments"]
+__all__ = ["ApiCaller", "Failed", "McpContext", "McpTool", "ToolRefusal", "ToolTable", "check_arguments"]
 
 Handler = Callable[[dict[str, Any], "McpContext"], Awaitable[Any]]
 
@@ -28,6 +28,14 @@ class ToolRefusal(WakefulError):
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message, **self.details}
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A handler's answer that the tool did not do its job although the call was valid (a failed build, a failed
+    script): sent as ``structuredContent`` with ``isError: true``, so clients that look only at ``isError`` see it."""
+
+    value: dict[str, Any]
 
 
 class ApiCaller(Protocol):
@@ -62,6 +70,8 @@ class McpTool:
     input_schema: dict[str, Any]
     handler: Handler
     meta: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None  # JSON Schema of a successful structuredContent
+    annotations: dict[str, bool] = field(default_factory=dict)  # readOnlyHint, destructiveHint, …
 
 
 class ToolTable:
@@ -75,6 +85,8 @@ class ToolTable:
             raise ValueError(f"MCP tool {tool.name!r} is already in the table")
         if tool.input_schema.get("type") != "object":
             raise ValueError(f"MCP tool {tool.name!r}: input_schema must be a JSON Schema of type object")
+        if tool.output_schema is not None and tool.output_schema.get("type") != "object":
+            raise ValueError(f"MCP tool {tool.name!r}: output_schema must be a JSON Schema of type object")
         self._tools[tool.name] = tool
 
     def get(self, name: str) -> McpTool | None:
@@ -113,9 +125,9 @@ def check_arguments(schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
                 raise ToolRefusal("invalid_request", f"unknown argument {key!r}", field=str(key)[:64])
     for key, value in args.items():
         spec = props.get(key)
-        if not isinstance(spec, Mapping) or "type" not in spec:
+        kinds = _kinds(spec)
+        if not kinds or not isinstance(spec, Mapping):
             continue
-        kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
         if not any(_is(value, kind) for kind in kinds):
             raise ToolRefusal("invalid_request", f"{key} must be of type {' or '.join(kinds)}", field=key)
         _check_value(key, spec, value)
@@ -132,6 +144,17 @@ def _check_value(key: str, spec: Mapping[str, Any], value: Any) -> None:
     elif isinstance(value, int) and not isinstance(value, bool):
         if value < spec.get("minimum", value) or value > spec.get("maximum", value):
             raise ToolRefusal("invalid_request", f"{key} is out of range", field=key)
+
+
+def _kinds(spec: Any) -> list[str]:
+    """The JSON types a property allows: its ``type``, or the types of its ``anyOf``/``oneOf`` branches."""
+    if not isinstance(spec, Mapping):
+        return []
+    if "type" in spec:
+        return list(spec["type"]) if isinstance(spec["type"], list) else [spec["type"]]
+    branches = spec.get("anyOf") or spec.get("oneOf") or []
+    kinds = [b.get("type") for b in branches if isinstance(b, Mapping)]
+    return [str(k) for k in kinds] if kinds and all(isinstance(k, str) for k in kinds) else []
 
 
 def _is(value: Any, kind: str) -> bool:

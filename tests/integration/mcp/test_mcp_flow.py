@@ -38,10 +38,12 @@ async def _setup_watch(client: Any, names: str = "dotted") -> str:
     """§3.3 steps 1–4 through MCP; returns the Loop id."""
     dot = (lambda n: n) if names == "dotted" else (lambda n: n.replace(".", "_"))
     listed = [tool.name for tool in (await client.list_tools()).tools]
-    assert [n for n in listed if n.startswith(("loop", "script"))] == [dot(n) for n in LOOP_AND_SCRIPT_TOOLS]
+    assert [n for n in listed if n.startswith(("loop", "session", "script"))] == [dot(n) for n in LOOP_AND_SCRIPT_TOOLS]
     sdk = structured(await client.call_tool(dot("loop.sdk"), {}))
     assert "agent.notify" in sdk["guide"] and "sf_event_next" in sdk["header"] and sdk["sdk_version"] == 1
-    failed = structured(await client.call_tool(dot("loop.build"), {"source": "int main(void) { return nope; }"}))
+    failed_build = await client.call_tool(dot("loop.build"), {"source": "int main(void) { return nope; }"})
+    assert failed_build.is_error  # a failed build is a tool error carrying the whole report (issue 18)
+    failed = failed_build.structured_content
     assert failed["state"] == "failed" and "nope" in failed["diagnostics"]
     built = structured(await client.call_tool(dot("loop.build"), {"source": LOOP_SOURCE}))
     assert built["state"] == "succeeded" and built["artifact"].startswith("sha256:"), built
@@ -178,6 +180,12 @@ async def test_the_watch_flow_over_stdio_embedded(harness_runner: Any, tmp_path:
                     "loop_id": loop_id, "topic": "message", "payload": payload, "event_id": event_id}))
                 assert sent["status"] == "accepted"
             await _both_acked(client, loop_id)
+            page = structured(await client.call_tool("session.messages", {"unhandled": True}))
+            wakes = [m for m in page["messages"] if m["kind"] == "loop"]
+            assert [m["content"] for m in wakes] == [IMPORTANT["text"]]
+            marked = structured(await client.call_tool("session.messages", {
+                "action": "handled", "up_to": page["messages"][-1]["cursor"]}))
+            assert wakes[0]["id"] in marked["handled"]
         assert len(provider.requests) == 2
     store = await Store.open(f"sqlite:///{data / 'wakeful.db'}")
     try:
@@ -185,7 +193,7 @@ async def test_the_watch_flow_over_stdio_embedded(harness_runner: Any, tmp_path:
             messages = await sessions.list_messages(tx, session_id=t.session_id, kinds=("loop",), limit=100)
     finally:
         await store.close()
-    assert [(m.loop_id, m.content) for m in messages] == [(loop_id, IMPORTANT["text"])]
+    assert [(m.loop_id, m.content, m.handled_by) for m in messages] == [(loop_id, IMPORTANT["text"], "operator")]
 
 
 SCRIPT = r"""

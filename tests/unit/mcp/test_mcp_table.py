@@ -37,7 +37,7 @@ def _listing(names: str) -> list[str]:
 
 def test_listing_matches_the_spec_in_both_name_styles() -> None:
     dotted = _listing("dotted")
-    assert [n for n in dotted if n.startswith(("loop.", "script."))] == LOOP_AND_SCRIPT_TOOLS
+    assert [n for n in dotted if n.startswith(("loop.", "session.", "script."))] == LOOP_AND_SCRIPT_TOOLS
     underscore = _listing("underscore")
     assert underscore == [n.replace(".", "_") for n in dotted]
     assert all("." not in n for n in underscore)
@@ -65,7 +65,7 @@ def test_every_tool_has_an_actionable_description_and_an_object_schema() -> None
     for tool in build_table(None):
         assert len(tool.description) >= 20, tool.name
         assert tool.input_schema["type"] == "object"
-        if tool.name.startswith(("loop.", "script.")):
+        if tool.name.startswith(("loop.", "session.", "script.")):
             assert len(tool.description) >= 60, tool.name
             assert tool.input_schema["additionalProperties"] is False, tool.name
     with pytest.raises(ValueError):
