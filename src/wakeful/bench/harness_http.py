@@ -8,6 +8,7 @@ Only what the bench sends and the node answers is supported (JSON bodies, no chu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -73,7 +74,5 @@ class Connection:
         writer, self._writer, self._reader = self._writer, None, None
         if writer is not None:
             writer.close()
-            try:
+            with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass

@@ -20,7 +20,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from wakeful.bench.variants import BenchError
@@ -95,7 +94,7 @@ def _with_database(url: str, database: str) -> str:
 
 
 async def _pg_admin(url: str, statement: str) -> None:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
 
     conn = await asyncpg.connect(url, timeout=10)
     try:
@@ -105,7 +104,7 @@ async def _pg_admin(url: str, statement: str) -> None:
 
 
 async def _pg_commits(url: str, database: str) -> int:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
 
     conn = await asyncpg.connect(url, timeout=10)  # the admin database: the count is not disturbed by this read
     try:

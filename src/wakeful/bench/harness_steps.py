@@ -11,12 +11,12 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from importlib import resources
 from typing import Any
 
 from wakeful.bench.harness_http import Connection
-from wakeful.bench.harness_node import NodeProcess, TestStore, Tenant, cpu_seconds, load_average
+from wakeful.bench.harness_node import NodeProcess, Tenant, TestStore, cpu_seconds, load_average
 from wakeful.bench.memory import snapshot
 from wakeful.bench.progress import Progress, percentile
 from wakeful.bench.variants import BenchError
@@ -45,7 +45,7 @@ class Fleet:
         self.incarnations: dict[str, int] = {}
 
 
-async def _pool(n: int, work: Callable[[int], Awaitable[None]]) -> None:
+async def _pool(n: int, work: Callable[[int], Coroutine[Any, Any, None]]) -> None:
     """Run ``work(worker)`` on ``n`` workers until each returns; the first error cancels the rest."""
     async with asyncio.TaskGroup() as group:
         for worker in range(n):

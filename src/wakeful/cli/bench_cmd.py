@@ -92,3 +92,54 @@ bench_app.command("density")(density_command)
 bench_app.command("runtime", help="The runtime benchmark: the same as `wakeful bench density`.")(
     density_command
 )
+
+
+def harness_command(
+    count: Annotated[int, typer.Option("--count", help="Durable Loops (default 10,000).")] = 10_000,
+    loops_per_agent: Annotated[int, typer.Option("--loops-per-agent", help="Loops per agent.")] = 20,
+    store: Annotated[str, typer.Option("--store", help="sqlite, postgresql or both.")] = "both",
+    seconds: Annotated[float, typer.Option("--seconds", help="Ingest duration.")] = 20.0,
+    idle_seconds: Annotated[float, typer.Option("--idle-seconds", help="Idle window; 0 skips.")] = 60.0,
+    wakes: Annotated[int, typer.Option("--wakes", help="Wake-latency samples at 5/s; 0 skips.")] = 200,
+    repeat: Annotated[int, typer.Option("--repeat", help="Rounds; systems alternate, judged on the median.")] = 1,
+    peer: Annotated[str, typer.Option("--peer", help="DBOS beside it: auto (when installed), on, off.")] = "auto",
+    pg_url: Annotated[str, typer.Option("--pg-url", help="PostgreSQL server (a fresh database per run).")] = (
+        "postgresql://postgres@127.0.0.1:5432/test"),
+    json_path: Annotated[
+        str | None, typer.Option("--json", help="Write the JSON document here (- for stdout).")
+    ] = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when a target (§2.2) is missed.")] = False,
+) -> None:
+    """Durable Loops in a real node on SQLite and PostgreSQL, beside DBOS Transact (benchmarks.md §2)."""
+    from wakeful.bench import harness_bench
+    from wakeful.bench.harness_report import render_harness
+    from wakeful.bench.harness_schema import validate_harness
+    from wakeful.bench.report import RichProgress
+    from wakeful.bench.variants import BenchError
+
+    options = harness_bench.HarnessOptions(count=count, loops_per_agent=loops_per_agent, store=store,
+                                           seconds=seconds, idle_seconds=idle_seconds, wakes=wakes, repeat=repeat,
+                                           peer=peer, pg_url=pg_url, check=check)
+    try:
+        options.validate()
+    except BenchError as exc:
+        raise UsageError(exc.message) from None
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+    with RichProgress(err) as progress:
+        doc = harness_bench.run_harness(options, progress)
+    validate_harness(doc)
+    if json_path is not None:
+        _write_json(doc, json_path)
+    render_harness(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else 160))
+    failures = [f for run in doc["runs"] for f in run["failures"]]
+    if failures:  # §2.1: any 5xx or an accepted event never acked fails the run, with or without --check
+        err.print(f"run failed: {failures[:5]}")
+        raise CliExit(EXIT_FAILED)
+    missed = harness_bench.failed_checks(doc)
+    if check and missed:
+        err.print(f"targets missed: {', '.join(missed)}")
+        raise CliExit(EXIT_FAILED)
+    raise CliExit(EXIT_OK)
+
+
+bench_app.command("harness")(harness_command)
