@@ -172,6 +172,8 @@ class NodeSteps:
             except (OSError, BenchError):
                 await asyncio.sleep(0.2)
                 continue
+            self._drop_stopped(items)
+            want = len(self.fleet.loops)
             done = 0
             for item in items:
                 runtime = item.get("runtime") or {}
@@ -185,8 +187,20 @@ class NodeSteps:
         self.failures.append(f"not all {want} Loops running within {RUNNING_TIMEOUT_S:.0f} s")
         return None
 
+    def _drop_stopped(self, items: list[dict[str, Any]]) -> None:
+        """A Loop that left ``active`` (its program exited, it failed) is a failure of the run; the steps go on
+        without it, so one stopped Loop does not hold every later wait to its timeout."""
+        for item in items:
+            if item["state"] != "active" and item["id"] in self.fleet.loop_agent:
+                self.failures.append(f"Loop {item['id']} ({item.get('name')}) is {item['state']} "
+                                     f"({item.get('pause_reason')}, exit code {item.get('exit_code')})")
+                del self.fleet.loop_agent[item["id"]]
+                self.fleet.loops.remove(item["id"])
+
     async def pending(self) -> int:
-        return sum(int(item.get("pending_count") or 0) for item in await self._pages())
+        items = await self._pages()
+        self._drop_stopped(items)
+        return sum(int(item.get("pending_count") or 0) for item in items if item["state"] == "active")
 
     # ------------------------------------------------------------------ step 3/4: memory and idle
     def memory(self) -> dict[str, Any]:
@@ -272,6 +286,10 @@ class NodeSteps:
     async def wake(self, wakes: int) -> dict[str, Any]:
         agent_id, session_id = self.fleet.agents[0]
         targets = [lp for lp in self.fleet.loops if self.fleet.loop_agent[lp] == 0]
+        if not targets:
+            self.failures.append("wake: no running Loop of the first agent left")
+            return {"wakes": wakes, "samples": 0, "latency_ms": {"p50": 0.0, "p99": 0.0},
+                    "load_average": load_average()}
         seen: dict[str, float] = {}
         arrived = asyncio.Event()
         opened = asyncio.Event()
