@@ -40,6 +40,7 @@ class HarnessOptions:
     peer: str = "auto"  # auto (when dbos is installed), on, off
     pg_url: str = PG_URL
     check: bool = False
+    nodes: int = 1  # K nodes on one PostgreSQL, Loops spread by leases
 
     def validate(self) -> None:
         if self.count < 1 or self.loops_per_agent < 1 or self.repeat < 1:
@@ -50,6 +51,8 @@ class HarnessOptions:
             raise BenchError(f"--peer is auto, on or off (not {self.peer!r})")
         if self.peer == "on" and not peer_installed():
             raise BenchError("--peer on needs DBOS Transact: pip install 'wakeful[peers]'")
+        if self.nodes < 1 or (self.nodes > 1 and self.store != "postgresql"):
+            raise BenchError("--nodes K above 1 needs --store postgresql (a SQLite store has one node)")
         if self.seconds <= 0 or self.idle_seconds < 0 or self.wakes < 0:
             raise BenchError("--seconds must be positive, --idle-seconds and --wakes not negative")
 
@@ -88,23 +91,26 @@ def _systems(options: HarnessOptions) -> list[str]:
 def run_store(kind: str, options: HarnessOptions, progress: Progress) -> dict[str, Any]:
     """One store's run (§2.1 steps 1–7) on a fresh store, the node cleaned up whatever happens."""
     store = TestStore(kind, options.pg_url).open()
-    node = NodeProcess(store)
-    run: dict[str, Any] = {"system": "wakeful", "store": kind, "count": options.count,
+    nodes = [NodeProcess(store, f"bench-node-{k + 1}") for k in range(options.nodes)]
+    run: dict[str, Any] = {"system": "wakeful", "store": kind, "count": options.count, "nodes": options.nodes,
                            "load_average_start": load_average()}
     try:
         tenant = make_tenant(store.url, store.data_dir, options.count, options.loops_per_agent)
-        run["start_s"] = round(node.start(), 3)
-        steps = NodeSteps(node, store, tenant, progress)
+        run["start_s"] = round(sum(node.start() for node in nodes), 3)
+        steps = NodeSteps(nodes, store, tenant, progress)
         run["steps"] = asyncio.run(_steps(steps, options))
         run["failures"] = steps.failures
-        run["exit_code"] = node.terminate()
-        if run["exit_code"] != 0:
-            run["failures"].append(f"the node exited {run['exit_code']} on SIGTERM")
+        for node in nodes:
+            code = node.terminate()
+            if code != 0:
+                run["failures"].append(f"{node.node_name} exited {code} on SIGTERM")
+        run["exit_code"] = 0 if all(n.proc is None or n.proc.returncode == 0 for n in nodes) else 1
     except BenchError as exc:
         run.setdefault("steps", {})
-        run["failures"] = [*run.get("failures", []), exc.message, node.log_tail()[-500:]]
+        run["failures"] = [*run.get("failures", []), exc.message, nodes[0].log_tail()[-500:]]
     finally:
-        node.close()
+        for node in nodes:
+            node.close()
         store.close()
     return run
 

@@ -94,6 +94,21 @@ def render_harness(doc: dict[str, Any], console: Console) -> None:
     for run in runs:
         console.print(f"round {run['round']} {run['system']}/{run['store']}: load average at start "
                       f"{run['load_average_start']}; failures: {len(run.get('failures', []))}")
+        _per_node(run, console)
     vs = [r for r in doc["targets"] if r["name"] == "ingest_vs_peer"]
     for r in vs:
         console.print(f"ingest vs DBOS ({r['store']}): {_fmt(r['measured'], '×')} (target {r['target']})")
+
+
+def _per_node(run: dict[str, Any], console: Console) -> None:
+    """``--nodes K``: each node's Loops, memory growth, idle and ingest CPU."""
+    steps = run.get("steps") or {}
+    memory = steps.get("memory") or {}
+    nodes = memory.get("per_node") or []
+    if len(nodes) < 2:
+        return
+    idle = (steps.get("idle") or {}).get("per_node_cpu_s_per_min") or [None] * len(nodes)
+    ingest = (steps.get("ingest") or {}).get("per_node_cpu_s") or [None] * len(nodes)
+    for node, idle_cpu, ingest_cpu in zip(nodes, idle, ingest):
+        console.print(f"  {node['node']}: {node['loops']} Loops, PSS +{node['pss_growth'] / 1024:,.0f} KiB, "
+                      f"idle CPU {_fmt(idle_cpu, ' s/min')}, ingest CPU {_fmt(ingest_cpu, ' s')}")

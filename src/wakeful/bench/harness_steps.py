@@ -55,16 +55,23 @@ async def _pool(n: int, work: Callable[[int], Coroutine[Any, Any, None]]) -> Non
 class NodeSteps:
     """Drives one node: ``g`` is the group path, connections carry the group key."""
 
-    def __init__(self, node: NodeProcess, store: TestStore, tenant: Tenant, progress: Progress) -> None:
-        self.node, self.store, self.tenant, self.progress = node, store, tenant, progress
+    def __init__(self, nodes: list[NodeProcess], store: TestStore, tenant: Tenant, progress: Progress) -> None:
+        self.nodes, self.store, self.tenant, self.progress = nodes, store, tenant, progress
+        self.node = nodes[0]  # the node that is killed and restarted (step 7); with --nodes K the others stay
+        self.owner: dict[str, int] = {}  # Loop id → index of the node it is resident on
         self.g = f"/v1/agent-groups/{tenant.group}"
         self.fleet = Fleet()
         self.failures: list[str] = []
         self._event_seq = 0
-        self.baseline: dict[str, Any] = {}
+        self.baselines: list[dict[str, Any]] = []
 
-    def connection(self) -> Connection:
-        return Connection("127.0.0.1", self.node.port, {"Authorization": f"Bearer {self.tenant.group_key}"})
+    def connection(self, k: int = 0) -> Connection:
+        """A connection to node ``k mod K`` (workers spread over the nodes)."""
+        node = self.nodes[k % len(self.nodes)]
+        return Connection("127.0.0.1", node.port, {"Authorization": f"Bearer {self.tenant.group_key}"})
+
+    def cpu(self) -> list[float]:
+        return [cpu_seconds(node.pid) for node in self.nodes]
 
     # ------------------------------------------------------------------ step 2: create
     async def create(self, count: int, per_agent: int) -> dict[str, Any]:
@@ -73,15 +80,16 @@ class NodeSteps:
         await self._make_agents(agents)
         artifact = await self._build()
         await asyncio.sleep(0.5)
-        self.baseline = snapshot(self.node.pid)  # §2.1 step 3 "before": the node with its tenant, no Loop yet
+        # §2.1 step 3 "before": the nodes with the tenant and the build, no Loop yet
+        self.baselines = [snapshot(node.pid) for node in self.nodes]
         self.progress.phase("create", count)
         statuses: Counter[str] = Counter()
         began = time.monotonic()
         todo = iter(range(count))
         made: dict[int, str] = {}
 
-        async def worker(_: int) -> None:
-            conn = self.connection()
+        async def worker(w: int) -> None:
+            conn = self.connection(w)
             try:
                 for n in todo:
                     agent_id, session_id = self.fleet.agents[n // per_agent]
@@ -144,8 +152,8 @@ class NodeSteps:
         return str(body["artifact"])
 
     # ------------------------------------------------------------------ running / pending
-    async def _pages(self) -> list[dict[str, Any]]:
-        conn = self.connection()
+    async def _pages(self, k: int = 0) -> list[dict[str, Any]]:
+        conn = self.connection(k)
         items: list[dict[str, Any]] = []
         cursor: str | None = None
         try:
@@ -167,20 +175,24 @@ class NodeSteps:
         want = len(self.fleet.loops)
         self.progress.phase("running", want)
         while time.monotonic() - began < RUNNING_TIMEOUT_S:
-            try:
-                items = await self._pages()
+            try:  # each node reports "resident" only for its own Loops (the others' are "remote")
+                lists = [await self._pages(k) for k in range(len(self.nodes))]
             except (OSError, BenchError):
                 await asyncio.sleep(0.2)
                 continue
+            items = lists[0]
             self._drop_stopped(items)
             want = len(self.fleet.loops)
-            done = 0
-            for item in items:
-                runtime = item.get("runtime") or {}
-                if runtime.get("state") == "resident" and item["incarnation"] > min_incarnation.get(item["id"], 0):
-                    done += 1
+            owner: dict[str, int] = {}
+            for k, listed in enumerate(lists):
+                for item in listed:
+                    runtime = item.get("runtime") or {}
+                    if runtime.get("state") == "resident" and item["incarnation"] > min_incarnation.get(item["id"], 0):
+                        owner[str(item["id"])] = k
+            done = len(owner)
             self.progress.advance(done)
             if done >= want:
+                self.owner = owner
                 self.fleet.incarnations = {str(i["id"]): int(i["incarnation"]) for i in items}
                 return round(time.monotonic() - began, 3)
             await asyncio.sleep(0.2)
@@ -204,25 +216,34 @@ class NodeSteps:
 
     # ------------------------------------------------------------------ step 3/4: memory and idle
     def memory(self) -> dict[str, Any]:
-        baseline = self.baseline
-        after = snapshot(self.node.pid)
+        """§2.1 step 3: the nodes' PSS/RSS growth per durable Loop (summed over ``--nodes``)."""
+        afters = [snapshot(node.pid) for node in self.nodes]
         n = max(1, len(self.fleet.loops))
-        return {"before": baseline, "after": after, "pss_per_loop": round((after["pss"] - baseline["pss"]) / n, 1),
-                "rss_per_loop": round((after["rss"] - baseline["rss"]) / n, 1), "load_average": load_average()}
+
+        def grown(key: str) -> float:
+            return round(sum(float(a[key] - b[key]) for a, b in zip(afters, self.baselines)) / n, 1)
+
+        return {"before": self.baselines[0], "after": afters[0], "pss_per_loop": grown("pss"),
+                "rss_per_loop": grown("rss"), "load_average": load_average(),
+                "per_node": [{"node": node.node_name, "loops": sum(1 for v in self.owner.values() if v == k),
+                              "pss": a["pss"], "pss_growth": a["pss"] - b["pss"]}
+                             for k, (node, a, b) in enumerate(zip(self.nodes, afters, self.baselines))]}
 
     async def idle(self, seconds: float) -> dict[str, Any]:
         self.progress.phase("idle", int(seconds))
-        cpu0, commits0, began = cpu_seconds(self.node.pid), await self.store.commits(), time.monotonic()
+        cpus0, commits0, began = self.cpu(), await self.store.commits(), time.monotonic()
         while (elapsed := time.monotonic() - began) < seconds:
             self.progress.advance(int(elapsed))
             await asyncio.sleep(min(1.0, seconds - elapsed))
-        cpu1, commits1 = cpu_seconds(self.node.pid), await self.store.commits()
+        cpus1, commits1 = self.cpu(), await self.store.commits()
+        cpu0, cpu1 = sum(cpus0), sum(cpus1)
         window = time.monotonic() - began
         per_min = 60.0 / window if window else 0.0
         commits = None if commits0 is None or commits1 is None else commits1 - commits0
         return {"seconds": round(window, 2), "cpu_s": round(cpu1 - cpu0, 3),
                 "cpu_s_per_min": round((cpu1 - cpu0) * per_min, 3), "commits": commits,
                 "commits_per_min": None if commits is None else round(commits * per_min, 1),
+                "per_node_cpu_s_per_min": [round((b - a) * per_min, 3) for a, b in zip(cpus0, cpus1)],
                 "load_average": load_average()}
 
     # ------------------------------------------------------------------ step 5: ingest
@@ -235,13 +256,13 @@ class NodeSteps:
         self.progress.phase("ingest", int(seconds))
         latencies: list[float] = []
         statuses: Counter[str] = Counter()
-        commits0, cpu0 = await self.store.commits(), cpu_seconds(self.node.pid)
+        commits0, cpus0 = await self.store.commits(), self.cpu()
         began = time.monotonic()
         stop_at = began + seconds
         turn = iter(range(1 << 62))
 
-        async def worker(_: int) -> None:
-            conn = self.connection()
+        async def worker(w: int) -> None:
+            conn = self.connection(w)
             try:
                 while (now := time.monotonic()) < stop_at:
                     loop_id = loops[next(turn) % len(loops)]
@@ -259,7 +280,7 @@ class NodeSteps:
         drain_began = time.monotonic()
         drained = await self._drain()
         drain_s = time.monotonic() - drain_began
-        commits1, cpu1 = await self.store.commits(), cpu_seconds(self.node.pid)
+        commits1, cpus1 = await self.store.commits(), self.cpu()
         errors = {k: v for k, v in statuses.items() if k != "202"}
         if errors:
             self.failures.append(f"ingest: answers {dict(errors)}")
@@ -270,7 +291,8 @@ class NodeSteps:
                                "p99": round(percentile(latencies, 99) * 1000, 2)},
                 "drained": drained, "drain_s": round(drain_s, 2), "commits": commits,
                 "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),
-                "node_cpu_s": round(cpu1 - cpu0, 2), "load_average": load_average()}
+                "node_cpu_s": round(sum(cpus1) - sum(cpus0), 2),
+                "per_node_cpu_s": [round(b - a, 2) for a, b in zip(cpus0, cpus1)], "load_average": load_average()}
 
     async def _drain(self) -> bool:
         """§2.1 step 5: every accepted event delivered and acked (no pending event left on any Loop)."""
@@ -348,13 +370,17 @@ class NodeSteps:
                         arrived.set()
 
     # ------------------------------------------------------------------ step 7: restart
+    def _moved(self) -> dict[str, int]:
+        """The incarnations a restart of node 0 must exceed: its own Loops' (the other nodes' Loops stay)."""
+        return {lp: inc for lp, inc in self.fleet.incarnations.items() if self.owner.get(lp, 0) == 0}
+
     async def restart(self) -> dict[str, Any]:
-        before = dict(self.fleet.incarnations)
+        before = self._moved()
         self.node.kill9()
         began = time.monotonic()
         self.node.start()
         after_kill = await self.wait_running(began, min_incarnation=before)
-        before = dict(self.fleet.incarnations)
+        before = self._moved()
         code = self.node.terminate()
         if code != 0:
             self.failures.append(f"restart: SIGTERM exit code {code}")

@@ -109,6 +109,7 @@ def harness_command(
         str | None, typer.Option("--json", help="Write the JSON document here (- for stdout).")
     ] = None,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a target (§2.2) is missed.")] = False,
+    nodes: Annotated[int, typer.Option("--nodes", help="K nodes on one PostgreSQL (Loops spread by leases).")] = 1,
 ) -> None:
     """Durable Loops in a real node on SQLite and PostgreSQL, beside DBOS Transact (benchmarks.md §2)."""
     from wakeful.bench import harness_bench
@@ -119,7 +120,7 @@ def harness_command(
 
     options = harness_bench.HarnessOptions(count=count, loops_per_agent=loops_per_agent, store=store,
                                            seconds=seconds, idle_seconds=idle_seconds, wakes=wakes, repeat=repeat,
-                                           peer=peer, pg_url=pg_url, check=check)
+                                           peer=peer, pg_url=pg_url, check=check, nodes=nodes)
     try:
         options.validate()
     except BenchError as exc:

@@ -63,3 +63,27 @@ def test_harness_schema_rejects_a_run_without_steps() -> None:
                      "failures": []}]}
     with pytest.raises(SchemaError, match=r"runs\[0\].*steps"):
         validate_harness(doc)
+
+
+def test_harness_two_nodes_share_the_loops(tmp_path: Path) -> None:
+    """``--nodes 2`` on one PostgreSQL: the Loops are spread by leases over both nodes, each reports its share,
+    and killing node 1 moves or reloads its Loops (correctness only)."""
+    from support.harness_fixtures import require_pg
+
+    require_pg()
+    env = dict(os.environ, PYTHONPATH=str(SRC), WAKEFUL_HOME=str(tmp_path), **FAST_PLACEMENT)
+    done = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "bench", "harness", "--count", "20", "--loops-per-agent", "2",
+         "--seconds", "1", "--idle-seconds", "1", "--wakes", "2", "--store", "postgresql", "--nodes", "2",
+         "--peer", "off", "--json", "-"],
+        env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    validate_harness(doc)
+    (run,) = doc["runs"]
+    assert run["failures"] == [] and run["nodes"] == 2
+    per_node = run["steps"]["memory"]["per_node"]
+    assert [n["node"] for n in per_node] == ["bench-node-1", "bench-node-2"]
+    assert sum(n["loops"] for n in per_node) == 20 and all(n["loops"] > 0 for n in per_node)
+    assert len(run["steps"]["ingest"]["per_node_cpu_s"]) == 2
+    assert run["steps"]["ingest"]["drained"] and run["steps"]["restart"]["kill9_all_running_s"] is not None
