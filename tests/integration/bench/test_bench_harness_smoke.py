@@ -66,8 +66,8 @@ def test_harness_schema_rejects_a_run_without_steps() -> None:
 
 
 def test_harness_two_nodes_share_the_loops(tmp_path: Path) -> None:
-    """``--nodes 2`` on one PostgreSQL: the Loops are spread by leases over both nodes, each reports its share,
-    and killing node 1 moves or reloads its Loops (correctness only)."""
+    """``--nodes 2`` on one PostgreSQL: every Loop is resident on one of the nodes (placement's leases decide which),
+    each node reports its share and CPU, and killing node 1 moves or reloads its Loops (correctness only)."""
     from support.harness_fixtures import require_pg
 
     require_pg()
@@ -84,6 +84,6 @@ def test_harness_two_nodes_share_the_loops(tmp_path: Path) -> None:
     assert run["failures"] == [] and run["nodes"] == 2
     per_node = run["steps"]["memory"]["per_node"]
     assert [n["node"] for n in per_node] == ["bench-node-1", "bench-node-2"]
-    assert sum(n["loops"] for n in per_node) == 20 and all(n["loops"] > 0 for n in per_node)
+    assert sum(n["loops"] for n in per_node) == 20  # each Loop resident on exactly one node (the split is placement's)
     assert len(run["steps"]["ingest"]["per_node_cpu_s"]) == 2
     assert run["steps"]["ingest"]["drained"] and run["steps"]["restart"]["kill9_all_running_s"] is not None
