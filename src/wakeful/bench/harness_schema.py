@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wakeful.bench.schema import validate
+from wakeful.bench.schema import HEADER_PROPERTIES, validate
 
 __all__ = ["HARNESS_SCHEMA", "validate_harness"]
 
@@ -72,16 +72,7 @@ HARNESS_SCHEMA: dict[str, Any] = {
                  "cpu_model", "cpu_count", "mem_total_bytes", "options", "peer_version", "runs", "targets"],
     "properties": {
         "schema": {"const": "wakeful.bench.harness/1"},
-        "started_at": {"type": "string"},
-        "wakeful_version": {"type": "string"},
-        "git_revision": {"type": ["string", "null"]},
-        "git_dirty": {"type": ["boolean", "null"]},
-        "python": {"type": "string"},
-        "platform": {"type": "string"},
-        "cpu_model": {"type": ["string", "null"]},
-        "cpu_count": _INT_OR_NULL,
-        "mem_total_bytes": _INT_OR_NULL,
-        "options": {"type": "object"},
+        **HEADER_PROPERTIES,
         "peer_version": {"type": ["string", "null"]},
         "runs": {"type": "array", "items": _RUN},
         "targets": {"type": "array", "items": _TARGET},

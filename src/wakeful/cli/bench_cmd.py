@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,6 +26,22 @@ def _write_json(doc: dict[str, object], path: str) -> None:
         sys.stdout.flush()
     else:
         Path(path).write_text(text, encoding="utf-8")
+
+
+def _run_and_emit(run: Callable[[Any], dict[str, Any]], validate: Callable[[Any], None],
+                  render: Callable[[dict[str, Any], Console], None], json_path: str | None,
+                  width: int) -> tuple[Console, dict[str, Any]]:
+    """Run with progress bars on stderr, validate the document, write the JSON, render the table."""
+    from wakeful.bench.report import RichProgress
+
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+    with RichProgress(err) as progress:
+        doc = run(progress)
+    validate(doc)
+    if json_path is not None:
+        _write_json(doc, json_path)
+    render(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else width))
+    return err, doc
 
 
 def density_command(
@@ -52,7 +69,7 @@ def density_command(
 ) -> None:
     """Density, latency, guest CPU and compile figures of the runtime (benchmarks.md §1)."""
     from wakeful.bench import density
-    from wakeful.bench.report import RichProgress, render
+    from wakeful.bench.report import render
     from wakeful.bench.schema import validate
     from wakeful.bench.variants import BenchError
 
@@ -72,13 +89,8 @@ def density_command(
         options.validate()
     except BenchError as exc:
         raise UsageError(exc.message) from None
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    with RichProgress(err) as progress:
-        doc = density.run_density(options, progress)
-    validate(doc)
-    if json_path is not None:
-        _write_json(doc, json_path)
-    render(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else 120))
+    err, doc = _run_and_emit(lambda progress: density.run_density(options, progress), validate, render,
+                             json_path, 120)
     # §1.9 correctness: checked after the document was written, so a failed run is still on record
     density.raise_for_failures(doc)
     missed = density.failed_checks(doc)
@@ -115,7 +127,6 @@ def harness_command(
     from wakeful.bench import harness_bench
     from wakeful.bench.harness_report import render_harness
     from wakeful.bench.harness_schema import validate_harness
-    from wakeful.bench.report import RichProgress
     from wakeful.bench.variants import BenchError
 
     options = harness_bench.HarnessOptions(count=count, loops_per_agent=loops_per_agent, store=store,
@@ -125,13 +136,8 @@ def harness_command(
         options.validate()
     except BenchError as exc:
         raise UsageError(exc.message) from None
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    with RichProgress(err) as progress:
-        doc = harness_bench.run_harness(options, progress)
-    validate_harness(doc)
-    if json_path is not None:
-        _write_json(doc, json_path)
-    render_harness(doc, err if json_path == "-" else Console(width=None if sys.stdout.isatty() else 160))
+    err, doc = _run_and_emit(lambda progress: harness_bench.run_harness(options, progress), validate_harness,
+                             render_harness, json_path, 160)
     failures = [f for run in doc["runs"] for f in run["failures"]]
     if failures:  # §2.1: any 5xx or an accepted event never acked fails the run, with or without --check
         err.print(f"run failed: {failures[:5]}")
