@@ -44,6 +44,14 @@ def _run_and_emit(run: Callable[[Any], dict[str, Any]], validate: Callable[[Any]
     return err, doc
 
 
+def _exit_checked(missed: list[str], check: bool, err: Console) -> None:
+    """``--check``: exit 1 naming the missed targets; else exit 0."""
+    if check and missed:
+        err.print(f"targets missed: {', '.join(missed)}")
+        raise CliExit(EXIT_FAILED)
+    raise CliExit(EXIT_OK)
+
+
 def density_command(
     count: Annotated[
         int | None, typer.Option("--count", help="Objects to load (default 10,000; 1,000 for structure).")
@@ -93,11 +101,7 @@ def density_command(
                              json_path, 120)
     # §1.9 correctness: checked after the document was written, so a failed run is still on record
     density.raise_for_failures(doc)
-    missed = density.failed_checks(doc)
-    if check and missed:
-        err.print(f"targets missed: {', '.join(missed)}")
-        raise CliExit(EXIT_FAILED)
-    raise CliExit(EXIT_OK)
+    _exit_checked(density.failed_checks(doc), check, err)
 
 
 bench_app.command("density")(density_command)
@@ -142,11 +146,7 @@ def harness_command(
     if failures:  # §2.1: any 5xx or an accepted event never acked fails the run, with or without --check
         err.print(f"run failed: {failures[:5]}")
         raise CliExit(EXIT_FAILED)
-    missed = harness_bench.failed_checks(doc)
-    if check and missed:
-        err.print(f"targets missed: {', '.join(missed)}")
-        raise CliExit(EXIT_FAILED)
-    raise CliExit(EXIT_OK)
+    _exit_checked(harness_bench.failed_checks(doc), check, err)
 
 
 bench_app.command("harness")(harness_command)
