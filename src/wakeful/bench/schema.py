@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DENSITY_SCHEMA", "SchemaError", "validate"]
+__all__ = ["DENSITY_SCHEMA", "HEADER_PROPERTIES", "SchemaError", "validate"]
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -131,6 +131,20 @@ _TARGET = {
         "checked": {"type": "boolean"},
     },
 }
+# the machine and run header every bench document starts with (benchmarks.md §1.7, §2.1)
+HEADER_PROPERTIES: dict[str, Any] = {
+    "started_at": {"type": "string"},
+    "wakeful_version": {"type": "string"},
+    "git_revision": {"type": ["string", "null"]},
+    "git_dirty": {"type": ["boolean", "null"]},
+    "python": {"type": "string"},
+    "platform": {"type": "string"},
+    "cpu_model": {"type": ["string", "null"]},
+    "cpu_count": {"type": ["integer", "null"]},
+    "mem_total_bytes": {"type": ["integer", "null"]},
+    "options": {"type": "object"},
+}
+
 DENSITY_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "wakeful.bench.density/1",
@@ -156,16 +170,7 @@ DENSITY_SCHEMA: dict[str, Any] = {
     ],
     "properties": {
         "schema": {"const": "wakeful.bench.density/1"},
-        "started_at": {"type": "string"},
-        "wakeful_version": {"type": "string"},
-        "git_revision": {"type": ["string", "null"]},
-        "git_dirty": {"type": ["boolean", "null"]},
-        "python": {"type": "string"},
-        "platform": {"type": "string"},
-        "cpu_model": {"type": ["string", "null"]},
-        "cpu_count": {"type": ["integer", "null"]},
-        "mem_total_bytes": {"type": ["integer", "null"]},
-        "options": {"type": "object"},
+        **HEADER_PROPERTIES,
         "runs": {"type": "array", "items": _RUN},
         "cpu": _CPU,
         "compile": _COMPILE,

@@ -6,6 +6,7 @@ harness.md §3: one store-clock reading per transaction, no success before commi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from wakeful.harness.errors import HarnessError, InvalidRequest
+from wakeful.harness.errors import HarnessError, InvalidRequest, StoreUnavailable
 from wakeful.harness.store.bell import MessageBell
 from wakeful.harness.store.clock import WallClock, read_store_ms
 from wakeful.harness.store.engine import (
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Store", "Tx"]
 
 log = logging.getLogger(__name__)
+WRITER_WAIT_S = 5.0  # the longest wait for the SQLite write turn: the busy timeout it replaces (SQLITE_PRAGMAS)
 
 
 class Tx:
@@ -94,6 +96,9 @@ class Store:
         self._node_lock: NodeLock | None = None
         self.migration: MigrationOutcome | None = None  # what Store.open's version check did
         self.bell = MessageBell()  # session readers (the SSE stream) wake when a message commits
+        self._writer: asyncio.Lock | None = None
+        self._writer_loop: asyncio.AbstractEventLoop | None = None
+        self.writers_waiting = 0  # write transactions queued for the single SQLite writer
 
     @classmethod
     async def open(
@@ -133,8 +138,40 @@ class Store:
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
         """``async with store.tx() as tx:`` — commit on normal exit, roll back on error.
 
-        On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (``readonly=True``: deferred).
+        On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (``readonly=True``: deferred), after its
+        turn at the single writer.
         """
+        if self.dialect == "sqlite" and not readonly:
+            async with self._write_turn(), self._tx(readonly=False) as tx:
+                yield tx
+            return
+        async with self._tx(readonly=readonly) as tx:
+            yield tx
+
+    # issue 16 / benchmarks.md §2.2: one writer per process on SQLite. Concurrent writers of one store queue here
+    # (FIFO) instead of sleeping in SQLite's busy handler, which let few of them through and answered the rest
+    # ``database is locked``; the wait is bounded by the same busy timeout, so a stuck writer still surfaces.
+    @asynccontextmanager
+    async def _write_turn(self) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        if self._writer is None or self._writer_loop is not loop:
+            self._writer, self._writer_loop = asyncio.Lock(), loop
+        writer = self._writer
+        self.writers_waiting += 1
+        try:
+            async with asyncio.timeout(WRITER_WAIT_S):
+                await writer.acquire()
+        except TimeoutError:
+            raise StoreUnavailable(f"store unavailable: no write turn within {WRITER_WAIT_S:g} s") from None
+        finally:
+            self.writers_waiting -= 1
+        try:
+            yield
+        finally:
+            writer.release()
+
+    @asynccontextmanager
+    async def _tx(self, *, readonly: bool) -> AsyncIterator[Tx]:
         try:
             async with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
