@@ -1,0 +1,138 @@
+"""The OpenAPI document of the face (interfaces.md §2, issue 19): FastAPI's document, post-processed so that it
+says what the app really does.
+
+- **operationId** = ``<area>_<action>``: ``<area>`` is the router module's name (``routes_loops`` → ``loops``),
+  ``<action>`` the route function's name with the area's noun taken out (``create_loop`` → ``loops_create``,
+  ``list_events`` → ``loops_list_events``). Renaming a route function renames its operation; ids are unique
+  (checked here and by a test).
+- **security**: the bearer scheme on every operation except those of ``NO_KEY`` (interfaces.md §2.2 auth "none").
+- **statuses**: every status a route can answer, each with the ``Error`` body, derived from the one code→status
+  table (``api/errors.STATUS``) and what the route is: any route 400/503; with a key 401/403; with a path
+  parameter 404; with a body 413/415; plus the codes a route is known to refuse with (``REFUSALS``).
+- no FastAPI 422 anywhere (the app answers ``400 invalid_request``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute, iter_route_contexts
+
+from wakeful.api.errors import status_for
+
+__all__ = ["NO_KEY", "REFUSALS", "build_openapi", "operation_id", "statuses_of"]
+
+# interfaces.md §2.2 auth "none": the liveness probe and the webhook intake by its secret URL
+NO_KEY = frozenset({"/healthz", "/v1/loop-webhooks/{secret}"})
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {
+        "error": {"type": "string", "description": "stable code (interfaces.md §2.1)"},
+        "message": {"type": "string"},
+        "field": {"type": "string", "description": "the dotted request field at fault, when there is one"},
+        "retry_after_s": {"type": "integer", "description": "also sent as Retry-After"},
+        "request_id": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+
+# codes every operation of a kind can answer (their statuses come from the one table)
+_ANY = ("invalid_request", "unavailable")
+_KEYED = ("unauthorized", "forbidden")
+_PATH = ("not_found",)
+_BODY = ("payload_too_large", "json_required")
+
+# the codes a route refuses with beyond its kind's, by operationId
+REFUSALS: dict[str, tuple[str, ...]] = {}
+
+
+def _area(route: APIRoute) -> str:
+    module = getattr(route.endpoint, "__module__", "") or ""
+    name = module.rsplit(".", 1)[-1]
+    return name.removeprefix("routes_")
+
+
+def operation_id(route: APIRoute) -> str:
+    """``<area>_<action>`` (module docstring)."""
+    area = _area(route)
+    noun = area.removesuffix("s")
+    words = [w for w in route.name.split("_") if w not in (area, noun)]
+    return "_".join([area, *words]) if words else area
+
+
+def _has_body(route: APIRoute) -> bool:
+    return route.body_field is not None or bool((route.methods or set()) & {"POST", "PUT", "PATCH"})
+
+
+def statuses_of(route: APIRoute, path: str, op_id: str) -> dict[int, list[str]]:
+    """Status → the codes that give it, for one route."""
+    codes = list(_ANY)
+    if path not in NO_KEY:
+        codes += _KEYED
+    if "{" in path:
+        codes += _PATH
+    if _has_body(route):
+        codes += _BODY
+    codes += REFUSALS.get(op_id, ())
+    out: dict[int, list[str]] = {}
+    for code in codes:
+        out.setdefault(status_for(code), [])
+        if code not in out[status_for(code)]:
+            out[status_for(code)].append(code)
+    return out
+
+
+def _error_response(codes: list[str]) -> dict[str, Any]:
+    return {"description": "refused: " + ", ".join(f"`{c}`" for c in codes),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def _routes(app: FastAPI) -> dict[tuple[str, str], APIRoute]:
+    out: dict[tuple[str, str], APIRoute] = {}
+    for context in iter_route_contexts(app.routes):  # FastAPI >= 0.16x wraps included routers
+        route = context.original_route
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            for method in route.methods or ():
+                out[(route.path_format, method.lower())] = route
+    return out
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    """The document (module docstring); raises ``ValueError`` on a duplicate operationId (a naming bug)."""
+    doc = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    bearer = {"type": "http", "scheme": "bearer", "description": "wk_<key_id>_<secret> (harness.md §2.1)"}
+    components = doc.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = bearer
+    schemas = components.setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    for schema_name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(schema_name, None)
+    routes = _routes(app)
+    seen: dict[str, str] = {}
+    for path, item in doc.get("paths", {}).items():
+        for method, operation in item.items():
+            route = routes.get((path, method))
+            if route is None:
+                continue
+            _describe(operation, route, path, f"{method.upper()} {path}", seen)
+    return doc
+
+
+def _describe(operation: dict[str, Any], route: APIRoute, path: str, where: str, seen: dict[str, str]) -> None:
+    op_id = operation_id(route)
+    if op_id in seen:
+        raise ValueError(f"operationId {op_id!r} of {where} is also {seen[op_id]}")
+    seen[op_id] = where
+    operation["operationId"] = op_id
+    if path in NO_KEY:
+        operation.pop("security", None)
+    else:  # "Try it out" in /docs sends the key typed into "Authorize"
+        operation["security"] = [{"bearer": []}]
+    responses = operation.setdefault("responses", {})
+    responses.pop("422", None)
+    for status, codes in sorted(statuses_of(route, path, op_id).items()):
+        responses.setdefault(str(status), _error_response(codes))
