@@ -64,3 +64,19 @@ def test_every_refusal_status_is_documented_with_the_error_body(doc: dict[str, A
         for status, answer in responses.items():
             if status >= "400":
                 assert answer["content"]["application/json"]["schema"] == ERROR_REF, (method, path, status)
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("PUT", "/v1/groups", "GET, POST"),
+    ("PUT", "/v1/agent-groups/g/loops", "GET, POST"),
+    ("PATCH", "/v1/agent-groups/g/loops/l", "DELETE, GET"),
+    ("POST", "/v1/agent-groups/g/loops/l/webhook/verifier", "DELETE, GET, PUT"),
+    ("POST", "/healthz", "GET"),
+])
+def test_405_allow_names_every_method_of_the_path(tmp_path: Path, method: str, path: str, allow: str) -> None:
+    from fastapi.testclient import TestClient
+
+    harness = Harness(Config(data_dir=tmp_path / "data", store_url=f"sqlite:///{tmp_path / 'w.db'}"))
+    answer = TestClient(create_app(harness)).request(method, path)
+    assert answer.status_code == 405 and answer.json()["error"] == "method_not_allowed"
+    assert answer.headers["allow"] == allow
