@@ -46,8 +46,37 @@ _KEYED = ("unauthorized", "forbidden")
 _PATH = ("not_found",)
 _BODY = ("payload_too_large", "json_required")
 
-# the codes a route refuses with beyond its kind's, by operationId
-REFUSALS: dict[str, tuple[str, ...]] = {}
+_CREATES = ("conflict", "quota_exceeded")
+_LOOP_STATE = ("loop_not_active", "already_active")
+_CONTROL_WRITE = ("revision_conflict", "illegal_transition", "claimed_by_other", "operation_id_conflict",
+                  "budget_exceeded")
+# the codes a route refuses with beyond its kind's, by operationId (harness.md §2, interfaces.md §2.2); the
+# fuzz test (tests/integration/api/test_api_fuzz.py, status_code_conformance) finds a status missing here
+REFUSALS: dict[str, tuple[str, ...]] = {
+    "admin_create_group": _CREATES,
+    "admin_create_key": _CREATES,
+    "agents_create": _CREATES,
+    "agents_archive": ("conflict",),
+    "agents_unarchive": ("conflict",),
+    "agents_create_session": ("agent_archived", *_CREATES),
+    "agents_delete_session": ("session_in_use",),
+    "agents_mark_handled": ("conflict",),
+    "artifacts_build": ("agent_archived", "quota_exceeded", "busy", "compiler_unavailable"),
+    "artifacts_upload": ("agent_archived", "quota_exceeded", "artifact_invalid"),
+    "loops_create": ("agent_archived", "artifact_invalid", "session_in_use", *_CREATES, "busy"),
+    "loops_pause": _LOOP_STATE,
+    "loops_resume": _LOOP_STATE,
+    "loops_webhook": ("loop_not_active",),
+    "loops_set_webhook_verifier": ("loop_not_active",),
+    "loops_retry_pending": _LOOP_STATE,
+    "loops_discard_pending": _LOOP_STATE,
+    "scripts_run": ("busy", "compiler_unavailable"),
+    "decide": ("conflict", "rate_limited"),
+    "control_create_goal": _CONTROL_WRITE,
+    "control_submit_command": _CONTROL_WRITE,
+    "control_validate_criterion": _CONTROL_WRITE,
+    "control_next_claim": _CONTROL_WRITE,
+}
 
 
 def _area(route: APIRoute) -> str:

@@ -80,3 +80,16 @@ def test_405_allow_names_every_method_of_the_path(tmp_path: Path, method: str, p
     answer = TestClient(create_app(harness)).request(method, path)
     assert answer.status_code == 405 and answer.json()["error"] == "method_not_allowed"
     assert answer.headers["allow"] == allow
+
+
+def test_known_refusals_name_real_operations_and_registered_codes(doc: dict[str, Any]) -> None:
+    from wakeful.api.errors import STATUS
+    from wakeful.api.openapi import REFUSALS
+
+    ids = {op["operationId"]: op for _, _, op in _operations(doc)}
+    for op_id, codes in REFUSALS.items():
+        assert op_id in ids, op_id
+        for code in codes:
+            assert code in STATUS, (op_id, code)
+            assert str(STATUS[code]) in ids[op_id]["responses"], (op_id, code)
+    assert "409" in ids["agents_delete_session"]["responses"]  # session_in_use: the fuzzer found it undocumented
