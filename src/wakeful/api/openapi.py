@@ -21,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from wakeful.api.errors import status_for
+from wakeful.api.schemas import COMPONENTS, success_schema
 
 __all__ = ["NO_KEY", "REFUSALS", "build_openapi", "operation_id", "statuses_of"]
 
@@ -115,6 +116,11 @@ def statuses_of(route: APIRoute, path: str, op_id: str) -> dict[int, list[str]]:
     return out
 
 
+def _bare(schema: dict[str, Any]) -> bool:
+    """FastAPI's schema of a ``dict[str, Any]`` answer: an object that names no field."""
+    return not any(key in schema for key in ("properties", "$ref", "anyOf", "items"))
+
+
 def _error_response(codes: list[str]) -> dict[str, Any]:
     return {"description": "refused: " + ", ".join(f"`{c}`" for c in codes),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
@@ -138,6 +144,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     components.setdefault("securitySchemes", {})["bearer"] = bearer
     schemas = components.setdefault("schemas", {})
     schemas["Error"] = ERROR_SCHEMA
+    schemas.update(COMPONENTS)
     for schema_name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(schema_name, None)
     routes = _routes(app)
@@ -163,5 +170,9 @@ def _describe(operation: dict[str, Any], route: APIRoute, path: str, where: str,
         operation["security"] = [{"bearer": []}]
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)
+    for status, answer in responses.items():
+        content = answer.get("content", {}).get("application/json")
+        if status.startswith("2") and content is not None and _bare(content.get("schema") or {}):
+            content["schema"] = success_schema(op_id)  # documentation only: the answer is not filtered
     for status, codes in sorted(statuses_of(route, path, op_id).items()):
         responses.setdefault(str(status), _error_response(codes))

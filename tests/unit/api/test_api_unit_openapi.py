@@ -93,3 +93,26 @@ def test_known_refusals_name_real_operations_and_registered_codes(doc: dict[str,
             assert code in STATUS, (op_id, code)
             assert str(STATUS[code]) in ids[op_id]["responses"], (op_id, code)
     assert "409" in ids["agents_delete_session"]["responses"]  # session_in_use: the fuzzer found it undocumented
+
+
+def test_every_success_answer_has_a_described_schema(doc: dict[str, Any]) -> None:
+    schemas = doc["components"]["schemas"]
+    assert {"Loop", "Agent", "Session", "Group", "Key", "KeyCreated", "Node", "Info", "Health"} <= set(schemas)
+    assert {"id", "state", "session_id"} <= set(schemas["Loop"]["required"])
+    for method, path, op in _operations(doc):
+        for status, answer in op["responses"].items():
+            content = answer.get("content", {}).get("application/json")
+            if not status.startswith("2") or content is None:
+                continue
+            schema = content["schema"]
+            assert "$ref" in schema or schema.get("properties") or schema.get("description"), (method, path)
+    by_id = {op["operationId"]: op for _, _, op in _operations(doc)}
+
+    def success(op_id: str, status: str = "200") -> dict[str, Any]:
+        schema: dict[str, Any] = by_id[op_id]["responses"][status]["content"]["application/json"]["schema"]
+        return schema
+
+    assert success("loops_get") == {"$ref": "#/components/schemas/Loop"}
+    assert success("loops_create", "201") == {"$ref": "#/components/schemas/Loop"}
+    assert success("loops_list")["properties"]["items"]["items"] == {"$ref": "#/components/schemas/Loop"}
+    assert success("admin_create_key", "201") == {"$ref": "#/components/schemas/KeyCreated"}
