@@ -66,6 +66,13 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                  "heartbeat_age_ms": INT, "objects": INT, "capacity": INT, "leases_held": INT}),
 }
 
+COMPONENTS["LogLine"] = obj({"seq": INT, "at_ms": INT, "source": STR, "text": STR}, {"incarnation": INT})
+COMPONENTS["Transition"] = obj({"seq": INT, "at_ms": INT, "to_state": STR},
+                               {"from_state": null(STR), "from_reason": null(STR), "to_reason": null(STR),
+                                "incarnation": null(INT), "actor": null(STR), "detail": ANY})
+COMPONENTS["Event"] = obj({"event_id": STR}, {"topic": null(STR), "status": STR, "received_ms": INT, "payload": ANY},
+                          doc="a stored event (harness.md §10); payload only with ?payloads=true")
+
 _VIEW = obj({}, doc="the harness's view (interfaces.md §2.2); fields as the spec names them")
 
 # operationId -> the schema of its success answer
@@ -90,6 +97,12 @@ SUCCESS: dict[str, dict[str, Any]] = {
     "loops_get": ref("Loop"),
     "loops_pause": ref("Loop"),
     "loops_resume": ref("Loop"),
+    "loops_list_events": obj({"items": arr(ref("Event")), "next_cursor": null(STR)},
+                             {"pending_count": null(INT)}),
+    "loops_list_logs": obj({"items": arr(ref("LogLine"))}, {"next_after_seq": null(INT)},
+                           doc="pass next_after_seq as after_seq for the next lines"),
+    "loops_list_transitions": obj({"items": arr(ref("Transition"))}),
+    "loops_retry_pending": obj({}, {"loop": ref("Loop")}, doc="the harness's retry answer; loop as GET gives it"),
     "nodes_list": page(ref("Node")),
     "control_list_goals": page(OBJ),
     "control_create_goal": obj({"goal": OBJ}),
