@@ -12,11 +12,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from wakeful.api import errors
 from wakeful.api.context import ApiSettings
 from wakeful.api.middleware import RecentRefusals, RequestGuard
+from wakeful.api.openapi import build_openapi
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -74,35 +74,8 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
     return app
 
 
-_ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["error", "message"],
-    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
-    "additionalProperties": True,
-}
-
-
-_NO_KEY = frozenset({"/healthz", "/v1/loop-webhooks/{secret}"})  # interfaces.md §2.2 auth "none"
-
-
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document with its 422 answers replaced by the ``400 invalid_request`` the app really gives."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    doc = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-    bearer = {"type": "http", "scheme": "bearer", "description": "wk_<key_id>_<secret> (harness.md §2.1)"}
-    components = doc.setdefault("components", {})
-    components.setdefault("securitySchemes", {})["bearer"] = bearer
-    components.setdefault("schemas", {})["Error"] = _ERROR_SCHEMA
-    for schema_name in ("HTTPValidationError", "ValidationError"):
-        components.get("schemas", {}).pop(schema_name, None)
-    for path, item in doc.get("paths", {}).items():
-        for operation in item.values():
-            if path not in _NO_KEY:  # "Try it out" in /docs sends the key typed into "Authorize"
-                operation.setdefault("security", [{"bearer": []}])
-            responses = operation.setdefault("responses", {})
-            responses.pop("422", None)
-            responses.setdefault("400", {"description": "invalid request",
-                                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
-    app.openapi_schema = doc
-    return doc
+    """The document of api/openapi.py (operationIds, bearer security, every status), built once."""
+    if not app.openapi_schema:
+        app.openapi_schema = build_openapi(app)
+    return app.openapi_schema

@@ -140,8 +140,25 @@ def _http_error(request: Request, exc: Exception) -> Response:
     message = exc.detail if isinstance(exc.detail, str) else code
     if exc.status_code == 404:
         message = "no such route or resource"
-    response = error_response(code, message, status=exc.status_code, headers=dict(exc.headers or {}))
-    return response
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # RFC 9110 §15.5.6: every method of the path, not only the first route's
+        headers = {k: v for k, v in headers.items() if k.lower() != "allow"}
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(code, message, status=exc.status_code, headers=headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods of every route whose path matches the request's (Starlette names only the first route's)."""
+    from fastapi.routing import iter_route_contexts
+    from starlette.routing import Route
+
+    path = request.scope.get("path", "")
+    methods: set[str] = set()
+    for context in iter_route_contexts(request.app.routes):
+        route = context.original_route
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def _validation_error(request: Request, exc: Exception) -> Response:
