@@ -1,0 +1,70 @@
+"""Issue 18: a built Loop's line table is stored beside its artifact (bound to its digest), so the Loop's fault
+log and failure name the source line; an uploaded ELF keeps today's text; identical faults are counted once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.loops_harness import loop_row, started, tenant, until
+
+from wakeful.harness.embed import Harness
+from wakeful.harness.source_lines import stored_table
+from wakeful.harness.store import artifacts
+
+pytestmark = pytest.mark.integration
+
+SOURCE = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_handle cfg = sf_config();
+  sf_i64 at = 0;
+  wf_json_get_i64(cfg, "at", &at);
+  char *where = (char *)at; /* an address clang cannot see */
+  return (sf_i64)wf_u64_to_dec(12345, where, 8);
+}
+"""
+LINE = 7  # the wf_u64_to_dec call
+
+
+async def _faulted(h: Harness, loop_id: str, reloads: int) -> str:
+    async def counted() -> bool:
+        await h.settle()
+        return (await loop_row(h, loop_id)).reload_count >= reloads
+
+    await until(counted)
+    return (await loop_row(h, loop_id)).failure or ""
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
+async def test_a_built_loops_fault_names_the_source_line(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, session = await tenant(h)
+        built = await h.build(agent, {"source": SOURCE}, path="/loops/dec.elf")
+        assert built["state"] == "succeeded", built
+        sha = built["artifact"].removeprefix("sha256:")
+        async with h.store.tx(readonly=True) as tx:
+            table = await stored_table(tx, group, sha)
+            art = await artifacts.get_artifact(tx, group, sha)
+        assert table is not None and table.elf_sha256 == sha and art is not None and art.sha256 == sha
+        view = await h.create_loop(agent_id=agent, session_id=session, artifact="/loops/dec.elf",
+                                   config={"at": 16})
+        failure = await _faulted(h, view["id"], 1)
+        assert failure.startswith(f"main.c:{LINE}: ") and failure.endswith(" (in wf_u64_to_dec)"), failure
+        logs = [line["text"] for line in await h.logs(view["id"]) if line["source"] == "harness"]
+        assert f"fault: main.c:{LINE}: " in "\n".join(logs), logs
+        assert (await h.get_loop(view["id"]))["artifact_sha256"] == sha  # the Loop's digest is the ELF's
+
+        # the same ELF uploaded (no line table for this group) keeps today's message
+        other_group, other_agent, other_session = await tenant(h, "a2")
+        assert art.elf is not None
+        await h.upload(other_agent, art.elf, path="/loops/up.elf")
+        plain = await h.create_loop(agent_id=other_agent, session_id=other_session, artifact="/loops/up.elf",
+                                    config={"at": 16})
+        text = await _faulted(h, plain["id"], 1)
+        assert text and "main.c" not in text and failure.endswith(f"{text} (in wf_u64_to_dec)"), (text, failure)
+    finally:
+        await h.stop()
