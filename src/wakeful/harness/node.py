@@ -254,7 +254,7 @@ class Node:
             row = await self._current(tx, res)
             if row is None:
                 return
-            await lc.move(tx, row, lc.PAUSED, "exited", actor="guest", detail=f"exit code {exit_code}",
+            await lc.move(tx, row, lc.PAUSED, "exited", actor="guest", detail=f"exit code {notices.exit_code_text(exit_code)}",
                           exit_code=exit_code, object_id=None)
             if notices.telling_on_exit(exit_code, row.notified_since_activation):
                 text = notices.exited(row.name, row.id, exit_code)
@@ -272,6 +272,7 @@ class Node:
         """``where`` is the fault detail (function, pc): with the artifact's line table the text names the line."""
         told = None
         reload = False
+        await self.flush_logs()  # issue 18: the guest's earlier lines come before the fault line
         async with self.store.tx() as tx:
             row = await self._current(tx, _Inc(loop_id, incarnation))
             if row is None:
@@ -429,9 +430,12 @@ class Node:
             async with self.store.tx() as tx:
                 now = await tx.now_ms()
                 for loop_id in sorted(set(lines) | set(dropped)):
-                    if await loops.find_loop(tx, loop_id) is None:
+                    row = await loops.find_loop(tx, loop_id)
+                    if row is None:
                         continue  # deleted meanwhile
                     batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
+                    if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
+                        batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
                     await loops.append_logs(tx, loop_id, batch)
                     await loops.add_dropped_logs(tx, loop_id, dropped.get(loop_id, 0))
         except StoreUnavailable:
@@ -502,3 +506,9 @@ class _LogBuffer:
         lines, dropped = self._lines, self._dropped
         self._lines, self._dropped = {}, {}
         return lines, dropped
+
+
+def _dropped_text(count: int) -> str:
+    # harness.md §2.7: guest lines over the rate are dropped; the Loop's dropped_logs keeps the total
+    return (f"{count} guest log line{'s' if count != 1 else ''} dropped: over the log rate "
+            f"(a burst of {_LogBuffer.BURST}, then 1 a second)")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.loops_harness import loop_row, started, tenant, until
+from support.loops_harness import loop_row, send, started, tenant, until
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.source_lines import stored_table
@@ -66,5 +66,50 @@ async def test_a_built_loops_fault_names_the_source_line(
                                     config={"at": 16})
         text = await _faulted(h, plain["id"], 1)
         assert text and "main.c" not in text and failure.endswith(f"{text} (in wf_u64_to_dec)"), (text, failure)
+    finally:
+        await h.stop()
+
+
+
+CHATTY = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_i64 at = 0;
+  wf_json_get_i64(sf_config(), "at", &at);
+  for (int round = 0; round < 2; round++) {
+    sf_handle ev = sf_event_next(3600000);
+    if (ev < 0)
+      return 0;
+    for (int i = 0; i < 10; i++)
+      sf_log("tick");
+    sf_drop(ev);
+  }
+  return (sf_i64)wf_u64_to_dec(12345, (char *)at, 8);
+}
+"""
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_log_order_follows_time_and_dropped_lines_are_counted(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """Two events of 10 lines each, 1 s apart: the runtime's rate (10 a second) admits all 20, the node keeps a
+    burst of 10 then 1 a second, so 9 are dropped and a harness line says so; the guest's lines come before the
+    harness's fault line."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        built = await h.build(agent, {"source": CHATTY}, path="/loops/chatty.elf")
+        assert built["state"] == "succeeded", built
+        view = await h.create_loop(agent_id=agent, session_id=session, artifact="/loops/chatty.elf",
+                                   config={"at": 16})
+        await send(h, view["id"], "e1", "go", {})
+        store_clock.advance(s=1)
+        await send(h, view["id"], "e2", "go", {})
+        await _faulted(h, view["id"], 1)
+        logs = [(line["source"], line["text"]) for line in await h.logs(view["id"])]
+        first_fault = next(i for i, (_, text) in enumerate(logs) if text.startswith("fault: "))
+        assert [source for source, _ in logs[:11]] == ["guest"] * 11 and first_fault == 12, logs
+        assert logs[11] == ("harness", "9 guest log lines dropped: over the log rate (a burst of 10, then 1 a second)")
+        assert (await loop_row(h, view["id"])).dropped_logs == 9
     finally:
         await h.stop()
