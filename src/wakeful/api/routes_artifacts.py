@@ -86,7 +86,8 @@ async def build(group_id: str, body: BuildIn, request: Request, principal: Membe
         return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
                 "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
     stored = await harness.loops.upload(agent_id=agent_id, elf=result.elf, path=path, creator=principal.actor,
-                                        origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
+                                        origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
+                                        lines=result.lines)
     return {"state": "succeeded", "artifact": stored["artifact"], "path": path, "elf_bytes": len(result.elf),
             "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated,
             "sdk_version": 1, "toolchain": result.toolchain, "cached": result.cached,

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wakeful.cli.output import CliExit, Out, UsageError, escape
 from wakeful.errors import BuildUnavailable, BundleError, WakefulError
+
+if TYPE_CHECKING:
+    from wakeful.build.lines import LineTable
 
 MAX_ELF_READ = 1 << 20  # the loader's largest max_elf_bytes (README limits); larger files are refused unread
 
@@ -74,8 +77,9 @@ def print_diagnostics(out: Out, result: Any) -> None:
         out.err.print(escape(text))
 
 
-def load_program(out: Out, path: Path) -> bytes:
-    """`wakeful run`'s program: a `.c` file is built as a one-file bundle named by its base name."""
+def load_program(out: Out, path: Path) -> tuple[bytes, LineTable | None]:
+    """`wakeful run`'s program and, for a build, its line table (issue 18): a `.c` file is built as a one-file
+    bundle named by its base name; a prebuilt ELF has no table."""
     if path.suffix == ".c":
         return _build_one(out, path)
     try:
@@ -83,10 +87,10 @@ def load_program(out: Out, path: Path) -> bytes:
             data = f.read(MAX_ELF_READ + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
-    return data
+    return data, None
 
 
-def _build_one(out: Out, path: Path) -> bytes:
+def _build_one(out: Out, path: Path) -> tuple[bytes, LineTable | None]:
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -100,7 +104,7 @@ def _build_one(out: Out, path: Path) -> bytes:
         raise CliExit(1)
     print_diagnostics(out, result)
     elf: bytes = result.elf
-    return elf
+    return elf, result.lines
 
 
 def _report_build_failure(out: Out, result: Any) -> None:

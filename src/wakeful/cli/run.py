@@ -12,13 +12,16 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, dumps, escape
 from wakeful.cli.program import load_program
 from wakeful.cli.replies import HostReplies, Reply
 from wakeful.errors import WakefulError
 from wakeful.runtime.scripted import INJECTED_CONFIG, Ending, EventRefused, run_scripted, status_dict
+
+if TYPE_CHECKING:
+    from wakeful.build.lines import LineTable
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,10 @@ def _parse_event(text: str) -> tuple[str, Any]:
 
 def run_command(out: Out, request: RunRequest) -> int:
     """Build or read the program, run it, print its story; returns the process exit code."""
-    elf = load_program(out, request.program)
+    elf, lines = load_program(out, request.program)
     printer = RunPrinter(out)
     try:
-        return asyncio.run(_run(request, elf, printer))
+        return asyncio.run(_run(request, elf, printer, lines))
     except WakefulError as exc:  # mid-stream: the record says what it is, like every other line
         out.fail(exc, extra={"type": "error"})
 
@@ -99,14 +102,14 @@ def run_command(out: Out, request: RunRequest) -> int:
 # ---- running: the scripted test host of wakeful.runtime.scripted (shared with MCP loop.test)
 
 
-async def _run(request: RunRequest, elf: bytes, printer: RunPrinter) -> int:
+async def _run(request: RunRequest, elf: bytes, printer: RunPrinter, lines: LineTable | None) -> int:
     ending = Ending()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, ending.stop, "sigint")
     try:
         final = await run_scripted(elf, config=request.config, events=request.events, replies=request.replies,
                                    engine=request.engine, timeout_s=request.timeout_s, observer=printer,
-                                   ending=ending)
+                                   ending=ending, lines=lines)
     except EventRefused as exc:  # interfaces.md §4.2: a refused --event is a usage error
         raise UsageError(f"--event {exc.topic} (e{exc.index}) refused: {exc.reason}") from exc
     except WakefulError as exc:

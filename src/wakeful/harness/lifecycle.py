@@ -4,6 +4,7 @@ their transition rows, harness log lines and lifecycle notices (§4.4), each ins
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +32,7 @@ __all__ = [
 
 ACTIVE, PAUSED, FAILED = "active", "paused", "failed"
 MAX_FAILURE_CHARS = 2000  # §2.5
+_REPEATED = re.compile(r"(.*) \((\d+) times\)", re.DOTALL)
 
 
 # §5: every durable effect is conditional on id, incarnation and state = 'active'
@@ -86,6 +88,14 @@ async def pending_count(tx: Tx, loop_id: str) -> int:
 
 
 def appended_failure(old: str | None, text: str) -> str:
-    """§7: each fault appends its text to ``failure`` (≤ 2000 chars, the newest kept)."""
-    joined = text if not old else f"{old}\n{text}"
-    return joined[-MAX_FAILURE_CHARS:]
+    """§7: each fault appends its text to ``failure`` (≤ 2000 chars, the newest kept); issue 18: the same text as
+    the last line is counted on that line (``… (3 times)``) instead of repeated."""
+    lines = old.split("\n") if old else []
+    last = lines[-1] if lines else None
+    repeat = _REPEATED.fullmatch(last) if last is not None else None
+    if last == text or (repeat is not None and repeat.group(1) == text):
+        count = int(repeat.group(2)) + 1 if repeat is not None and repeat.group(1) == text else 2
+        lines[-1] = f"{text} ({count} times)"
+    else:
+        lines.append(text)
+    return "\n".join(lines)[-MAX_FAILURE_CHARS:]

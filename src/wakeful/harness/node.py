@@ -24,6 +24,7 @@ from wakeful.harness.config import Config
 from wakeful.harness.errors import StoreUnavailable
 from wakeful.harness.integrity import ArtifactProblem, read_verified
 from wakeful.harness.registry import ToolRegistry
+from wakeful.harness.source_lines import stored_table, with_source_line
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Store
 from wakeful.harness.store.ids import new_id
@@ -237,7 +238,7 @@ class Node:
         if status.state == "exited":
             self.spawn(self._reported(res, self._exited(res, int(outcome.get("exit_code", 0)))))
         else:
-            self.spawn(self._reported(res, self._faulted(res, str(outcome.get("error", "fault")))))
+            self.spawn(self._reported(res, self._faulted(res, str(outcome.get("error", "fault")), status.fault)))
 
     async def _reported(self, res: Resident, work: Coroutine[Any, Any, None]) -> None:
         try:
@@ -253,7 +254,7 @@ class Node:
             row = await self._current(tx, res)
             if row is None:
                 return
-            await lc.move(tx, row, lc.PAUSED, "exited", actor="guest", detail=f"exit code {exit_code}",
+            await lc.move(tx, row, lc.PAUSED, "exited", actor="guest", detail=f"exit code {notices.exit_code_text(exit_code)}",
                           exit_code=exit_code, object_id=None)
             if notices.telling_on_exit(exit_code, row.notified_since_activation):
                 text = notices.exited(row.name, row.id, exit_code)
@@ -261,18 +262,23 @@ class Node:
         self.transitioned(res.loop_id)
         self.announce(told)
 
-    async def _faulted(self, res: Resident, text: str) -> None:
+    async def _faulted(self, res: Resident, text: str, where: dict[str, Any] | None = None) -> None:
         await self.runtime.unload(res.object_id)
-        await self.fault(res.loop_id, res.incarnation, text)
+        await self.fault(res.loop_id, res.incarnation, text, where)
 
     # §4.2 rows 5–6 and §7: reload at most 3 times in a fixed 1-hour window, then failed
-    async def fault(self, loop_id: str, incarnation: int, text: str) -> None:
+    async def fault(self, loop_id: str, incarnation: int, text: str,
+                    where: dict[str, Any] | None = None) -> None:
+        """``where`` is the fault detail (function, pc): with the artifact's line table the text names the line."""
         told = None
         reload = False
+        await self.flush_logs()  # issue 18: the guest's earlier lines come before the fault line
         async with self.store.tx() as tx:
             row = await self._current(tx, _Inc(loop_id, incarnation))
             if row is None:
                 return
+            if where is not None:  # issue 18: `main.c:42: <fault> (in wf_json_get_str)` for a built artifact
+                text = with_source_line(await stored_table(tx, row.group_id, row.artifact_sha256), text, where)
             now = await tx.now_ms()
             start, count = row.reload_window_start_ms, row.reload_count
             if start is None or now < start or now - start >= HOUR_MS:
@@ -424,9 +430,12 @@ class Node:
             async with self.store.tx() as tx:
                 now = await tx.now_ms()
                 for loop_id in sorted(set(lines) | set(dropped)):
-                    if await loops.find_loop(tx, loop_id) is None:
+                    row = await loops.find_loop(tx, loop_id)
+                    if row is None:
                         continue  # deleted meanwhile
                     batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
+                    if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
+                        batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
                     await loops.append_logs(tx, loop_id, batch)
                     await loops.add_dropped_logs(tx, loop_id, dropped.get(loop_id, 0))
         except StoreUnavailable:
@@ -497,3 +506,9 @@ class _LogBuffer:
         lines, dropped = self._lines, self._dropped
         self._lines, self._dropped = {}, {}
         return lines, dropped
+
+
+def _dropped_text(count: int) -> str:
+    # harness.md §2.7: guest lines over the rate are dropped; the Loop's dropped_logs keeps the total
+    return (f"{count} guest log line{'s' if count != 1 else ''} dropped: over the log rate "
+            f"(a burst of {_LogBuffer.BURST}, then 1 a second)")

@@ -7,9 +7,22 @@ from __future__ import annotations
 
 from wakeful.harness.store.sessions import lifecycle_message_id
 
-__all__ = ["KINDS", "budget", "exited", "failed", "fault", "notice_id", "quota", "telling_on_exit"]
+__all__ = [
+    "KINDS", "budget", "exit_code_text", "exited", "failed", "fault", "notice_id", "quota", "telling_on_exit",
+]
 
 KINDS = ("exited", "failed", "event-deadline", "budget", "fault", "quota")
+
+# sdk.md §3: the statuses a guest may return as its exit code, spelled out in lifecycle messages (issue 18)
+STATUSES = {
+    -1: ("SF_INVALID", "an unknown, dropped or foreign handle, a wrong handle kind, a missing key or a syntax error"),
+    -2: ("SF_LIMIT", "a bound was hit (the 128-handle table, often a handle leak; a value size, length, log rate "
+                     "or pending-call bound)"),
+    -3: ("SF_TIMEOUT", "an event wait or host call reached its timeout"),
+    -4: ("SF_DENIED", "the capability name or arguments are not permitted for this Loop"),
+    -5: ("SF_HOST_ERROR", "the host call was answered with an error"),
+    -6: ("SF_CLOSED", "the output closed or the Loop is being stopped"),
+}
 
 
 def notice_id(loop_id: str, kind: str, incarnation: int) -> str:
@@ -26,10 +39,18 @@ def telling_on_exit(exit_code: int, notified_since_activation: bool) -> bool:
     return exit_code != 0 or not notified_since_activation
 
 
+def exit_code_text(exit_code: int) -> str:
+    """``-2 SF_LIMIT: a bound was hit (…)`` for an SDK status, else the number."""
+    if exit_code not in STATUSES:
+        return str(exit_code)
+    name, meaning = STATUSES[exit_code]
+    return f"{exit_code} {name}: {meaning}"
+
+
 # §4.4 exited
 def exited(name: str, loop_id: str, exit_code: int) -> str:
     return (
-        f"{_who(name, loop_id)} ended with exit code {exit_code} and is now paused. "
+        f"{_who(name, loop_id)} ended with exit code {exit_code_text(exit_code)}. It is now paused. "
         "Call loop.resume to restart it from its last checkpoint."
     )
 

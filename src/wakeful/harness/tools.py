@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from wakeful.build.lines import LineTable
 from wakeful.errors import InvalidObject
 from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices
@@ -27,6 +28,7 @@ from wakeful.harness.errors import (
     QuotaExceeded,
 )
 from wakeful.harness.integrity import ArtifactProblem, read_verified
+from wakeful.harness.source_lines import keep_table
 from wakeful.harness.store import agents, artifacts, loops, quota, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import new_id
@@ -74,11 +76,13 @@ class LoopTools:
             return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
                     "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
         return await self.upload(agent_id=agent_id, elf=result.elf, path=path, creator=creator,
-                                 origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
+                                 origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
+                                 lines=result.lines)
 
     async def upload(self, *, agent_id: str, elf: bytes, path: str = DEFAULT_PATH, creator: str = "operator",
-                     origin: str = "upload", toolchain: str | None = None, diagnostics: str = "") -> dict[str, Any]:
-        """Store a prebuilt ELF after the same validation as a build (§8)."""
+                     origin: str = "upload", toolchain: str | None = None, diagnostics: str = "",
+                     lines: LineTable | None = None) -> dict[str, Any]:
+        """Store a prebuilt ELF after the same validation as a build (§8); a build's ``lines`` go beside it."""
         agent_id = _id(agent_id, "agent_id")
         elf = artifacts.check_elf(elf)
         path = artifacts.check_path(path)
@@ -87,6 +91,7 @@ class LoopTools:
             agent = await agents.get_agent(tx, agent_id)
             art = await artifacts.put_artifact(tx, group_id=agent.group_id, elf=elf, origin=origin,
                                                toolchain=toolchain, created_by=creator)
+            await keep_table(tx, agent.group_id, art.sha256, lines)
             await artifacts.set_path(tx, agent_id=agent_id, group_id=agent.group_id, path=path, sha256=art.sha256)
         return {"state": "succeeded", "sha256": art.sha256, "size": len(elf), "path": path,
                 "artifact": f"sha256:{art.sha256}", "diagnostics": diagnostics}

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wakeful.errors import InvalidParams, WakefulError
 from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
+
+if TYPE_CHECKING:
+    from wakeful.build.lines import LineTable
 
 __all__ = ["register"]
 
@@ -101,13 +104,13 @@ async def loop_test(args: dict[str, Any], ctx: McpContext) -> Any:
         replies = parse_replies(args.get("host_replies") or {}, source="host_replies")
     except InvalidParams as exc:
         raise ToolRefusal("invalid_request", exc.message, field="host_replies") from None
-    artifact, elf = await _artifact_bytes(ctx, args.get("artifact", DEFAULT_ARTIFACT))
+    artifact, elf, lines = await _artifact_bytes(ctx, args.get("artifact", DEFAULT_ARTIFACT))
     recorder = Recorder()
     async with _runs.setdefault(ctx.harness, asyncio.Semaphore(TEST_RUNS_PER_NODE)):
         try:
             final = await run_scripted(elf, config={**INJECTED_CONFIG, **config}, events=events, replies=replies,
                                        engine=args.get("engine", "translate"), timeout_s=timeout_s,
-                                       observer=recorder)
+                                       observer=recorder, lines=lines)
         except WakefulError as exc:  # a refused load or event: the runtime's typed reason
             rule = getattr(exc, "rule", None)
             raise ToolRefusal("test_refused", exc.message, reason=exc.code,
@@ -124,14 +127,17 @@ def _event(index: int, event: Any) -> tuple[str, Any]:
     return event["topic"], event.get("payload")
 
 
-async def _artifact_bytes(ctx: McpContext, ref: Any) -> tuple[str, bytes]:
+async def _artifact_bytes(ctx: McpContext, ref: Any) -> tuple[str, bytes, LineTable | None]:
+    """The artifact's reference, bytes and (for a build) line table, so faults name the source (issue 18)."""
+    from wakeful.harness.source_lines import stored_table
     from wakeful.harness.store import artifacts
 
     assert ctx.harness is not None
     async with ctx.harness.store.tx(readonly=True) as tx:
         found = await artifacts.resolve_artifact(tx, group_id=ctx.group_id, agent_id=ctx.agent_id, ref=ref)
+        lines = await stored_table(tx, ctx.group_id, found.sha256)
     assert found.elf is not None
-    return f"sha256:{found.sha256}", found.elf
+    return f"sha256:{found.sha256}", found.elf, lines
 
 
 # ---------------------------------------------------------------------- the table rows

@@ -91,7 +91,8 @@ async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
         return Failed({"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
                 "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated})
     stored = await h.loops.upload(agent_id=ctx.agent_id, elf=result.elf, path=path, creator=ctx.principal,
-                                  origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics)
+                                  origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
+                                  lines=result.lines)
     return {"state": "succeeded", "artifact": stored["artifact"], "path": path, "elf_bytes": len(result.elf),
             "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated,
             "sdk_version": 1, "toolchain": result.toolchain, "cached": result.cached,

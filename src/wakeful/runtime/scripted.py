@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
+from wakeful.build.lines import LineTable
 from wakeful.errors import HostCallError, InvalidParams
 
 __all__ = [
@@ -209,9 +210,10 @@ class Ending:
 
 async def run_scripted(elf: bytes, *, config: dict[str, Any], events: list[tuple[str, Any]], replies: HostReplies,
                        engine: str, timeout_s: float, observer: RunObserver,
-                       ending: Ending | None = None) -> dict[str, Any]:
+                       ending: Ending | None = None, lines: LineTable | None = None) -> dict[str, Any]:
     """Load, deliver ``events``, start and watch until terminal or ``timeout_s``; the final status.
 
+    With the build's ``lines`` a fault's text names the source line (issue 18).
     A refused load raises the runtime's ``WakefulError``; a refused event raises ``EventRefused``."""
     ending = ending or Ending()
     session = RuntimeSession(engine=engine, host_handler=_scripted_host(replies, observer),
@@ -224,9 +226,19 @@ async def run_scripted(elf: bytes, *, config: dict[str, Any], events: list[tuple
         observer.state(status)
         await _deliver_events(session, object_id, events)
         observer.state(await session.start(object_id))
-        final = await _watch(session, object_id, ending, timeout_s, observer)
+        final = _named(await _watch(session, object_id, ending, timeout_s, observer), lines)
     observer.state(final)
     return {**final, "stopped_by": ending.stopped_by}
+
+
+# issue 18: `main.c:42: <fault> (in wf_json_get_str)` when the build's line table covers the fault
+def _named(status: dict[str, Any], lines: LineTable | None) -> dict[str, Any]:
+    outcome, fault = status.get("outcome"), status.get("fault")
+    if lines is None or not isinstance(outcome, dict) or not isinstance(fault, dict) or "error" not in outcome:
+        return status
+    pc = fault.get("pc")
+    text = lines.fault_text(str(outcome["error"]), fault.get("function"), pc if isinstance(pc, int) else None)
+    return {**status, "outcome": {**outcome, "error": text}}
 
 
 async def _deliver_events(session: RuntimeSession, object_id: str, events: list[tuple[str, Any]]) -> None:

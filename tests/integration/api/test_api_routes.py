@@ -257,12 +257,22 @@ def test_build_route(live: LiveApi) -> None:
     body = ok.json()
     assert body["state"] == "succeeded" and body["artifact"].startswith("sha256:") and body["elf_bytes"] > 0
     assert body["path"] == "/loops/x.elf" and body["report"] is not None and time.monotonic() - started < 120
+    sha = body["artifact"].removeprefix("sha256:")
+    table = live.call(lambda h: _stored_table(h, t["group"], sha))  # issue 18: the line table beside the artifact
+    assert table is not None and table.elf_sha256 == sha
     bad = c.post(f"{g}/builds", headers=auth(t["akey"]), json={"source": "int main( {"}).json()
     assert bad["state"] == "failed" and bad["kind"] == "BUILD_FAILED" and bad["diagnostics"]
     r = c.post(f"{g}/builds", headers=auth(t["gkey"]), json={"source": src})
     assert r.status_code == 400 and r.json()["field"] == "agent_id"  # a person names the agent
     r = c.post(f"{g}/builds", headers=auth(t["akey"]), json={"files": {"../x.c": "int x;"}, "entry": "../x.c"})
     assert r.status_code == 400 and r.json()["error"] == "invalid_bundle"
+
+
+async def _stored_table(h: Any, group_id: str, sha256: str) -> Any:
+    from wakeful.harness.source_lines import stored_table
+
+    async with h.store.tx(readonly=True) as tx:
+        return await stored_table(tx, group_id, sha256)
 
 
 def test_public_base_url_prefixes_webhook_urls(tmp_path: Path, compile_c: Any) -> None:

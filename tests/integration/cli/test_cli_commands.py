@@ -251,6 +251,24 @@ def test_run_fault_exits_1_with_the_fault_message(
     assert human.returncode == 1 and "failed: memory fault" in human.stdout
 
 
+DEC_FAULT = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_i64 at = 0;
+  wf_json_get_i64(sf_config(), "at", &at);
+  return (sf_i64)wf_u64_to_dec(12345, (char *)at, 8);
+}
+"""
+
+
+def test_run_fault_of_a_built_source_names_the_line(home: Path, tmp_path: Path) -> None:
+    """Issue 18: `wakeful run x.c` keeps the build's line table, so the fault names the source line."""
+    src = write(tmp_path, "dec.c", DEC_FAULT)
+    proc = wakeful(home, "run", str(src), "--config", '{"at": 16}', "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fault = final(proc.stdout)["fault"]
+    assert fault.startswith("dec.c:5: ") and fault.endswith(" (in wf_u64_to_dec)"), fault
+
+
 def test_run_timeout_stops_and_exits_0(home: Path, tmp_path: Path) -> None:
     src = write(tmp_path, "sleeper.c", SLEEPER)
     start = time.monotonic()

@@ -56,6 +56,7 @@ async def _test_outcomes(client: Any) -> None:
     structured(await client.call_tool("loop.build", {"source": FAULTS, "path": "/loops/fault.elf"}))
     fault = structured(await client.call_tool("loop.test", {"artifact": "/loops/fault.elf"}))
     assert fault["state"] == "failed" and "invalid pointer" in str(fault["fault"]), fault
+    assert str(fault["fault"]).startswith("main.c:3: "), fault  # issue 18: the build's line table names the line
     for args, code in (({"artifact": "/loops/none.elf"}, "artifact_not_found"),
                        ({"timeout_s": 31}, "invalid_request"),
                        ({"host_replies": {"decide": [{"answer": 1}]}}, "invalid_request"),

@@ -6,6 +6,7 @@ Artifacts are immutable; rebuilding to the same path moves the name, Loops keep 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +24,10 @@ __all__ = [
     "check_elf",
     "check_path",
     "get_artifact",
+    "get_lines",
     "list_paths",
     "put_artifact",
+    "put_lines",
     "resolve_artifact",
     "resolve_path",
     "set_path",
@@ -37,6 +40,7 @@ _PATH_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
 _SHA_REF = re.compile(r"sha256:([0-9a-f]{64})")
 AR = schema.artifact
 AP = schema.artifact_path
+AL = schema.artifact_lines
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,29 @@ async def get_artifact(tx: Tx, group_id: str, sha256: str, *, with_bytes: bool =
     cols = [c for c in AR.c if with_bytes or c.name != "elf"]
     row = (await tx.execute(sa.select(*cols).where(AR.c.group_id == group_id, AR.c.sha256 == sha256))).first()
     return None if row is None else _artifact(row, with_bytes)
+
+
+# issue 18: a build's line table (``LineTable.to_json()``) is kept beside its artifact, only for its own digest
+async def put_lines(tx: Tx, *, group_id: str, sha256: str, lines: dict[str, Any]) -> bool:
+    """Keep the table for the artifact (idempotent); False when it describes another ELF."""
+    if lines.get("elf_sha256") != sha256:
+        return False
+    text = json.dumps(lines, separators=(",", ":"))
+    await tx.insert_if_absent(AL, {"group_id": group_id, "sha256": sha256, "lines": text})
+    return True
+
+
+async def get_lines(tx: Tx, group_id: str, sha256: str) -> dict[str, Any] | None:
+    """The artifact's table as stored, or None (uploaded ELFs, builds without one, a table bound elsewhere)."""
+    if lookup_text(group_id) is None or lookup_text(sha256) is None:
+        return None
+    stmt = sa.select(AL.c.lines).where(AL.c.group_id == group_id, AL.c.sha256 == sha256)
+    text = (await tx.execute(stmt)).scalar()
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and value.get("elf_sha256") == sha256 else None
 
 
 # §2.4: rebuilding to the same path moves the name

@@ -14,6 +14,7 @@ __all__ = [
     "agent_lease",
     "api_key",
     "artifact",
+    "artifact_lines",
     "artifact_path",
     "loop",
     "loop_event",
@@ -137,6 +138,16 @@ artifact = sa.Table(
     sa.Column("created_by", sa.String(200), nullable=False),
     sa.Column("created_ms", Ms, nullable=False),
     sa.CheckConstraint("origin IN ('build', 'upload')", name="artifact_origin"),
+)
+
+# issue 18: the line table of a built artifact (JSON of ``LineTable``), bound to the artifact's digest
+artifact_lines = sa.Table(
+    "artifact_lines",
+    metadata,
+    sa.Column("group_id", Id, primary_key=True),
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("lines", sa.Text, nullable=False),
+    sa.ForeignKeyConstraint(["group_id", "sha256"], ["artifact.group_id", "artifact.sha256"], ondelete="CASCADE"),
 )
 
 # §2.4 artifact_path: an agent's name for an artifact
