@@ -60,7 +60,7 @@ sdk_app = typer.Typer(help="The guest SDK: header, guides, examples.", no_args_i
 app.add_typer(vm_app, name="vm")
 app.add_typer(sdk_app, name="sdk")
 app.add_typer(bench_app, name="bench")
-db_app = typer.Typer(help="The store's schema: version and upgrade (harness.md §3).", no_args_is_help=True)
+db_app = typer.Typer(help="The store: init, schema version and upgrade, backup, prune (harness.md §3).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
@@ -113,6 +113,11 @@ def _globals(
     if key is not None:
         os.environ[remote.KEY_ENV] = key
     remote.note_command(ctx.invoked_subcommand)
+    from wakeful.cli import which_store
+
+    which_store.set_quiet(json_ or quiet)
+    if remote.server_url() is None and ctx.invoked_subcommand != "serve":
+        which_store.pick_demo_dir()  # issue 19: the demo store of this folder before the default data directory
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
 
 
@@ -203,6 +208,15 @@ def sdk_examples(
 def db_version(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print the store's schema version and the code's."""
     raise CliExit(db_cmd.version_command(out_for(ctx, json_)))
+
+
+@db_app.command("init")
+def db_init(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Create the store of the data directory (or --db) at this schema version; an existing one is kept.
+
+    Example: wakeful --data-dir ./state db init
+    """
+    raise CliExit(db_cmd.upgrade_command(out_for(ctx, json_)))
 
 
 @db_app.command("upgrade")
