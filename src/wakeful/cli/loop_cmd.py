@@ -115,29 +115,36 @@ def _done(code: int = 0) -> None:
 # ---- wakeful loop … ----
 
 
-@loop_app.command("create")
+@loop_app.command("create", epilog="\b\nExamples:\n  wakeful loop create --agent AGT --session SES --source ex/heartbeat.c"
+                 "\n  wakeful loop create --agent AGT --session SES --elf heartbeat.o --config-file cfg.json")
 def loop_create(
     ctx: typer.Context,
     agent: Annotated[str, typer.Option("--agent", help="Owning agent id.")],
     session: Annotated[str, typer.Option("--session", help="Session that receives the wakes.")],
     artifact: Annotated[str | None, typer.Option("--artifact", help="sha256:<hex> or a path of the agent.")] = None,
     elf: Annotated[Path | None, typer.Option("--elf", help="Upload this prebuilt ELF and use it.")] = None,
+    source: Annotated[list[Path] | None, typer.Option(
+        "--source", help="Build these C files (repeatable; the first is the entry) and use the result.")] = None,
     config: Annotated[Path | None, typer.Option("--config-file", help="Config JSON object file.")] = None,
     capabilities: Annotated[Path | None, typer.Option("--capabilities", help="Capabilities JSON file.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Loop name.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Create a Loop (the running node loads it on its next tick)."""
+    """Create a Loop from C source (--source), a built ELF (--elf) or a stored artifact (--artifact).
+
+    Locally the running node loads it on its next reconcile; over --server the node adopts it at once.
+    """
+    from wakeful.cli import loop_input
+
     out = out_for(ctx, json_)
-    if (artifact is None) == (elf is None):
-        raise UsageError("give exactly one of --artifact or --elf")
+    if sum(x is not None for x in (artifact, elf, source or None)) != 1:
+        raise UsageError("give exactly one of --source, --elf or --artifact")
+    if artifact is not None:
+        loop_input.check_artifact(artifact)
     cfg, caps = _read_json(config, "config"), _read_json(capabilities, "capabilities")
-    elf_bytes = None
-    if elf is not None:
-        try:
-            elf_bytes = elf.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {elf}: {exc}") from None
+    elf_bytes = loop_input.read_elf(elf) if elf is not None else None
+    if source:
+        elf_bytes = loop_input.elf_from_source(out, source, None)
 
     async def body(tools: LoopTools) -> dict[str, Any]:
         ref = artifact
@@ -147,9 +154,12 @@ def loop_create(
         return await tools.create(agent_id=agent, session_id=session, artifact=ref, config=cfg,
                                   capabilities=caps, name=name, creator=OPERATOR)
 
-    _show(out, _either(out, body, lambda r: loop_remote.create(
+    view = _either(out, body, lambda r: loop_remote.create(
         r, agent=agent, session=session, artifact=artifact, elf=elf_bytes, config=cfg, capabilities=caps,
-        name=name)), _loop_lines)
+        name=name))
+    _show(out, view, _loop_lines)
+    if remote.server_url() is None:
+        loop_input.adoption_note(out, view)
 
 
 @loop_app.command("list")

@@ -115,7 +115,7 @@ def _globals(
     remote.note_command(ctx.invoked_subcommand)
     from wakeful.cli import which_store
 
-    which_store.set_quiet(json_ or quiet)
+    which_store.begin(json_ or quiet)
     if remote.server_url() is None and ctx.invoked_subcommand != "serve":
         which_store.pick_demo_dir()  # issue 19: the demo store of this folder before the default data directory
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)

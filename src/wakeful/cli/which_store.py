@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wakeful.cli import nodefile
 
-__all__ = ["DEMO_DIR", "pick_demo_dir", "resolve", "set_quiet"]
+__all__ = ["DEMO_DIR", "begin", "pick_demo_dir", "resolve"]
 
 DEMO_DIR = ".wakeful-demo"
 _why: str | None = None  # why the data directory is not the plain default (set by pick_demo_dir)
@@ -21,9 +21,10 @@ _quiet = False  # --json / --quiet at the root: no notes
 _noted = False
 
 
-def set_quiet(value: bool) -> None:
-    global _quiet
-    _quiet = value
+def begin(quiet: bool) -> None:
+    """A new command (the root callback): notes unless ``--json``/``--quiet``, none said yet."""
+    global _quiet, _noted, _why
+    _quiet, _noted, _why = quiet, False, None
 
 
 def pick_demo_dir(cwd: Path | None = None) -> None:
