@@ -51,7 +51,7 @@ app = typer.Typer(
     name="wakeful",
     help="wakeful: an outer loop for always-on AI agents.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # issue 19: --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -74,8 +74,9 @@ script_cmd.register(app)
 decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
 capability_cmd.register(app)  # wakeful capability list|test: [capabilities] of the config file
 config_cmd.register(app)  # wakeful config show [--effective]: the configuration in force (interfaces.md §4.2)
-for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
+for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect
     app.add_typer(_sub, name=_name)
+work_cmd.register_next(app)  # wakeful next --agent … (control-plane.md §7)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
