@@ -19,6 +19,7 @@ import typer
 from wakeful.cli import loop_remote, remote, session_remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
+from wakeful.cli.tables import cell, record_lines, table_lines
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -96,7 +97,7 @@ def _loop_line(view: dict[str, Any]) -> str:
 def _loop_lines(view: dict[str, Any]) -> list[str]:
     keys = ("id", "name", "state", "pause_reason", "failure", "exit_code", "incarnation", "agent_id",
             "session_id", "artifact_sha256", "pending_count", "runtime", "created_ms", "updated_ms")
-    return [f"{k}: {view.get(k) if view.get(k) is not None else '-'}" for k in keys]
+    return [f"{k}: {cell(k, view.get(k))}" for k in keys]
 
 
 def _read_json(path: Path | None, what: str) -> Any:
@@ -186,7 +187,7 @@ def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
         return await method(loop_id, actor=OPERATOR)
 
     result = _either(out, body, lambda r: loop_remote.steer(r, loop_id, op))
-    _show(out, result, _loop_lines if "state" in result else lambda r: [f"{k}: {v}" for k, v in r.items()])
+    _show(out, result, _loop_lines if "state" in result else record_lines)
 
 
 @loop_app.command("get")
@@ -226,7 +227,8 @@ def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
             return [line.__dict__ for line in await loops.list_logs(tx, loop_id)]
 
     found = _either(out, body, lambda r: loop_remote.logs(r, loop_id))
-    _show(out, found, lambda ls: [f"{x['at_ms']} #{x['incarnation']} {x['source']}: {x['text']}" for x in ls])
+    _show(out, found, lambda ls: [f"{cell('at_ms', x['at_ms'])} #{x['incarnation']} {x['source']}: {x['text']}"
+                                  for x in ls])
 
 
 # ---- wakeful group / agent / session / key ----
@@ -251,8 +253,8 @@ def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]],
         value = remote.call(out, lambda: remote_fn(remote.connect()))
     else:
         value = _record(_run(out, lambda tools: _tx(tools, fn)))
-    rows = value if isinstance(value, list) else [value]
-    _show(out, value, lambda _: [json.dumps(r, default=str) for r in rows] or ["none"])
+    # issue 19: a list is a table, one record key: value lines, times ISO-8601 (tables.py)
+    _show(out, value, lambda v: table_lines(v) if isinstance(v, list) else record_lines(v))
 
 
 @group_app.command("create")
@@ -296,7 +298,7 @@ def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> 
     out = out_for(ctx, json_)
     _show(out, _either(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR),
                        lambda r: session_remote.agent_archive(r, agent_id)),
-          lambda r: [f"{k}: {v}" for k, v in r.items()])
+          record_lines)
 
 
 @agent_app.command("unarchive")
@@ -305,7 +307,7 @@ def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -
     out = out_for(ctx, json_)
     _show(out, _either(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR),
                        lambda r: session_remote.agent_unarchive(r, agent_id)),
-          lambda r: [f"{k}: {v}" for k, v in r.items()])
+          record_lines)
 
 
 @session_app.command("create")
@@ -334,7 +336,7 @@ def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False
     if remote.server_url() is not None:
         out = out_for(ctx, json_)
         found = remote.call(out, lambda: loop_remote.messages(remote.connect(), session_id))
-        _show(out, found, lambda rows: [json.dumps(r, default=str) for r in rows] or ["none"])
+        _show(out, found, table_lines)
         return
     from wakeful.harness.store import sessions
 
