@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -96,7 +96,7 @@ def _show(out: Out, value: Any, lines: list[str]) -> None:
 
 def loop_webhook(
     ctx: typer.Context, loop_id: str,
-    action: Annotated[str, typer.Argument(help="enable, rotate or revoke.")], json_: JsonOpt = False,
+    action: Annotated[Literal["enable", "rotate", "revoke"], typer.Argument(help="What to do with the webhook.")], json_: JsonOpt = False,
 ) -> None:
     """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
     from wakeful.harness.webhooks import webhook
@@ -126,7 +126,7 @@ def _event_line(e: dict[str, Any]) -> str:
 def loop_events(
     ctx: typer.Context, loop_id: str,
     payloads: Annotated[bool, typer.Option("--payloads", help="Include payloads.")] = False,
-    status: Annotated[str | None, typer.Option("--status", help="pending, acked or discarded.")] = None,
+    status: Annotated[Literal["pending", "acked", "discarded"] | None, typer.Option("--status", help="Only events in this status.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1..200).")] = 200,
     json_: JsonOpt = False,
 ) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -167,7 +167,7 @@ def loop_create(
 def loop_list(
     ctx: typer.Context,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's Loops.")] = None,
-    state: Annotated[str | None, typer.Option("--state", help="active, paused or failed.")] = None,
+    state: Annotated[Literal["active", "paused", "failed"] | None, typer.Option("--state", help="Only Loops in this state.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """List Loops, oldest first."""
@@ -344,7 +344,7 @@ def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False
 
 
 @key_app.command("create")
-def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", help="admin, group or agent.")],
+def key_create(ctx: typer.Context, role: Annotated[Literal["admin", "group", "agent"], typer.Option("--role", help="What the key may do.")],
                group: Annotated[str | None, typer.Option("--group")] = None,
                agent: Annotated[str | None, typer.Option("--agent")] = None,
                label: Annotated[str | None, typer.Option("--label")] = None, json_: JsonOpt = False) -> None:

@@ -10,7 +10,7 @@ kernel fences on it), and a claim is presented only with ``--claim-epoch`` and `
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -95,7 +95,7 @@ def _run_item(ctx: typer.Context, json_: bool, agent: str | None, goal: str, ite
 @work_app.command("add")
 def work_add(
     ctx: typer.Context, goal: GoalArg,
-    cls: Annotated[str, typer.Option("--class", help="advancement, user_gate, user_action, monitor, blocker.")],
+    cls: Annotated[Literal["advancement", "user_gate", "user_action", "monitor", "blocker"], typer.Option("--class", help="The item's class.")],
     title: Annotated[str, typer.Option("--title", help="Title (≤ 200 characters).")],
     detail: Annotated[str | None, typer.Option("--detail", help="Detail (≤ 8000 characters).")] = None,
     priority: Annotated[int | None, typer.Option("--priority", min=0, max=4, help="0 highest … 4.")] = None,
@@ -122,7 +122,7 @@ def work_add(
 @work_app.command("list")
 def work_list(
     ctx: typer.Context, goal: GoalArg,
-    status: Annotated[str | None, typer.Option("--status", help="open, blocked, deferred, done.")] = None,
+    status: Annotated[Literal["open", "blocked", "deferred", "done"] | None, typer.Option("--status", help="Only items in this status.")] = None,
     cls: Annotated[str | None, typer.Option("--class", help="Only this class.")] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -327,7 +327,7 @@ def gate_resolve(
 @evidence_app.command("add")
 def evidence_add(
     ctx: typer.Context, goal: GoalArg,
-    kind: Annotated[str, typer.Option("--kind", help="test, check, review, observation, loop_wake, manual.")],
+    kind: Annotated[Literal["test", "check", "review", "observation", "loop_wake", "manual"], typer.Option("--kind", help="The evidence's kind.")],
     verdict: Annotated[str, typer.Option("--verdict", help="pass, fail, inconclusive, observed.")],
     item: Annotated[str | None, typer.Option("--item", help="The work item it concerns.")] = None,
     criterion: Annotated[list[str] | None, typer.Option("--criterion", help="Criterion id (repeatable).")] = None,

@@ -40,3 +40,19 @@ def test_loop_create_help_has_examples(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["loop", "create", "--help"]) == 0
     text = capsys.readouterr().out
     assert "Examples:\n    wakeful loop create --agent AGT --session SES --source" in text
+
+
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["loop", "list", "--help"], "--state <active|paused|failed>"),
+    (["key", "create", "--help"], "--role <admin|group|agent>"),
+    (["loop", "events", "--help"], "--status <pending|acked|discarded>"),
+    (["work", "add", "--help"], "--class <advancement|user_gate|user_action|monitor|blocker>"),
+])
+def test_enum_choices_are_listed(argv: list[str], shown: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 0
+    assert shown in capsys.readouterr().out
+
+
+def test_a_value_outside_the_choices_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["loop", "list", "--state", "sleeping"]) == 2
+    assert "'sleeping' is not one of 'active', 'paused', 'failed'" in capsys.readouterr().err
