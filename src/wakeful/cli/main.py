@@ -316,6 +316,9 @@ def _schema_version() -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point `wakeful`."""
+    from wakeful.cli.examples import attach
+
+    attach(app)  # issue 19: examples at the end of each command's --help
     # docs/spinfoam-compat.md: `wakeful --dump-sdk` (a spinfoam-style spelling) is `wakeful runtime --dump-sdk`
     if (sys.argv[1:] if argv is None else argv) == ["--dump-sdk"]:
         argv = ["runtime", "--dump-sdk"]

@@ -56,3 +56,12 @@ def test_enum_choices_are_listed(argv: list[str], shown: str, capsys: pytest.Cap
 def test_a_value_outside_the_choices_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["loop", "list", "--state", "sleeping"]) == 2
     assert "'sleeping' is not one of 'active', 'paused', 'failed'" in capsys.readouterr().err
+
+
+def test_every_listed_command_shows_its_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    from wakeful.cli.examples import EXAMPLES
+
+    for name, lines in EXAMPLES.items():
+        assert main([*name.split(), "--help"]) == 0, name
+        text = capsys.readouterr().out
+        assert "Examples:\n" in text and f"    {lines[0]}\n" in text, name
