@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wakeful.cli.output import CliExit, Out, UsageError, escape
+from wakeful.cli.output import Out, UsageError, escape
 
 __all__ = ["adoption_note", "check_artifact", "elf_from_source", "read_elf"]
 
@@ -18,25 +18,10 @@ MAX_ELF_READ = 1 << 20  # the loader's largest max_elf_bytes: a larger file is r
 
 def elf_from_source(out: Out, paths: list[Path], entry: str | None) -> bytes:
     """Build the C bundle of ``paths`` (build.md §1); a failed build prints its diagnostics and exits 1."""
-    from wakeful.cli.program import bundle_from_paths, compile_bundle, print_diagnostics, print_failure
-    from wakeful.errors import WakefulError
+    from wakeful.cli.program import build_elf, bundle_from_paths
 
     files, entry_key = bundle_from_paths(paths, entry)
-    try:
-        result = compile_bundle(files, entry_key)
-    except WakefulError as exc:
-        out.fail(exc)
-    if result.state != "succeeded":
-        if out.json:
-            from wakeful.cli.program import build_failed_record
-
-            out.line({"type": "final", **build_failed_record(result)})
-        else:
-            print_failure(out, result)
-        raise CliExit(1)
-    print_diagnostics(out, result)
-    elf: bytes = result.elf
-    return elf
+    return build_elf(out, files, entry_key)
 
 
 def read_elf(path: Path) -> bytes:

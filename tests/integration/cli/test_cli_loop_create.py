@@ -64,3 +64,11 @@ def test_local_create_names_the_running_node(tenant: list[str], tmp_path: Path,
     err = capsys.readouterr().err
     assert "using the store of the node at http://127.0.0.1:9" in err
     assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 60 s" in err
+
+
+def test_a_failed_build_creates_nothing(tenant: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.c").write_text("#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return undefined_name; }\n")
+    assert main([*tenant, "--source", "bad.c"]) == 1
+    assert "build failed" in capsys.readouterr().err
+    assert main(["--json", "loop", "list"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
