@@ -43,7 +43,7 @@ def resolve() -> str:
     from wakeful.harness.config import load_config, redacted_url
 
     cfg = load_config()
-    node = nodefile.live_node(cfg.data_dir)
+    node = None if cfg.store_url is not None else nodefile.live_node(cfg.data_dir)  # store.url asked: it wins
     if node is not None and isinstance(node.get("store_url"), str) and node["store_url"]:
         url = str(node["store_url"])
         _note(f"using the store of the node at {node['url']} (pid {node['pid']}): {redacted_url(url)}")
