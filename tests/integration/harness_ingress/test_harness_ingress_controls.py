@@ -26,17 +26,17 @@ async def test_control_characters_in_names_are_refused(
         group_id, agent_id, session_id, loop_id = await counter_loop(h, compile_c)
         art = (await h.get_loop(loop_id))["artifact_sha256"]
         for bad in CONTROLS:
-            cases: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-                ("name", lambda: h.create_group(bad)),
-                ("name", lambda: h.create_agent(group_id, bad)),
-                ("title", lambda: h.create_session(agent_id, bad)),
-                ("label", lambda: h.create_key("group", group_id=group_id, label=bad)),
-                ("name", lambda: h.create_loop(agent_id=agent_id, session_id=session_id,
-                                               artifact=f"sha256:{art}", name=bad)),
+            cases: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
+                ("name", lambda text: h.create_group(text)),
+                ("name", lambda text: h.create_agent(group_id, text)),
+                ("title", lambda text: h.create_session(agent_id, text)),
+                ("label", lambda text: h.create_key("group", group_id=group_id, label=text)),
+                ("name", lambda text: h.create_loop(agent_id=agent_id, session_id=session_id,
+                                                    artifact=f"sha256:{art}", name=text)),
             ]
             for field, call in cases:
                 with pytest.raises(InvalidRequest) as refused:
-                    await call()
+                    await call(bad)
                     pytest.fail(f"{field} {bad!r}: accepted")
                 assert refused.value.details.get("field") == field
                 assert "control characters" in refused.value.message
