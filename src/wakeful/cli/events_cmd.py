@@ -96,7 +96,7 @@ def _show(out: Out, value: Any, lines: list[str]) -> None:
 
 def loop_webhook(
     ctx: typer.Context, loop_id: str,
-    action: Annotated[Literal["enable", "rotate", "revoke"], typer.Argument(help="What to do with the webhook.")], json_: JsonOpt = False,
+    action: Annotated[str, typer.Argument(help="enable, rotate or revoke.")], json_: JsonOpt = False,
 ) -> None:
     """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
     from wakeful.harness.webhooks import webhook
