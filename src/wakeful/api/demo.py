@@ -135,6 +135,11 @@ def demo_lines(info: DemoInfo, base_url: str, login_url: str | None = None) -> l
           if login_url else []),
         f"  API docs:      {base_url}/docs",
         f"  webhook URL:   {webhook}",
+        f"  data dir:      {info.credentials.parent.parent} (`wakeful …` run in this folder uses this store)",
+        "",
+        "use the wakeful command against this node (group key, read from the credentials file):",
+        f"  export WAKEFUL_SERVER='{base_url}' "
+        f"WAKEFUL_API_KEY=\"$({_key_cmd(info.credentials, 'group')})\"",
         "",
         "post an event that produces a wake (threshold_alert: cpu above 90):",
         f"  curl -sS -X POST -H 'Content-Type: application/json' -d '{{\"name\": \"cpu\", \"value\": 95}}' '{webhook}'",

@@ -29,11 +29,12 @@ def store_url() -> str:
     url = os.environ.get("WAKEFUL_DB_URL")
     if url:
         return url
-    from wakeful.harness.config import load_config
+    from wakeful.cli.which_store import resolve
 
     # interfaces.md §7: --db / $WAKEFUL_DB_URL, else store.url of the configuration file, else the data dir's
-    # SQLite file — the store `wakeful serve` with the same configuration opens
-    return load_config().effective_store_url
+    # SQLite file — the store `wakeful serve` with the same configuration opens; issue 19: a running node's own
+    # store first (<data>/node.json), said on stderr, as is an empty store being created
+    return resolve()
 
 
 def _run(out: Out, body: Callable[[], Awaitable[T]]) -> T:

@@ -110,7 +110,7 @@ def run_checks(setup: DoctorSetup, progress: Progress | None = None) -> list[Che
     checks.append(check_secret_files(setup))
     step("store")
     checks += store_checks(setup)
-    checks.append(_needs_config(setup, "port", lambda c: check_port(c.server_host, c.server_port)))
+    checks.append(_needs_config(setup, "port", lambda c: check_node_or_port(setup.data_dir, c)))
     step("decide")
     checks.append(_needs_config(setup, "decide", lambda c: check_decide(c.decide, probe=setup.probe_decide,
                                                                         env=setup.env)))
@@ -313,6 +313,16 @@ def store_checks(setup: DoctorSetup) -> list[Check]:
 
 
 # ---- the port, decide, the web egress policy ----
+
+
+def check_node_or_port(data_dir: Path, config: Config) -> Check:
+    """issue 19: a node running on this data directory (its ``node.json``) is reported whatever its port."""
+    from wakeful.cli.nodefile import live_node
+
+    node = live_node(data_dir)
+    if node is not None:
+        return Check("port", OK, f"a node of this data directory runs at {node['url']} (pid {node['pid']})")
+    return check_port(config.server_host, config.server_port)
 
 
 def check_port(host: str, port: int) -> Check:

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -118,15 +118,15 @@ def loop_webhook(
 
 def _event_line(e: dict[str, Any]) -> str:
     when = e.get("deadline_ms")
-    tail = f"  deadline {when}" if when else ""
+    tail = f"  deadline {_at(when)}" if when else ""
     payload = f"  {json.dumps(e['payload'], ensure_ascii=False)}" if "payload" in e else ""
-    return f"{e['event_id']}  {e['status']}  {e['topic']}  {e['envelope_bytes']} B  received {e['received_ms']}{tail}{payload}"
+    return f"{e['event_id']}  {e['status']}  {e['topic']}  {e['envelope_bytes']} B  received {_at(e['received_ms'])}{tail}{payload}"
 
 
 def loop_events(
     ctx: typer.Context, loop_id: str,
     payloads: Annotated[bool, typer.Option("--payloads", help="Include payloads.")] = False,
-    status: Annotated[str | None, typer.Option("--status", help="pending, acked or discarded.")] = None,
+    status: Annotated[Literal["pending", "acked", "discarded"] | None, typer.Option("--status", help="Only events in this status.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1..200).")] = 200,
     json_: JsonOpt = False,
 ) -> None:
@@ -327,13 +327,21 @@ def _emit(out: Out, record: dict[str, Any]) -> None:
 
 def _human(record: dict[str, Any]) -> str:
     if record["type"] == "log":
-        return f"{record['at_ms']} #{record['incarnation']} {record['source']}: {record['text']}\n"
+        return f"{_at(record['at_ms'])} #{record['incarnation']} {record['source']}: {record['text']}\n"
     if record["type"] == "transition":
         frm = (record["from"] or "-") + (f"({record['from_reason']})" if record["from_reason"] else "")
         to = record["to"] + (f"({record['to_reason']})" if record["to_reason"] else "")
-        return (f"{record['at_ms']} #{record['incarnation']} {frm} -> {to} by {record['actor']}"
+        return (f"{_at(record['at_ms'])} #{record['incarnation']} {frm} -> {to} by {record['actor']}"
                 f"{': ' + record['detail'] if record['detail'] else ''}\n")
-    return f"{record['created_ms']} {record['kind']} {record['loop_name'] or ''} {record['id']}: {record['content']}\n"
+    return (f"{_at(record['created_ms'])} {record['kind']} {record['loop_name'] or ''} {record['id']}: "
+            f"{record['content']}\n")
+
+
+def _at(ms: Any) -> str:
+    """issue 19: times for people are ISO-8601 UTC (``--json`` keeps the epoch milliseconds)."""
+    from wakeful.cli.tables import iso_ms
+
+    return iso_ms(ms) if isinstance(ms, int) else str(ms)
 
 
 def _stream(out: Out, body: Callable[[Store, Config], Awaitable[None]]) -> None:

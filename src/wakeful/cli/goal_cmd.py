@@ -13,7 +13,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -197,7 +197,7 @@ def goal_create(
 def goal_list(
     ctx: typer.Context,
     group: Annotated[str, typer.Option("--group", help="Group id.")],
-    status: Annotated[str | None, typer.Option("--status", help="active, paused or closed.")] = None,
+    status: Annotated[Literal["active", "paused", "closed"] | None, typer.Option("--status", help="Only goals in this status.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only goals this agent is registered on.")] = None,
     json_: JsonOpt = False,
 ) -> None:

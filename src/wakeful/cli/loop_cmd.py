@@ -12,13 +12,14 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
 from wakeful.cli import loop_remote, remote, session_remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
+from wakeful.cli.tables import cell, record_lines, table_lines
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -96,7 +97,7 @@ def _loop_line(view: dict[str, Any]) -> str:
 def _loop_lines(view: dict[str, Any]) -> list[str]:
     keys = ("id", "name", "state", "pause_reason", "failure", "exit_code", "incarnation", "agent_id",
             "session_id", "artifact_sha256", "pending_count", "runtime", "created_ms", "updated_ms")
-    return [f"{k}: {view.get(k) if view.get(k) is not None else '-'}" for k in keys]
+    return [f"{k}: {cell(k, view.get(k))}" for k in keys]
 
 
 def _read_json(path: Path | None, what: str) -> Any:
@@ -115,29 +116,36 @@ def _done(code: int = 0) -> None:
 # ---- wakeful loop … ----
 
 
-@loop_app.command("create")
+@loop_app.command("create", epilog="\b\nExamples:\n  wakeful loop create --agent AGT --session SES --source ex/heartbeat.c"
+                 "\n  wakeful loop create --agent AGT --session SES --elf heartbeat.o --config-file cfg.json")
 def loop_create(
     ctx: typer.Context,
     agent: Annotated[str, typer.Option("--agent", help="Owning agent id.")],
     session: Annotated[str, typer.Option("--session", help="Session that receives the wakes.")],
     artifact: Annotated[str | None, typer.Option("--artifact", help="sha256:<hex> or a path of the agent.")] = None,
     elf: Annotated[Path | None, typer.Option("--elf", help="Upload this prebuilt ELF and use it.")] = None,
+    source: Annotated[list[Path] | None, typer.Option(
+        "--source", help="Build these C files (repeatable; the first is the entry) and use the result.")] = None,
     config: Annotated[Path | None, typer.Option("--config-file", help="Config JSON object file.")] = None,
     capabilities: Annotated[Path | None, typer.Option("--capabilities", help="Capabilities JSON file.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Loop name.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Create a Loop (the running node loads it on its next tick)."""
+    """Create a Loop from C source (--source), a built ELF (--elf) or a stored artifact (--artifact).
+
+    Locally the running node loads it on its next reconcile; over --server the node adopts it at once.
+    """
+    from wakeful.cli import loop_input
+
     out = out_for(ctx, json_)
-    if (artifact is None) == (elf is None):
-        raise UsageError("give exactly one of --artifact or --elf")
+    if sum(x is not None for x in (artifact, elf, source or None)) != 1:
+        raise UsageError("give exactly one of --source, --elf or --artifact")
+    if artifact is not None:
+        loop_input.check_artifact(artifact)
     cfg, caps = _read_json(config, "config"), _read_json(capabilities, "capabilities")
-    elf_bytes = None
-    if elf is not None:
-        try:
-            elf_bytes = elf.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {elf}: {exc}") from None
+    elf_bytes = loop_input.read_elf(elf) if elf is not None else None
+    if source:
+        elf_bytes = loop_input.elf_from_source(out, source, None)
 
     async def body(tools: LoopTools) -> dict[str, Any]:
         ref = artifact
@@ -147,16 +155,19 @@ def loop_create(
         return await tools.create(agent_id=agent, session_id=session, artifact=ref, config=cfg,
                                   capabilities=caps, name=name, creator=OPERATOR)
 
-    _show(out, _either(out, body, lambda r: loop_remote.create(
+    view = _either(out, body, lambda r: loop_remote.create(
         r, agent=agent, session=session, artifact=artifact, elf=elf_bytes, config=cfg, capabilities=caps,
-        name=name)), _loop_lines)
+        name=name))
+    _show(out, view, _loop_lines)
+    if remote.server_url() is None:
+        loop_input.adoption_note(out, view)
 
 
 @loop_app.command("list")
 def loop_list(
     ctx: typer.Context,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's Loops.")] = None,
-    state: Annotated[str | None, typer.Option("--state", help="active, paused or failed.")] = None,
+    state: Annotated[Literal["active", "paused", "failed"] | None, typer.Option("--state", help="Only Loops in this state.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """List Loops, oldest first."""
@@ -176,7 +187,7 @@ def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
         return await method(loop_id, actor=OPERATOR)
 
     result = _either(out, body, lambda r: loop_remote.steer(r, loop_id, op))
-    _show(out, result, _loop_lines if "state" in result else lambda r: [f"{k}: {v}" for k, v in r.items()])
+    _show(out, result, _loop_lines if "state" in result else record_lines)
 
 
 @loop_app.command("get")
@@ -216,7 +227,8 @@ def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
             return [line.__dict__ for line in await loops.list_logs(tx, loop_id)]
 
     found = _either(out, body, lambda r: loop_remote.logs(r, loop_id))
-    _show(out, found, lambda ls: [f"{x['at_ms']} #{x['incarnation']} {x['source']}: {x['text']}" for x in ls])
+    _show(out, found, lambda ls: [f"{cell('at_ms', x['at_ms'])} #{x['incarnation']} {x['source']}: {x['text']}"
+                                  for x in ls])
 
 
 # ---- wakeful group / agent / session / key ----
@@ -241,8 +253,8 @@ def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]],
         value = remote.call(out, lambda: remote_fn(remote.connect()))
     else:
         value = _record(_run(out, lambda tools: _tx(tools, fn)))
-    rows = value if isinstance(value, list) else [value]
-    _show(out, value, lambda _: [json.dumps(r, default=str) for r in rows] or ["none"])
+    # issue 19: a list is a table, one record key: value lines, times ISO-8601 (tables.py)
+    _show(out, value, lambda v: table_lines(v) if isinstance(v, list) else record_lines(v))
 
 
 @group_app.command("create")
@@ -286,7 +298,7 @@ def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> 
     out = out_for(ctx, json_)
     _show(out, _either(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR),
                        lambda r: session_remote.agent_archive(r, agent_id)),
-          lambda r: [f"{k}: {v}" for k, v in r.items()])
+          record_lines)
 
 
 @agent_app.command("unarchive")
@@ -295,7 +307,7 @@ def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -
     out = out_for(ctx, json_)
     _show(out, _either(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR),
                        lambda r: session_remote.agent_unarchive(r, agent_id)),
-          lambda r: [f"{k}: {v}" for k, v in r.items()])
+          record_lines)
 
 
 @session_app.command("create")
@@ -324,7 +336,7 @@ def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False
     if remote.server_url() is not None:
         out = out_for(ctx, json_)
         found = remote.call(out, lambda: loop_remote.messages(remote.connect(), session_id))
-        _show(out, found, lambda rows: [json.dumps(r, default=str) for r in rows] or ["none"])
+        _show(out, found, table_lines)
         return
     from wakeful.harness.store import sessions
 
@@ -332,7 +344,7 @@ def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False
 
 
 @key_app.command("create")
-def key_create(ctx: typer.Context, role: Annotated[str, typer.Option("--role", help="admin, group or agent.")],
+def key_create(ctx: typer.Context, role: Annotated[Literal["admin", "group", "agent"], typer.Option("--role", help="What the key may do.")],
                group: Annotated[str | None, typer.Option("--group")] = None,
                agent: Annotated[str | None, typer.Option("--agent")] = None,
                label: Annotated[str | None, typer.Option("--label")] = None, json_: JsonOpt = False) -> None:

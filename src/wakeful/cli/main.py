@@ -51,7 +51,7 @@ app = typer.Typer(
     name="wakeful",
     help="wakeful: an outer loop for always-on AI agents.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # issue 19: --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -60,7 +60,7 @@ sdk_app = typer.Typer(help="The guest SDK: header, guides, examples.", no_args_i
 app.add_typer(vm_app, name="vm")
 app.add_typer(sdk_app, name="sdk")
 app.add_typer(bench_app, name="bench")
-db_app = typer.Typer(help="The store's schema: version and upgrade (harness.md §3).", no_args_is_help=True)
+db_app = typer.Typer(help="The store: init, schema version and upgrade, backup, prune (harness.md §3).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
@@ -74,8 +74,9 @@ script_cmd.register(app)
 decide_cmd.register(app)  # wakeful decide --state FILE --questions FILE (interfaces.md §4.2)
 capability_cmd.register(app)  # wakeful capability list|test: [capabilities] of the config file
 config_cmd.register(app)  # wakeful config show [--effective]: the configuration in force (interfaces.md §4.2)
-for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect, next
+for _name, _sub in {**goal_cmd.apps(), **work_cmd.apps()}.items():  # goal, work, gate, evidence, effect
     app.add_typer(_sub, name=_name)
+work_cmd.register_next(app)  # wakeful next --agent … (control-plane.md §7)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 
@@ -113,6 +114,11 @@ def _globals(
     if key is not None:
         os.environ[remote.KEY_ENV] = key
     remote.note_command(ctx.invoked_subcommand)
+    from wakeful.cli import which_store
+
+    which_store.begin(json_ or quiet)
+    if remote.server_url() is None and ctx.invoked_subcommand != "serve":
+        which_store.pick_demo_dir()  # issue 19: the demo store of this folder before the default data directory
     ctx.obj = Out(json=json_, quiet=quiet, color=not no_color, verbose=verbose)
 
 
@@ -203,6 +209,15 @@ def sdk_examples(
 def db_version(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """Print the store's schema version and the code's."""
     raise CliExit(db_cmd.version_command(out_for(ctx, json_)))
+
+
+@db_app.command("init")
+def db_init(ctx: typer.Context, json_: JsonOpt = False) -> None:
+    """Create the store of the data directory (or --db) at this schema version; an existing one is kept.
+
+    Example: wakeful --data-dir ./state db init
+    """
+    raise CliExit(db_cmd.upgrade_command(out_for(ctx, json_)))
 
 
 @db_app.command("upgrade")
@@ -301,6 +316,9 @@ def _schema_version() -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point `wakeful`."""
+    from wakeful.cli.examples import attach
+
+    attach(app)  # issue 19: examples at the end of each command's --help
     # docs/spinfoam-compat.md: `wakeful --dump-sdk` (a spinfoam-style spelling) is `wakeful runtime --dump-sdk`
     if (sys.argv[1:] if argv is None else argv) == ["--dump-sdk"]:
         argv = ["runtime", "--dump-sdk"]

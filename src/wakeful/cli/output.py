@@ -57,6 +57,17 @@ class Unavailable(WakefulError):
     code = "unavailable"
 
 
+# issue 19: one spelling per error at every face — a malformed argument is `invalid_request`, as the HTTP face
+# answers it (api/errors.py) and the harness raises it; the stdio protocol keeps INVALID_PARAMS
+# (runtime-protocol.md §5), which the CLI never prints. The load-time codes (INVALID_OBJECT, …) are unchanged.
+FACE_CODES = {"INVALID_PARAMS": "invalid_request"}
+
+
+def face_code(error: WakefulError) -> str:
+    """The code the CLI prints for ``error``."""
+    return FACE_CODES.get(error.code, error.code)
+
+
 def exit_code_for(error: WakefulError) -> int:
     """interfaces.md §4.1: 2 for usage, 3 for unavailable, 1 for every other refusal."""
     if isinstance(error, UsageError):
@@ -119,11 +130,11 @@ class Out:
 
     def error(self, error: WakefulError, *, extra: dict[str, Any] | None = None) -> None:
         """Print a typed error without exiting."""
-        detail = {"error": error.code, "message": error.message, **_details(error), **(extra or {})}
+        detail = {"error": face_code(error), "message": error.message, **_details(error), **(extra or {})}
         if self.json:
             self.document(detail)
         else:
-            self.err.print(f"[bold red]error[/] [red]{escape(error.code)}[/]: {escape(error.message)}")
+            self.err.print(f"[bold red]error[/] [red]{escape(face_code(error))}[/]: {escape(error.message)}")
 
 
 def _details(error: WakefulError) -> dict[str, Any]:

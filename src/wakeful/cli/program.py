@@ -95,8 +95,14 @@ def _build_one(out: Out, path: Path) -> tuple[bytes, LineTable | None]:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
+    return build_elf(out, {path.name: source}, path.name)
+
+
+def build_elf(out: Out, files: dict[str, str], entry: str) -> tuple[bytes, LineTable | None]:
+    """One build for a command that needs the ELF (`run`, `loop create --source`), with its line table: a failed
+    build is printed (a JSON ``final`` record with ``--json``) and exits 1; warnings go to stderr."""
     try:
-        result = compile_bundle({path.name: source}, path.name)
+        result = compile_bundle(files, entry)
     except WakefulError as exc:
         out.fail(exc)
     if result.state != "succeeded":

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
+from wakeful.cli import nodefile
 from wakeful.cli.output import CliExit, Unavailable
+from wakeful.cli.which_store import DEMO_DIR
 
 __all__ = ["register", "serve_command"]
-
-DEMO_DIR = ".wakeful-demo"
 
 
 def register(app: typer.Typer) -> None:
@@ -135,6 +135,8 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
         base_url = f"http://{shown_host}:{bound[1]}"
         print(f"wakeful serve: listening on {base_url} (node {cfg.node_name}, store "
               f"{harness.store.dialect}, data {cfg.data_dir})", flush=True)
+        # issue 19: the CLI and doctor find this node (and its store) through <data>/node.json
+        nodefile.write(cfg.data_dir, url=base_url, store_url=cfg.effective_store_url, node_name=cfg.node_name or "")
         if demo:
             from wakeful.api.demo import demo_lines, set_up_demo
 
@@ -150,6 +152,7 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
                   flush=True)
         await task
     finally:
+        nodefile.remove(cfg.data_dir)
         if mcp_app is not None:
             with contextlib.suppress(Exception):
                 await mcp_app.close()

@@ -10,7 +10,7 @@ kernel fences on it), and a claim is presented only with ``--claim-epoch`` and `
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -27,13 +27,12 @@ from wakeful.cli.goal_cmd import (
 )
 from wakeful.cli.output import UsageError, out_for
 
-__all__ = ["apps", "effect_app", "evidence_app", "gate_app", "next_app", "work_app"]
+__all__ = ["apps", "effect_app", "evidence_app", "gate_app", "register_next", "work_app"]
 
 work_app = typer.Typer(help="Work items: add, list, claim, complete, … (control-plane.md §2.4).", no_args_is_help=True)
 gate_app = typer.Typer(help="A person's decision on a gate.", no_args_is_help=True)
 evidence_app = typer.Typer(help="Evidence bound to revisions and criteria.", no_args_is_help=True)
 effect_app = typer.Typer(help="External effects: intend, settle, read back.", no_args_is_help=True)
-next_app = typer.Typer(help="What should this agent do now? (control-plane.md §7)", invoke_without_command=True)
 
 ItemArg = Annotated[str, typer.Argument(help="Work item id (w_…).")]
 RevOpt = Annotated[int, typer.Option(
@@ -47,7 +46,7 @@ ResumeOpt = Annotated[list[str] | None, typer.Option("--resume-when", help="Resu
 
 def apps() -> dict[str, typer.Typer]:
     """The command groups this module adds to `wakeful`."""
-    return {"work": work_app, "gate": gate_app, "evidence": evidence_app, "effect": effect_app, "next": next_app}
+    return {"work": work_app, "gate": gate_app, "evidence": evidence_app, "effect": effect_app}
 
 
 def parse_value(text: str) -> Any:
@@ -96,7 +95,7 @@ def _run_item(ctx: typer.Context, json_: bool, agent: str | None, goal: str, ite
 @work_app.command("add")
 def work_add(
     ctx: typer.Context, goal: GoalArg,
-    cls: Annotated[str, typer.Option("--class", help="advancement, user_gate, user_action, monitor, blocker.")],
+    cls: Annotated[Literal["advancement", "user_gate", "user_action", "monitor", "blocker"], typer.Option("--class", help="The item's class.")],
     title: Annotated[str, typer.Option("--title", help="Title (≤ 200 characters).")],
     detail: Annotated[str | None, typer.Option("--detail", help="Detail (≤ 8000 characters).")] = None,
     priority: Annotated[int | None, typer.Option("--priority", min=0, max=4, help="0 highest … 4.")] = None,
@@ -123,7 +122,7 @@ def work_add(
 @work_app.command("list")
 def work_list(
     ctx: typer.Context, goal: GoalArg,
-    status: Annotated[str | None, typer.Option("--status", help="open, blocked, deferred, done.")] = None,
+    status: Annotated[Literal["open", "blocked", "deferred", "done"] | None, typer.Option("--status", help="Only items in this status.")] = None,
     cls: Annotated[str | None, typer.Option("--class", help="Only this class.")] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -328,7 +327,7 @@ def gate_resolve(
 @evidence_app.command("add")
 def evidence_add(
     ctx: typer.Context, goal: GoalArg,
-    kind: Annotated[str, typer.Option("--kind", help="test, check, review, observation, loop_wake, manual.")],
+    kind: Annotated[Literal["test", "check", "review", "observation", "loop_wake", "manual"], typer.Option("--kind", help="The evidence's kind.")],
     verdict: Annotated[str, typer.Option("--verdict", help="pass, fail, inconclusive, observed.")],
     item: Annotated[str | None, typer.Option("--item", help="The work item it concerns.")] = None,
     criterion: Annotated[list[str] | None, typer.Option("--criterion", help="Criterion id (repeatable).")] = None,
@@ -464,7 +463,12 @@ def decision_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-@next_app.callback()
+def register_next(app: typer.Typer) -> None:
+    """``wakeful next`` is one command (its options in its --help), not a group (issue 19)."""
+    app.command("next", epilog="\b\nExamples:\n  wakeful next --agent AGT\n  wakeful next --agent AGT --goal GOAL "
+                "--claim --json")(next_command)
+
+
 def next_command(
     ctx: typer.Context,
     agent: Annotated[str, typer.Option("--agent", help="The agent asking.")],
@@ -472,7 +476,8 @@ def next_command(
     claim: Annotated[bool, typer.Option("--claim", help="Also claim a start item.")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """The next decision for an agent: deliver, ask a person, wait, replan or stop."""
+    """What should this agent do now? The next decision: deliver, ask a person, wait, replan or stop
+    (control-plane.md §7)."""
     out = out_for(ctx, json_)
     decision = run_control(out, None, lambda c: c.control.next(agent, goal, claim=claim))
     show(out, decision, decision_lines)

@@ -155,7 +155,7 @@ def test_build_recursion_is_a_verifier_failure(home: Path, tmp_path: Path) -> No
 def test_build_bad_bundle_path_exits_2(home: Path, tmp_path: Path) -> None:
     proc = wakeful(home, "build", str(write(tmp_path, "has space.c", EXIT_WITH.format(code=0))), "--json")
     assert proc.returncode == 2
-    assert json.loads(proc.stdout)["error"] == "INVALID_PARAMS"
+    assert json.loads(proc.stdout)["error"] == "invalid_request"
 
 
 def test_build_multi_file_bundle_with_entry(home: Path, tmp_path: Path) -> None:
@@ -393,7 +393,7 @@ def test_run_bad_event_payload_exits_2(home: Path, tmp_path: Path) -> None:
     deep = "[" * 40 + "]" * 40
     proc = wakeful(home, "run", str(src), "--event", f"t={deep}", "--json")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1])["error"] == "INVALID_PARAMS"
+    assert json.loads(proc.stdout.splitlines()[-1])["error"] == "invalid_request"
 
 
 # ---- wakeful vm dump (vm.md §4.2-4.3) ----

@@ -258,12 +258,12 @@ def test_bad_arguments_are_usage_errors_and_a_url_password_is_never_echoed(tmp_p
             url, seen):
         for agent in ("é", "a\nb"):  # an agent id no header can carry: exit 2, nothing sent
             proc = cli(tmp_path, url, "goal", "list", "--group", "g1", "--agent", agent, "--json")
-            assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+            assert refused(proc, 2)["error"] == "invalid_request"
         assert not seen
     for server in ("http://[::1", "http://h:99999"):
         proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "--server", server, "--key", KEY, "loop",
                                "list", "--json"], capture_output=True, text=True, env=env_for(tmp_path), timeout=60)
-        assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+        assert refused(proc, 2)["error"] == "invalid_request"
     proc = subprocess.run([sys.executable, "-m", "wakeful.cli.main", "--server", "http://u:hunter2@127.0.0.1:1",
                            "--key", KEY, "loop", "list", "--json"], capture_output=True, text=True,
                           env=env_for(tmp_path), timeout=60)
@@ -308,5 +308,5 @@ def test_loop_send_refuses_a_payload_nested_too_deep_before_any_request(tmp_path
     payload.write_text("[" * 100_000 + "]" * 100_000)
     with hostile({"/v1/info": INFO}) as (url, seen):
         proc = cli(tmp_path, url, "loop", "send", "L1", "--topic", "t", "--payload", str(payload), "--json")
-        assert refused(proc, 2)["error"] == "INVALID_PARAMS"
+        assert refused(proc, 2)["error"] == "invalid_request"
         assert not any("/events" in path for path, _ in seen)

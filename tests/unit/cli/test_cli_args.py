@@ -67,7 +67,7 @@ def test_exit_code_2_and_json_error_for_bad_arguments(
 ) -> None:
     assert main(["--json", "run", str(tmp_path / "nope.c")]) == 2
     doc = json.loads(capsys.readouterr().out)
-    assert doc["error"] == "INVALID_PARAMS" and "no such file" in doc["message"]
+    assert doc["error"] == "invalid_request" and "no such file" in doc["message"]
 
 
 def test_bad_replies_file_exits_2(prog: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,8 +65,8 @@ def test_hostile_replies_and_events(tmp_path: Path, elf: bytes, capsys: pytest.C
     for text in ("[" * 200_000, '{"a": [{"result": 1}], "a": 5}', "\udcff", '{"t": [{"result": Infinity}]}'):
         replies.write_text(text, errors="surrogateescape")
         assert main(["run", str(prog), "--host-replies", str(replies), "--json"]) == 2
-        assert json.loads(capsys.readouterr().out)["error"] == "INVALID_PARAMS"
+        assert json.loads(capsys.readouterr().out)["error"] == "invalid_request"
     big = "t=" + json.dumps({"x": "y" * 20_000})
     assert main(["run", str(prog), "--event", big, "--json"]) == 2
     last = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert last["type"] == "error" and last["error"] == "INVALID_PARAMS" and "refused" in last["message"]
+    assert last["type"] == "error" and last["error"] == "invalid_request" and "refused" in last["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "ApiKey",
     "Group",
     "check_name",
+    "refuse_controls",
     "create_group",
     "create_key",
     "get_group",
@@ -72,9 +74,21 @@ def check_name(name: object, *, field: str = "name", limit: int = MAX_NAME) -> s
     """§2: names are non-blank strings of at most ``limit`` characters."""
     if not isinstance(name, str) or not name.strip() or len(name) > limit:
         raise InvalidRequest(f"{field} must be a non-blank string of at most {limit} characters", field=field)
-    if "\x00" in name:  # PostgreSQL text cannot hold it: refused the same on both stores, before any query
-        raise InvalidRequest(f"{field} must not contain U+0000", field=field)
+    refuse_controls(name, field)
     return name
+
+
+# issue 19: a name is one line of text: C0 and C1 controls (a newline, an escape, U+0000, which PostgreSQL text
+# cannot hold) are refused at the store, so every face (CLI, HTTP, MCP, embedding) refuses them the same way
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def refuse_controls(text: str, field: str) -> None:
+    """A typed ``invalid_request`` naming ``field`` when ``text`` holds a control character."""
+    found = _CONTROLS.search(text)
+    if found is not None:
+        raise InvalidRequest(f"{field} must not contain control characters (found U+{ord(found.group()):04X})",
+                             field=field)
 
 
 def _group(row: Any) -> Group:

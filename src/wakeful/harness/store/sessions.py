@@ -16,6 +16,7 @@ from wakeful.harness.errors import InvalidRequest, SessionInUse, SessionNotFound
 from wakeful.harness.store import schema
 from wakeful.harness.store.agents import get_agent
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.groups import refuse_controls
 from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = [
@@ -99,8 +100,7 @@ def lifecycle_message_id(loop_id: str, kind: str, incarnation: int) -> str:
 async def create_session(tx: Tx, *, agent_id: str, title: str = "") -> Session:
     if not isinstance(title, str) or len(title) > MAX_TITLE:
         raise InvalidRequest(f"title must be a string of at most {MAX_TITLE} characters", field="title")
-    if "\x00" in title:  # PostgreSQL text cannot hold it: refused the same on both stores
-        raise InvalidRequest("title must not contain U+0000", field="title")
+    refuse_controls(title, "title")  # issue 19: one line; U+0000 also cannot live in PostgreSQL text
     agent = await get_agent(tx, agent_id)
     now = await tx.now_ms()
     session = Session(new_id("ses", now), agent_id, agent.group_id, title, now)

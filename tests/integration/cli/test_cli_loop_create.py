@@ -1,0 +1,74 @@
+"""issue 19: `wakeful loop create --source FILE.c` builds and creates in one step; C source given to --elf or
+--artifact is refused with a build hint (exit 2); a local create says when the Loop will start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wakeful.cli.main import main
+
+pytestmark = pytest.mark.integration
+
+SOURCE = "#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return 0; }\n"
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, str]:
+    assert main(["--json", *args]) == 0
+    value: dict[str, str] = json.loads(capsys.readouterr().out)
+    return value
+
+
+@pytest.fixture
+def tenant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("WAKEFUL_SERVER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.c").write_text(SOURCE)
+    group = _json(capsys, "group", "create", "g")["id"]
+    agent = _json(capsys, "agent", "create", "--group", group, "a")["id"]
+    session = _json(capsys, "session", "create", "--agent", agent)["id"]
+    return ["loop", "create", "--agent", agent, "--session", session]
+
+
+def test_create_from_source(tenant: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*tenant, "--source", "p.c", "--name", "from-source"]) == 0
+    captured = capsys.readouterr()
+    assert "name: from-source" in captured.out and "runtime: loading" in captured.out
+    assert "the Loop starts when `wakeful serve` runs on it" in captured.err
+    assert main(["--json", "loop", "list"]) == 0
+    assert [v["name"] for v in json.loads(capsys.readouterr().out)] == ["from-source"]
+
+
+@pytest.mark.parametrize("flag", ["--elf", "--artifact"])
+def test_c_source_gets_a_build_hint(tenant: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*tenant, flag, "p.c"]) == 2
+    err = capsys.readouterr().err
+    assert "C source: use --source p.c, or `wakeful build p.c -o OUT.o` first" in err
+
+
+def test_one_input_only(tenant: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*tenant, "--source", "p.c", "--elf", "p.c"]) == 2
+    assert "exactly one of --source, --elf or --artifact" in capsys.readouterr().err
+
+
+def test_local_create_names_the_running_node(tenant: list[str], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from wakeful.cli import nodefile
+
+    home = tmp_path / "home"  # this test process stands in for the node: its pid runs
+    nodefile.write(home, url="http://127.0.0.1:9", store_url=f"sqlite:///{home / 'wakeful.db'}", node_name="n")
+    assert main([*tenant, "--source", "p.c"]) == 0
+    err = capsys.readouterr().err
+    assert "using the store of the node at http://127.0.0.1:9" in err
+    assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 60 s" in err
+
+
+def test_a_failed_build_creates_nothing(tenant: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.c").write_text("#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return undefined_name; }\n")
+    assert main([*tenant, "--source", "bad.c"]) == 1
+    assert "build failed" in capsys.readouterr().err
+    assert main(["--json", "loop", "list"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
