@@ -60,11 +60,14 @@ def open_pg_connections(pid: int | str = "self") -> int:
 def settled_pg_connections(target: int = 0, timeout_s: float = 2.0) -> int:
     """The count once closing connections have gone, down to ``target`` (a closed socket may linger a moment)."""
     deadline = time.monotonic() + timeout_s
+    collected = False
     while True:
-        gc.collect()
         count = open_pg_connections()
         if count <= target or time.monotonic() >= deadline:
             return count
+        if not collected:  # once: a full collection of a large suite's heap costs seconds
+            gc.collect()
+            collected = True
         time.sleep(0.05)
 
 
