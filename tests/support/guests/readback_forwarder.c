@@ -6,37 +6,22 @@
 static char event_id[136];
 static char key[160];
 
+/* 0 when the event may be acked: forwarded, or without a readback member (ignored). */
 static sf_i64 forward(sf_handle ev) {
     sf_handle payload = sf_json_get(ev, "payload");
     sf_handle readback = payload > 0 ? sf_json_get(payload, "readback") : SF_INVALID;
-    sf_handle content = sf_json_object();
-    sf_handle args = sf_json_object();
-    sf_i64 r = (readback < 0 || content < 0 || args < 0) ? SF_INVALID : sf_json_set(content, "readback", readback);
-    if (r == 0)
-        r = sf_json_set(args, "content", content);
-    wf_json_get_str(ev, "event_id", event_id, sizeof event_id);
-    memcpy(key, "rb:", 4);
-    memcpy(key + 3, event_id, sf_strlen(event_id) + 1);
-    sf_handle k = sf_json_string(key);
-    if (r == 0)
-        r = k < 0 ? k : sf_json_set(args, "dedup_key", k);
-    if (r == 0) {
-        sf_handle reply = sf_host_call("agent.notify", args, 10000);
-        r = reply < 0 ? reply : 0;
-        if (reply > 0)
-            sf_drop(reply);
-    }
-    if (k > 0)
-        sf_drop(k);
-    if (args > 0)
-        sf_drop(args);
-    if (content > 0)
-        sf_drop(content);
-    if (readback > 0)
-        sf_drop(readback);
     if (payload > 0)
         sf_drop(payload);
-    return r == SF_INVALID ? 0 : r; /* an event without a readback is acked and ignored */
+    if (readback < 0)
+        return 0;
+    sf_handle content = sf_json_object();
+    sf_i64 r = content < 0 ? content : wf_json_set_owned(content, "readback", readback);
+    wf_json_get_str(ev, "event_id", event_id, sizeof event_id);
+    if (r == 0 && wf_cat(key, sizeof key, wf_cat(key, sizeof key, 0, "rb:"), event_id) < sizeof key)
+        r = wf_notify_value(content, key);
+    if (content > 0)
+        sf_drop(content);
+    return r;
 }
 
 SF_MAIN sf_i64 main(void) {
@@ -46,20 +31,8 @@ SF_MAIN sf_i64 main(void) {
             continue;
         if (ev < 0)
             return ev == SF_CLOSED ? 0 : ev;
-        sf_i64 r = forward(ev);
-        if (r == 0) {
-            sf_handle args = sf_json_object();
-            sf_handle id = sf_json_get(ev, "event_id");
-            if (args > 0 && id > 0 && sf_json_set(args, "event_id", id) == 0) {
-                sf_handle reply = sf_host_call("loop.ack", args, 10000);
-                if (reply > 0)
-                    sf_drop(reply);
-            }
-            if (id > 0)
-                sf_drop(id);
-            if (args > 0)
-                sf_drop(args);
-        }
+        if (forward(ev) == 0)
+            wf_ack(ev);
         sf_drop(ev);
     }
 }
