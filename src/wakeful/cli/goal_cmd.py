@@ -291,10 +291,7 @@ def goal_update(
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Change the goal's title, objective, claim mode or daily budget (a person command: the operator)."""
-    body: dict[str, Any] = {"type": "goal.update", **{k: v for k, v in (
-        ("title", title), ("objective", objective), ("claim_mode", claim_mode)) if v is not None}}
-    if budget is not None:
-        body["budget"] = {"units_per_day": budget}
+    body = {"type": "goal.update", **_goal_changes(title, objective, claim_mode, budget)}
     expected = None if expected_revision is None else {"goal_revision": expected_revision}
     _submit_as(ctx, json_, None, goal, body, operation_id, expected)
 
@@ -311,11 +308,20 @@ def goal_propose(
     operation_id: OpOpt = None, json_: JsonOpt = False,
 ) -> None:
     """Propose a change to the goal (an agent command): a person's gate approval applies exactly it."""
-    body: dict[str, Any] = {"type": "goal.propose", **{k: v for k, v in (
-        ("title", title), ("objective", objective), ("claim_mode", claim_mode), ("note", note)) if v is not None}}
-    if budget is not None:
-        body["budget"] = {"units_per_day": budget}
+    body = {"type": "goal.propose", **_goal_changes(title, objective, claim_mode, budget)}
+    if note is not None:
+        body["note"] = note
     _submit_as(ctx, json_, agent, goal, body, operation_id)
+
+
+def _goal_changes(title: str | None, objective: str | None, claim_mode: str | None,
+                  budget: int | None) -> dict[str, Any]:
+    """The members of goal.update / goal.propose that the options gave."""
+    changes: dict[str, Any] = {k: v for k, v in (("title", title), ("objective", objective),
+                                                 ("claim_mode", claim_mode)) if v is not None}
+    if budget is not None:
+        changes["budget"] = {"units_per_day": budget}
+    return changes
 
 
 @goal_app.command("validate")
