@@ -8,7 +8,6 @@ An **agent** principal is an ``agent`` key, or a ``group``/``admin`` key with ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -17,6 +16,8 @@ from wakeful.api.context import harness_of
 from wakeful.api.errors import CsrfRequired, Forbidden, Unauthorized
 from wakeful.api.ui_sessions import COOKIE, CSRF_HEADER, UiSessions
 from wakeful.harness.errors import NotFound
+from wakeful.harness.principal import Principal
+from wakeful.harness.principal import check_agent as check_agent
 from wakeful.harness.store import agents
 from wakeful.harness.store.keycache import KeyCache
 
@@ -35,36 +36,6 @@ __all__ = [
 ]
 
 AGENT_HEADER = "x-wakeful-agent"
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: the key's role and scope, and the agent it acts as (None for a person)."""
-
-    role: str  # admin | group | agent
-    key_id: str
-    group_id: str | None  # the key's group (None for admin)
-    agent_id: str | None  # the agent principal's agent; None for a person principal
-    agent_group_id: str | None = None  # the group of ``agent_id`` (admin keys acting as an agent)
-
-    @property
-    def kind(self) -> str:
-        """``agent`` or ``person`` (interfaces.md §1)."""
-        return "agent" if self.agent_id is not None else "person"
-
-    @property
-    def actor(self) -> str:
-        """The actor recorded in transitions and receipts."""
-        return f"agent:{self.agent_id}" if self.agent_id is not None else f"key:{self.key_id}"
-
-    def covers_group(self, group_id: str) -> bool:
-        if self.role == "admin":
-            return self.agent_group_id is None or self.agent_group_id == group_id
-        return self.group_id == group_id
-
-    def sees_agent(self, agent_id: str) -> bool:
-        """An agent principal sees only its own agent; a person principal every agent of its group."""
-        return self.agent_id is None or self.agent_id == agent_id
 
 
 def key_cache(request: Request) -> KeyCache:
@@ -160,12 +131,6 @@ def require_group(group_id: str, principal: AnyPrincipal) -> Principal:
     if principal.role == "agent":
         raise Forbidden("this route needs a group or admin key")
     return principal
-
-
-def check_agent(principal: Principal, agent_id: str) -> None:
-    """An agent principal for another agent: 404 (the resource is outside its scope)."""
-    if not principal.sees_agent(agent_id):
-        raise NotFound(f"agent {agent_id[:40]} not found")
 
 
 AdminPrincipal = Annotated[Principal, Depends(require_admin)]

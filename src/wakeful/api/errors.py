@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from wakeful.errors import WakefulError
 from wakeful.harness.errors import HTTP_STATUS as HARNESS_STATUS
-from wakeful.harness.errors import HarnessError
+from wakeful.harness.errors import Forbidden, HarnessError, Unauthorized
 
 __all__ = [
     "ApiError",
@@ -71,14 +71,6 @@ class ApiError(HarnessError):
     def __init__(self, code: str, message: str, **details: Any) -> None:
         super().__init__(message, **details)
         self.code = code
-
-
-class Unauthorized(HarnessError):
-    code = "unauthorized"
-
-
-class Forbidden(HarnessError):
-    code = "forbidden"
 
 
 class CsrfRequired(HarnessError):

@@ -16,6 +16,7 @@ from wakeful.api.context import harness_of
 from wakeful.api.models import Body
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.api.routes_agents import agent_in_group, session_in_group
+from wakeful.harness import ops
 from wakeful.harness.errors import NotFound, SessionNotFound
 from wakeful.harness.store import loops
 from wakeful.harness.store.ids import lookup_text
@@ -127,24 +128,7 @@ async def list_loops(
 @router.get(G + "/loops/{loop_id}", summary="Loop detail (?include=checkpoint,logs,pending)")
 async def get_loop(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
                    include: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z,]*$")] = None) -> dict[str, Any]:
-    harness = harness_of(request)
-    row = await loop_in_scope(request, group_id, loop_id, principal)
-    out = api_loop(await harness.loops.get(loop_id), row, harness)
-    wanted = {part for part in (include or "").split(",") if part}
-    unknown = wanted - {"checkpoint", "logs", "pending"}
-    if unknown:
-        from wakeful.harness.errors import InvalidRequest
-
-        raise InvalidRequest(f"include takes checkpoint, logs, pending (not {sorted(unknown)[0]})", field="include")
-    if "checkpoint" in wanted:
-        out["checkpoint"] = row.checkpoint
-    if "logs" in wanted:
-        async with harness.store.tx(readonly=True) as tx:
-            out["logs"] = [_log(line) for line in await loops.list_logs(tx, loop_id, limit=50)]
-    if "pending" in wanted:
-        listed = await harness.events(loop_id, "list", status="pending", limit=200)
-        out["pending"] = listed.get("events", [])
-    return out
+    return await ops.loops.get(harness_of(request), principal, group_id=group_id, loop_id=loop_id, include=include)
 
 
 @router.post(G + "/loops/{loop_id}/pause", summary="Pause a Loop (idempotent)")
@@ -241,31 +225,17 @@ async def discard_pending(group_id: str, loop_id: str, request: Request, princip
                                             actor=principal.actor)
 
 
-def _log(line: loops.LogLine) -> dict[str, Any]:
-    return {"seq": line.seq, "at_ms": line.at_ms, "incarnation": line.incarnation, "source": line.source,
-            "text": line.text}
-
-
 @router.get(G + "/loops/{loop_id}/logs", summary="Stored log lines, oldest first")
 async def list_logs(
     group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
     after_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
 ) -> dict[str, Any]:
-    await loop_in_scope(request, group_id, loop_id, principal)
-    harness = harness_of(request)
-    await harness.node.flush_logs()
-    async with harness.store.tx(readonly=True) as tx:
-        lines = await loops.list_logs(tx, loop_id, limit=limit, after_seq=after_seq)
-    return {"items": [_log(line) for line in lines], "next_after_seq": lines[-1].seq if lines else after_seq}
+    return await ops.loops.logs(harness_of(request), principal, group_id=group_id, loop_id=loop_id,
+                                after_seq=after_seq, limit=limit)
 
 
 @router.get(G + "/loops/{loop_id}/transitions", summary="The newest state transitions")
 async def list_transitions(group_id: str, loop_id: str, request: Request,
                            principal: MemberPrincipal) -> dict[str, Any]:
-    await loop_in_scope(request, group_id, loop_id, principal)
-    async with harness_of(request).store.tx(readonly=True) as tx:
-        found = await loops.list_transitions(tx, loop_id)
-    return {"items": [{"seq": t.seq, "at_ms": t.at_ms, "from_state": t.from_state, "from_reason": t.from_reason,
-                       "to_state": t.to_state, "to_reason": t.to_reason, "incarnation": t.incarnation,
-                       "actor": t.actor, "detail": t.detail} for t in found]}
+    return await ops.loops.transitions(harness_of(request), principal, group_id=group_id, loop_id=loop_id)

@@ -53,6 +53,7 @@ __all__ = [
     "ArtifactNotFound",
     "CapabilityNotAllowed",
     "ConfigTooLarge",
+    "Forbidden",
     "Conflict",
     "GroupBacklogFull",
     "HarnessBusy",
@@ -77,6 +78,7 @@ __all__ = [
     "SessionNotFound",
     "StoreUnavailable",
     "Throttled",
+    "Unauthorized",
     "Unavailable",
     "UpgradeRequired",
 ]
@@ -143,6 +145,18 @@ class SessionNotFound(NotFound):
 
 class ArtifactNotFound(NotFound):
     code = "artifact_not_found"
+
+
+class Unauthorized(HarnessError):
+    """A missing, malformed, unknown or revoked key."""
+
+    code = "unauthorized"
+
+
+class Forbidden(HarnessError):
+    """A principal inside its scope lacking the role for an operation."""
+
+    code = "forbidden"
 
 
 class Conflict(HarnessError):

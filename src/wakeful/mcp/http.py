@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from wakeful.harness.ops import Principal
 from wakeful.harness.store import agents
 from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
@@ -99,7 +100,8 @@ class McpHttpApp:
             raise ToolRefusal("not_found", f"agent {agent_id[:40]} not found")
         return McpContext(agent_id=agent.id, group_id=agent.group_id, principal=f"agent:{agent.id}",
                           session_id=headers.get("x-wakeful-session") or None,
-                          mcp_session=headers.get("mcp-session-id") or f"{key.id}:{agent.id}", harness=self.harness)
+                          mcp_session=headers.get("mcp-session-id") or f"{key.id}:{agent.id}", harness=self.harness,
+                          who=Principal(key.role, key.id, key.group_id, agent.id, agent.group_id))
 
     async def _resolve(self, ctx: Any) -> McpContext:
         request = getattr(ctx, "request", None)

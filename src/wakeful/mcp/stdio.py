@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from mcp.server.stdio import stdio_server
 
+from wakeful.harness.ops import OPERATOR
 from wakeful.harness.store import agents, sessions
 from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
@@ -72,7 +73,8 @@ async def run_embedded(harness: Harness, *, agent_id: str, session_id: str | Non
             if session.agent_id != agent.id:
                 raise ToolRefusal("session_not_found", f"session {session_id} is not the agent's")
     ctx = McpContext(agent_id=agent.id, group_id=agent.group_id, principal="operator", session_id=session_id,
-                     mcp_session=f"stdio-{os.getpid()}", harness=harness)
+                     mcp_session=f"stdio-{os.getpid()}", harness=harness,
+                     who=OPERATOR.acting_as(agent.id, agent.group_id))
 
     async def resolve(_: Any) -> McpContext:
         return ctx

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wakeful.errors import WakefulError
+from wakeful.harness.ops import Backend, HttpBackend, LocalBackend, Principal
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -56,6 +57,17 @@ class McpContext:
     mcp_session: str = ""  # a stable id of this MCP connection (default claim keys)
     harness: Harness | None = None
     api: ApiCaller | None = None
+    who: Principal | None = None  # the principal operations run as in process (None: the API key decides)
+
+    @property
+    def backend(self) -> Backend:
+        """The one way a tool reaches the harness: in process as ``who``, or over the HTTP API."""
+        if self.harness is not None:
+            who = self.who or Principal("agent", "mcp", self.group_id, self.agent_id, self.group_id)
+            return LocalBackend(self.harness, who)
+        if self.api is None:
+            raise ToolRefusal("unavailable", "this MCP server has neither a harness nor an API connection")
+        return HttpBackend(self.api)
 
     @property
     def group_path(self) -> str:
