@@ -66,8 +66,8 @@ class Node:
     - wiring, set at construction: ``store``, ``config``, ``clock``, ``tools``, ``node_id``, ``watch``,
       ``runtime``, ``dispatch``, ``pending``; ``placement`` (§19, set by the Harness before ``open``)
     - running: ``open``, ``close``, ``tick``, ``settle``, ``spawn``, ``flush_logs``
-    - Loops: ``load``, ``try_load``, ``end_incarnation``, ``replay``, ``fault``
-    - reading the residents: ``resident(loop_id)``, ``residents()``, ``identity(object_id)`` (§5),
+    - Loops: ``load``, ``try_load``, ``end_incarnation``, ``replay``
+    - reading the residents: ``resident(loop_id)``, ``residents()``, ``resident_count``, ``identity(object_id)`` (§5),
       ``waiting_for_capacity(loop_id)``, ``queued(loop_id)``, ``busy(loop_id)``, ``is_locked(loop_id)``
     - ``evict(res)``: the self-fence of a cluster node (§19.2), without the store
     - observers: ``add_instrument`` / ``remove_instrument`` (``harness.instruments``); collaborators report
@@ -123,6 +123,11 @@ class Node:
         """The resident Loops now, in the order they were loaded (a copy)."""
         return list(self._residents.values())
 
+    @property
+    def resident_count(self) -> int:
+        """How many Loops are resident (one read of the map: the renewer thread's heartbeat reads it too)."""
+        return len(self._residents)
+
     def waiting_for_capacity(self, loop_id: str) -> bool:
         """§4.3 step 3: the runtime was full; the Loop stays active and the next tick loads it."""
         return loop_id in self._waiting_capacity
@@ -145,7 +150,7 @@ class Node:
     async def open(self) -> None:
         """Start the runtime and adopt every active Loop, oldest first (§4.2 row 2)."""
         await self.runtime.open()
-        await self.adopt_all()
+        await self._adopt_all()
 
     async def close(self) -> None:
         """§19.4 drain, single node: end every incarnation (Loops stay active), stop the runtime."""
@@ -157,7 +162,7 @@ class Node:
         await self.dispatch.drain()
         await self.settle()
 
-    async def adopt_all(self) -> None:
+    async def _adopt_all(self) -> None:
         async with self.store.tx(readonly=True) as tx:
             ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)  # oldest first
                    if self.placement is None or self.placement.holds(row.agent_id)]  # §19: leased agents only
@@ -225,7 +230,7 @@ class Node:
             self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
             return None
         except InvalidParams as exc:
-            await self.fault(row.id, row.incarnation, f"load refused: {exc.message}")
+            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
             return None
         res = Resident(row.id, row.incarnation, status.object_id, row.agent_id)
         if not await self._attach(res):
@@ -238,7 +243,7 @@ class Node:
             self._residents.pop(row.id, None)
             self._objects.pop(res.object_id, None)
             await self.runtime.unload(res.object_id)
-            await self.fault(row.id, row.incarnation, f"start failed: {exc.message}")
+            await self._fault(row.id, row.incarnation, f"start failed: {exc.message}")
             return None
         await self.replay(row.id)
         return res
@@ -329,10 +334,10 @@ class Node:
 
     async def _faulted(self, res: Resident, text: str, where: dict[str, Any] | None = None) -> None:
         await self.runtime.unload(res.object_id)
-        await self.fault(res.loop_id, res.incarnation, text, where)
+        await self._fault(res.loop_id, res.incarnation, text, where)
 
     # §4.2 rows 5–6 and §7: reload at most 3 times in a fixed 1-hour window, then failed
-    async def fault(self, loop_id: str, incarnation: int, text: str,
+    async def _fault(self, loop_id: str, incarnation: int, text: str,
                     where: dict[str, Any] | None = None) -> None:
         """``where`` is the fault detail (function, pc): with the artifact's line table the text names the line."""
         told = None

@@ -68,7 +68,7 @@ class Placement:
         self.renewer = Renewer(
             node.config.effective_store_url, book=self.book, node_id=self.node_id,
             ttl_ms=self.ttl_ms, renew_s=cfg.renew_s, heartbeat_s=cfg.heartbeat_s,
-            monotonic_ns=self.mono, objects=lambda: len(self.node.residents()),
+            monotonic_ns=self.mono, objects=lambda: self.node.resident_count,
             on_lost=self._lost_threadsafe, wall=wall,
         )
         self.listener = signals.Listener(node.store, self._on_signal)
@@ -321,7 +321,7 @@ class Placement:
             if agent_id in seen or self.holds(agent_id):
                 continue
             seen.add(agent_id)
-            if len(self.book) >= limit or len(self.node.residents()) >= self.node.config.max_objects:
+            if len(self.book) >= limit or self.node.resident_count >= self.node.config.max_objects:
                 break
             if await self.claim(agent_id):
                 claimed.append(agent_id)
@@ -340,7 +340,7 @@ class Placement:
 
     async def poll_events(self) -> int:
         """Backup for lost signals: replay resident Loops of this node with never-delivered pending events."""
-        if not self.node.residents():
+        if not self.node.resident_count:
             return 0
         async with self.store.tx(readonly=True) as tx:
             stmt = sa.select(E.c.loop_id).select_from(E.join(L, L.c.id == E.c.loop_id)).where(
