@@ -257,3 +257,29 @@ async def test_tool_input_model_and_failures_are_host_errors(
         assert (await h.get_loop(loop_id))["state"] == "active"
     finally:
         await h.stop()
+
+
+async def test_a_raising_instrument_does_not_break_the_node(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 15: observers subscribe with ``node.add_instrument``; one that raises is logged, the commit stands,
+    the later instruments still see the transition, and a removed one sees nothing more."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        seen: list[str] = []
+
+        def broken(loop_id: str) -> None:
+            raise RuntimeError(f"observer of {loop_id} broke")
+
+        h.node.add_instrument(SimpleNamespace(transition=broken))
+        recorder = SimpleNamespace(transition=seen.append)
+        h.node.add_instrument(recorder)
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        assert seen == [loop_id] and h.node.resident(loop_id) is not None
+        h.node.remove_instrument(recorder)
+        assert (await h.pause_loop(loop_id))["state"] == "paused"
+        assert seen == [loop_id] and h.node.resident(loop_id) is None
+    finally:
+        await h.stop()
