@@ -73,7 +73,7 @@ class _Driver:
     async def feed(self, data: bytes) -> bytes:
         """Dispatch ``data`` as one read chunk, let the loop run the batches and the writer; timed."""
         began = time.process_time()
-        self.session._feed(data)
+        self.session.feed(data)
         for _ in range(3):
             await asyncio.sleep(0)
         self.cpu += time.process_time() - began
@@ -87,10 +87,9 @@ class _Driver:
 async def _measure(variant: Any, count: int, repeats: int) -> dict[str, Any]:
     driver = _Driver(count)
     session = driver.session
-    loop = asyncio.get_running_loop()
     await session.rt.open()
     session.initialized = True
-    session._stopping = loop.create_future()
+    session.begin_in_process()
     try:
         ids = []
         for n in range(count):
@@ -109,7 +108,7 @@ async def _measure(variant: Any, count: int, repeats: int) -> dict[str, Any]:
             await asyncio.sleep(0)
             driver.output()
     finally:
-        session._broken = True
+        session.end_in_process()
         driver.close()
     best = min(seconds)
     return {"count": count, "seconds": seconds, "best_s": best, "us_per_event": best / count * 1e6}

@@ -51,7 +51,7 @@ async def seed_demo_goal(h: Any, group_id: str, agent_id: str, loop_id: str) -> 
         "options": ["ship", "hold"]}), "item")
     await run(agent, "defer", {"type": "work.defer", "item": follow_up, "resume_when": [f"loop_wake:{loop_id}"],
                                "reason": "waiting for the first webhook event"}, item_revision=1)
-    bridge = getattr(h, "_bridge", None)
+    bridge = getattr(h, "loop_bridge", None)
     if bridge is not None:  # record the Loop's state in the monitor now rather than at the next sweep
         await bridge.on_transition(loop_id)
     return {"goal_id": goal_id, "monitor": monitor, "follow_up": follow_up, "gate": gate, "release": release}

@@ -73,6 +73,17 @@ class Harness(NodeHarness):
         return await validate(self.control, actor, goal_id, criterion_id, script_runner(self.scripts))
 
     @property
+    def control_if_running(self) -> Control | None:
+        """The control-plane kernel once started, None before ``start`` and after ``stop`` (the faces answer
+        "unavailable" then)."""
+        return self._control
+
+    @property
+    def loop_bridge(self) -> LoopBridge | None:
+        """The bridge feeding this node's Loop wakes and transitions to the kernel, while started."""
+        return self._bridge
+
+    @property
     def control(self) -> Control:
         """The control-plane kernel and reads on this node's store (``submit``, reads, ``snapshot``)."""
         if self._control is None:

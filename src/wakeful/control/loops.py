@@ -12,8 +12,8 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
@@ -21,10 +21,14 @@ from wakeful.control import rows as R
 from wakeful.control import schema as S
 from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
+from wakeful.harness.instruments import Instrument
 from wakeful.harness.store import loops as store_loops
 from wakeful.harness.store import sessions
 from wakeful.harness.store.core import Store
 from wakeful.harness.store.sessions import Message
+
+if TYPE_CHECKING:
+    from wakeful.harness.node import Node
 
 __all__ = ["SWEEP_S", "LoopBridge", "evidence_of", "observe_command", "readback_of", "watch_state_of"]
 
@@ -119,14 +123,15 @@ def watch_state_of(loop: store_loops.Loop | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- the bridge
 
 
-class LoopBridge:
-    """Feeds one harness's Loop wakes and transitions to one control kernel (in-process, after commit)."""
+class LoopBridge(Instrument):
+    """Feeds one harness's Loop wakes and transitions to one control kernel (in-process, after commit): an
+    instrument of the harness's node (``message``, ``transition``)."""
 
     def __init__(self, harness: Any, control: Submitter) -> None:
         self.harness, self.control = harness, control
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
-        self._chained: Callable[[str], None] | None = None
+        self._node: Node | None = None  # the node installed on
 
     @property
     def store(self) -> Store:
@@ -135,21 +140,16 @@ class LoopBridge:
 
     def install(self, *, sweep_every_s: float | None = SWEEP_S) -> None:
         """Hook into the started harness's node; call again after every start (a start makes a new node)."""
-        node = self.harness.node
-        self._chained = node.on_message
-        node.on_message = self._announced
-        node.transition_hooks.append(self._transitioned)
+        self._node = self.harness.node
+        self._node.add_instrument(self)
         if sweep_every_s is not None:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever(sweep_every_s))
 
     async def close(self) -> None:
         """Unhook from the node, stop the sweep, and wait for the commits already spawned."""
-        node = getattr(self.harness, "_node", None)
-        if node is not None:
-            if node.on_message == self._announced:
-                node.on_message = self._chained
-            if self._transitioned in node.transition_hooks:
-                node.transition_hooks.remove(self._transitioned)
+        if self._node is not None:
+            self._node.remove_instrument(self)
+            self._node = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -174,12 +174,10 @@ class LoopBridge:
         except Exception:  # the sweep repeats whatever a failed step missed
             log.exception("control loop bridge step failed")
 
-    def _announced(self, message_id: str) -> None:
-        if self._chained is not None:
-            self._chained(message_id)
+    def message(self, message_id: str) -> None:
         self._spawn(self.on_message(message_id))
 
-    def _transitioned(self, loop_id: str) -> None:
+    def transition(self, loop_id: str) -> None:
         self._spawn(self.on_transition(loop_id))
 
     async def _sweep_forever(self, every_s: float) -> None:

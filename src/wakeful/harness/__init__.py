@@ -8,6 +8,7 @@ from __future__ import annotations
 from wakeful.harness.config import Config, Limits
 from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
+from wakeful.harness.instruments import Instrument
 from wakeful.harness.node import Node
 from wakeful.harness.registry import ToolContext
 from wakeful.harness.store import Store, Tx
@@ -16,6 +17,7 @@ from wakeful.harness.tools import LoopTools
 __all__ = [
     "Config",
     "HarnessError",
+    "Instrument",
     "Harness",
     "Limits",
     "LoopTools",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wakeful.harness.config import Config, load_config
+from wakeful.harness.instruments import Instrument
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
 from wakeful.harness.ratelimit import Limiter
@@ -98,8 +99,8 @@ class Harness:
         self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
         self._keys = KeyCache(self._store)  # harness.md §2.1, for the faces (flushed by a sweep and at stop)
         try:
-            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
-                              on_message=self._on_message)
+            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry)
+            self._node.add_instrument(_Wakes(self))  # first: wake handlers see a message before other observers
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
             self._intake = Intake(self._node, limiter=self.limiter or _shared_limiter(self._store))
             self._node.dispatch.decider.install(self._decide_provider)
@@ -112,7 +113,6 @@ class Harness:
 
                 self._node.placement = Placement(self._node, wall=self.clock)
                 self._node.placement.wants_messages = lambda: bool(self._handlers)
-                self._node.placement.claimed_hooks.append(self._offer_claimed)
             await self._node.open()
             if self._node.placement is not None:  # register, renew, listen; claim and adopt stranded agents
                 await self._node.placement.start(sweeps=self.sweeps)
@@ -211,6 +211,16 @@ class Harness:
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
+
+    @property
+    def started(self) -> bool:
+        """True from ``start`` until ``stop`` (the store is open and ``node``, ``store``, ``keys`` answer)."""
+        return self._store is not None
+
+    @property
+    def control_if_running(self) -> Any:
+        """The control plane when this harness runs one (``wakeful.Harness`` once started), else None."""
+        return None
 
     @property
     def keys(self) -> KeyCache:
@@ -504,6 +514,20 @@ class Harness:
             task = asyncio.get_running_loop().create_task(self._store_step(self._offer_unhandled(agent_id)))
             self._wake_tasks.add(task)
             task.add_done_callback(self._wake_tasks.discard)
+
+
+class _Wakes(Instrument):
+    """The Harness's instrument on its node: committed messages go to the wake handlers (interfaces.md §5); a
+    claimed agent's unhandled messages are offered on the node that now holds its lease (harness.md §19.2)."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+
+    def message(self, message_id: str) -> None:
+        self.harness._on_message(message_id)
+
+    def claimed(self, agent_id: str) -> None:
+        self.harness._offer_claimed(agent_id)
 
 
 def _shared_limiter(store: Store) -> Limiter | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
@@ -62,8 +62,6 @@ class Intake:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
         self._signalled: set[str] = set()
-        # called with the Loop id after each commit of a new event (a cluster NOTIFYs the lease holder, §10.2)
-        self.admitted_hooks: list[Callable[[str], Any]] = []
 
     # ------------------------------------------------------------------ §14 rate limits
 
@@ -136,11 +134,7 @@ class Intake:
             answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
         if not answer["duplicate"]:
             self.signal(loop_id)
-            for hook in list(self.admitted_hooks):
-                try:
-                    hook(loop_id)
-                except Exception:
-                    log.exception("admission hook failed for %s", loop_id)
+            self.node.instruments.admitted(loop_id)  # after each commit of a new event (§10.2)
         return answer
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
@@ -190,10 +184,11 @@ class Intake:
 
     def signal(self, loop_id: str) -> None:
         """Deliver a Loop's pending events soon if it is resident here; one queued replay per Loop at a time."""
-        if loop_id not in self.node.residents and self.node.placement is not None:
+        resident = self.node.resident(loop_id) is not None
+        if not resident and self.node.placement is not None:
             self.node.placement.admitted(loop_id)  # cluster: NOTIFY wakeful_events, the lease holder delivers
             return
-        if loop_id not in self.node.residents or loop_id in self._signalled:
+        if not resident or loop_id in self._signalled:
             return
         self._signalled.add(loop_id)
         self.node.spawn(self._replay(loop_id))

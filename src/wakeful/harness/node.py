@@ -6,8 +6,9 @@ harness.md §4.3 (adoption), §4.2 rows 2, 4–6, 9 (runtime reports), §5 (fenc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from wakeful.harness.capability_http import configured_tools
 from wakeful.harness.checkpoint import load_config
 from wakeful.harness.config import Config
 from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.instruments import Instruments
 from wakeful.harness.integrity import ArtifactProblem, read_verified
 from wakeful.harness.registry import ToolRegistry
 from wakeful.harness.source_lines import stored_table, with_source_line
@@ -55,11 +57,25 @@ class Resident:
 
 
 class Node:
-    """Keeps active Loops loaded; every report from the runtime is applied fenced by incarnation."""
+    """Keeps active Loops loaded; every report from the runtime is applied fenced by incarnation.
+
+    The residents (Loop id → ``Resident``), the object map, the reload and capacity queues and the per-Loop
+    load/unload locks are the node's own; collaborators (dispatch, pending events, intake, Loop tools, views,
+    placement) use only this surface:
+
+    - wiring, set at construction: ``store``, ``config``, ``clock``, ``tools``, ``node_id``, ``watch``,
+      ``runtime``, ``dispatch``, ``pending``; ``placement`` (§19, set by the Harness before ``open``)
+    - running: ``open``, ``close``, ``tick``, ``settle``, ``spawn``, ``flush_logs``
+    - Loops: ``load``, ``try_load``, ``end_incarnation``, ``replay``
+    - reading the residents: ``resident(loop_id)``, ``residents()``, ``resident_count``, ``identity(object_id)`` (§5),
+      ``waiting_for_capacity(loop_id)``, ``queued(loop_id)``, ``busy(loop_id)``, ``is_locked(loop_id)``
+    - ``evict(res)``: the self-fence of a cluster node (§19.2), without the store
+    - observers: ``add_instrument`` / ``remove_instrument`` (``harness.instruments``); collaborators report
+      through ``announce`` (message), ``transitioned`` and ``instruments.admitted`` / ``instruments.claimed``
+    """
 
     def __init__(
         self, store: Store, config: Config, *, clock: Clock | None = None, tools: ToolRegistry | None = None,
-        on_message: Callable[[str], None] | None = None,
     ) -> None:
         from wakeful.harness.dispatch import Dispatch
         from wakeful.harness.pending import PendingEvents
@@ -69,7 +85,7 @@ class Node:
         # no registry given (the CLI's local mode): the configuration's [capabilities] still name Loop tools
         self.tools = tools if tools is not None else configured_tools(config, self.clock.monotonic_ns)
         self.node_id = new_id("node")
-        self.on_message = on_message
+        self.instruments = Instruments()  # the one subscription list (message, transition, admitted, claimed)
         self.watch = LimitWatch()
         self.dispatch = Dispatch(self)
         self.pending = PendingEvents(self)  # §11/§12: replay, ack deadlines, pruning at the reconcile tick
@@ -77,35 +93,76 @@ class Node:
             RuntimeOptions(max_objects=config.max_objects), host_handler=self.dispatch.handle,
             on_state=self._on_state, on_log=self._on_log, clock=self.clock,
         )
-        self.residents: dict[str, Resident] = {}
-        self.objects: dict[str, Resident] = {}
-        self.reload_due: dict[str, int] = {}  # loop id → monotonic ns
-        self.waiting_capacity: set[str] = set()
-        self.reporting: set[str] = set()  # Loops whose terminal report is being applied
+        self._residents: dict[str, Resident] = {}
+        self._objects: dict[str, Resident] = {}
+        self._reload_due: dict[str, int] = {}  # loop id → monotonic ns
+        self._waiting_capacity: set[str] = set()
+        self._reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
-        self.transition_hooks: list[Callable[[str], Any]] = []  # §2.7: called after commit, best effort
         self._logs = _LogBuffer()
         self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
+
+    # ------------------------------------------------------------------ observers
+
+    def add_instrument(self, instrument: object) -> None:
+        """Subscribe an ``Instrument`` (or any object with some of its hooks); twice is once."""
+        self.instruments.add(instrument)
+
+    def remove_instrument(self, instrument: object) -> None:
+        """Unsubscribe; an instrument that is not subscribed is ignored."""
+        self.instruments.remove(instrument)
+
+    # ------------------------------------------------------------------ the residents, read
+
+    def resident(self, loop_id: str) -> Resident | None:
+        """The Loop's object on this node (any incarnation), None when it is not resident."""
+        return self._residents.get(loop_id)
+
+    def residents(self) -> list[Resident]:
+        """The resident Loops now, in the order they were loaded (a copy)."""
+        return list(self._residents.values())
+
+    @property
+    def resident_count(self) -> int:
+        """How many Loops are resident (one read of the map: the renewer thread's heartbeat reads it too)."""
+        return len(self._residents)
+
+    def waiting_for_capacity(self, loop_id: str) -> bool:
+        """§4.3 step 3: the runtime was full; the Loop stays active and the next tick loads it."""
+        return loop_id in self._waiting_capacity
+
+    def queued(self, loop_id: str) -> bool:
+        """A tick will load the Loop: a reload is due (§7) or it waits for capacity (§4.3 step 3)."""
+        return loop_id in self._reload_due or loop_id in self._waiting_capacity
+
+    def busy(self, loop_id: str) -> bool:
+        """This node has the Loop in hand: resident, queued for a tick, or its terminal report being applied."""
+        return loop_id in self._residents or self.queued(loop_id) or loop_id in self._reporting
+
+    def is_locked(self, loop_id: str) -> bool:
+        """A load, unload or reconcile of the Loop runs right now (it re-reads the row when it is done)."""
+        lock = self._locks.get(loop_id)
+        return lock is not None and lock.locked()
 
     # ------------------------------------------------------------------ start and drain
 
     async def open(self) -> None:
         """Start the runtime and adopt every active Loop, oldest first (§4.2 row 2)."""
         await self.runtime.open()
-        await self.adopt_all()
+        await self._adopt_all()
 
     async def close(self) -> None:
         """§19.4 drain, single node: end every incarnation (Loops stay active), stop the runtime."""
         await self.settle()
-        for loop_id in list(self.residents):
+        for loop_id in list(self._residents):
             await self.end_incarnation(loop_id)
         await self.flush_logs()
         await self.runtime.close()
         await self.dispatch.drain()
         await self.settle()
 
-    async def adopt_all(self) -> None:
+    async def _adopt_all(self) -> None:
         async with self.store.tx(readonly=True) as tx:
             ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)  # oldest first
                    if self.placement is None or self.placement.holds(row.agent_id)]  # §19: leased agents only
@@ -127,19 +184,19 @@ class Node:
         with ``if_absent`` a Loop that became resident meanwhile is left alone."""
         try:
             async with self._lock(loop_id):
-                if if_absent and loop_id in self.residents:
-                    return self.residents[loop_id]
+                if if_absent and loop_id in self._residents:
+                    return self._residents[loop_id]
                 return await self._load(loop_id)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
             return None
 
     async def _load(self, loop_id: str) -> Resident | None:
-        self.reload_due.pop(loop_id, None)
-        self.waiting_capacity.discard(loop_id)
+        self._reload_due.pop(loop_id, None)
+        self._waiting_capacity.discard(loop_id)
         if self.placement is not None and not await self.placement.before_load(loop_id):
             return None  # §19.2: another node holds the agent's lease (and was signalled)
-        if loop_id in self.residents:
+        if loop_id in self._residents:
             await self._end(loop_id)
         row = await self._next_incarnation(loop_id)
         if row is None:
@@ -170,23 +227,23 @@ class Node:
             await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
             return None
         except Busy:
-            self.waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
+            self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
             return None
         except InvalidParams as exc:
-            await self.fault(row.id, row.incarnation, f"load refused: {exc.message}")
+            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
             return None
         res = Resident(row.id, row.incarnation, status.object_id, row.agent_id)
         if not await self._attach(res):
             await self.runtime.unload(res.object_id)
             return None
-        self.residents[row.id] = self.objects[res.object_id] = res
+        self._residents[row.id] = self._objects[res.object_id] = res
         try:
             await self.runtime.start(res.object_id)
         except WakefulError as exc:  # §7: a start failure of an object that loaded is a fault
-            self.residents.pop(row.id, None)
-            self.objects.pop(res.object_id, None)
+            self._residents.pop(row.id, None)
+            self._objects.pop(res.object_id, None)
             await self.runtime.unload(res.object_id)
-            await self.fault(row.id, row.incarnation, f"start failed: {exc.message}")
+            await self._fault(row.id, row.incarnation, f"start failed: {exc.message}")
             return None
         await self.replay(row.id)
         return res
@@ -204,11 +261,11 @@ class Node:
             await self._end(loop_id)
 
     async def _end(self, loop_id: str) -> None:
-        res = self.residents.pop(loop_id, None)
-        self.reload_due.pop(loop_id, None)
+        res = self._residents.pop(loop_id, None)
+        self._reload_due.pop(loop_id, None)
         if res is None:
             return
-        self.objects.pop(res.object_id, None)
+        self._objects.pop(res.object_id, None)
         await self.runtime.unload(res.object_id)
         try:
             async with self.store.tx() as tx:
@@ -216,9 +273,22 @@ class Node:
         except StoreUnavailable:
             log.warning("could not clear object_id of %s: store unavailable", loop_id)
 
+    async def evict(self, res: Resident) -> bool:
+        """§19.2 self-fence: retire the object at once, without the store (the row keeps its object_id until the
+        lease holder adopts); False when ``res`` is no longer the Loop's resident object."""
+        if self._residents.get(res.loop_id) is not res:
+            return False
+        del self._residents[res.loop_id]
+        self._objects.pop(res.object_id, None)
+        self._reload_due.pop(res.loop_id, None)
+        self._waiting_capacity.discard(res.loop_id)
+        with contextlib.suppress(Exception):
+            await self.runtime.unload(res.object_id)
+        return True
+
     def identity(self, object_id: str) -> Resident | None:
         """§5: object id → the Loop and incarnation it runs (None for a retired object)."""
-        res = self.objects.get(object_id)
+        res = self._objects.get(object_id)
         if res is not None and self.placement is not None and not self.placement.may_act(res):
             return None  # §5/§19.2: the agent lease cannot be proven any more: the object counts as retired
         return res
@@ -226,15 +296,15 @@ class Node:
     # ------------------------------------------------------------------ runtime reports
 
     def _on_state(self, status: ObjectStatus) -> None:
-        res = self.objects.pop(status.object_id, None)
+        res = self._objects.pop(status.object_id, None)
         if res is None:
             return  # a report from a retired object (our own stops retire the object first)
-        if self.residents.get(res.loop_id) is res:
-            del self.residents[res.loop_id]
+        if self._residents.get(res.loop_id) is res:
+            del self._residents[res.loop_id]
         if status.state == "stopped":
             return  # stopped by the runtime itself: the Loop stays active and reconcile reloads it
         outcome = status.outcome or {}
-        self.reporting.add(res.loop_id)
+        self._reporting.add(res.loop_id)
         if status.state == "exited":
             self.spawn(self._reported(res, self._exited(res, int(outcome.get("exit_code", 0)))))
         else:
@@ -244,7 +314,7 @@ class Node:
         try:
             await work
         finally:
-            self.reporting.discard(res.loop_id)
+            self._reporting.discard(res.loop_id)
 
     # §4.2 row 4: guest returns → paused(exited), told unless it exited 0 after a wake
     async def _exited(self, res: Resident, exit_code: int) -> None:
@@ -264,10 +334,10 @@ class Node:
 
     async def _faulted(self, res: Resident, text: str, where: dict[str, Any] | None = None) -> None:
         await self.runtime.unload(res.object_id)
-        await self.fault(res.loop_id, res.incarnation, text, where)
+        await self._fault(res.loop_id, res.incarnation, text, where)
 
     # §4.2 rows 5–6 and §7: reload at most 3 times in a fixed 1-hour window, then failed
-    async def fault(self, loop_id: str, incarnation: int, text: str,
+    async def _fault(self, loop_id: str, incarnation: int, text: str,
                     where: dict[str, Any] | None = None) -> None:
         """``where`` is the fault detail (function, pc): with the artifact's line table the text names the line."""
         told = None
@@ -296,7 +366,7 @@ class Node:
                 content = notices.failed(row.name, row.id, count, text, await lc.pending_count(tx, loop_id))
                 told = await lc.write_notice(tx, row, "failed", content)
         if reload:
-            self.reload_due[loop_id] = self.clock.monotonic_ns() + RELOAD_DELAY_NS
+            self._reload_due[loop_id] = self.clock.monotonic_ns() + RELOAD_DELAY_NS
         self.transitioned(loop_id)
         self.announce(told)
 
@@ -325,7 +395,7 @@ class Node:
 
     async def replay(self, loop_id: str) -> int:
         """Deliver pending events in ``(received_ms, event_id)`` order; stop at the first refusal."""
-        res = self.residents.get(loop_id)
+        res = self._residents.get(loop_id)
         if res is None:
             return 0
         E = schema.loop_event
@@ -355,7 +425,7 @@ class Node:
         return len(delivered)
 
     async def _reload_swallowed(self, res: Resident) -> None:
-        if self.residents.get(res.loop_id) is res:
+        if self._residents.get(res.loop_id) is res:
             log.info("reloading %s: the runtime took a re-admitted event id for a repeat", res.loop_id)
             await self.try_load(res.loop_id)
 
@@ -376,10 +446,10 @@ class Node:
         ``placement.reconcile_s`` (60 s) while ticking every ``placement.tick_s`` (10 s)."""
         await self.settle()
         now = self.clock.monotonic_ns()
-        for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
+        for loop_id, due in sorted(self._reload_due.items(), key=lambda kv: kv[1]):
             if due <= now:
                 await self.try_load(loop_id, if_absent=True)
-        for loop_id in sorted(self.waiting_capacity):
+        for loop_id in sorted(self._waiting_capacity):
             await self.try_load(loop_id, if_absent=True)
         if reconcile:
             await self._reconcile()
@@ -392,8 +462,8 @@ class Node:
         async with self.store.tx(readonly=True) as tx:
             active = {row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)
                       if self.placement is None or self.placement.holds(row.agent_id)}  # §19.3: owned agents
-        for loop_id in sorted(active | set(self.residents)):
-            if self._lock(loop_id).locked() or loop_id in self.reload_due or loop_id in self.reporting:
+        for loop_id in sorted(active | set(self._residents)):
+            if self._lock(loop_id).locked() or loop_id in self._reload_due or loop_id in self._reporting:
                 continue  # being loaded, unloaded, reloaded or reported right now
             try:
                 await self._reconcile_one(loop_id)
@@ -404,19 +474,19 @@ class Node:
         async with self._lock(loop_id):
             async with self.store.tx(readonly=True) as tx:
                 row = await loops.find_loop(tx, loop_id)
-            res = self.residents.get(loop_id)
+            res = self._residents.get(loop_id)
             active = row is not None and row.state == lc.ACTIVE
             if res is not None and (not active or row is None or row.incarnation != res.incarnation):
                 await self._end(loop_id)  # no longer active, or adopted at a newer incarnation
             elif res is not None and row is not None and row.object_id != res.object_id:
                 await self._load(loop_id)  # §4.2 row 14: a retry retired this object (object_id cleared)
-            elif res is None and active and loop_id not in self.reporting:
+            elif res is None and active and loop_id not in self._reporting:
                 await self._load(loop_id)
 
     # ------------------------------------------------------------------ guest logs (§2.7)
 
     def _on_log(self, object_id: str, message: str) -> bool | None:
-        res = self.objects.get(object_id)
+        res = self._objects.get(object_id)
         if res is not None:
             self._logs.add(res.loop_id, res.incarnation, message, self.clock.monotonic_ns())
         return None
@@ -461,18 +531,15 @@ class Node:
                 return
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    # §2.7: after commit each transition goes to the in-process hooks; they re-read the Loop (and sweep)
+    # §2.7: after commit each transition goes to the instruments; they re-read the Loop (and sweep)
     def transitioned(self, loop_id: str) -> None:
-        for hook in list(self.transition_hooks):
-            try:
-                hook(loop_id)
-            except Exception:
-                log.exception("transition hook failed for %s", loop_id)
+        """Report a committed state change of the Loop to the instruments (``transition``)."""
+        self.instruments.transition(loop_id)
 
     def announce(self, message_id: str | None) -> None:
-        """Hand a committed message to the wake handlers (interfaces.md §5)."""
-        if message_id is not None and self.on_message is not None:
-            self.on_message(message_id)
+        """Hand a committed message to the instruments (``message``: the wake handlers, interfaces.md §5)."""
+        if message_id is not None:
+            self.instruments.message(message_id)
 
 
 @dataclass(frozen=True, slots=True)

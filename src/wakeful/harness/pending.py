@@ -165,11 +165,12 @@ class PendingEvents:
 
     async def _scan(self) -> list[tuple[str, str]]:
         node = self.node
-        if not node.residents:
+        residents = {res.loop_id: res for res in node.residents()}
+        if not residents:
             return []
         stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.deadline_ms).where(E.c.status == "pending").order_by(
             E.c.loop_id, E.c.received_ms, E.c.event_id)
-        known = {loop_id: (res, set(res.delivered)) for loop_id, res in node.residents.items()}
+        known = {loop_id: (res, set(res.delivered)) for loop_id, res in residents.items()}
         async with node.store.tx(readonly=True) as tx:
             now_ms = await tx.now_ms()
             rows = list(await tx.execute(stmt))
@@ -179,7 +180,7 @@ class PendingEvents:
         replay: set[str] = set()
         due: dict[str, str] = {}
         for r in rows:
-            res = node.residents.get(r.loop_id)
+            res = node.resident(r.loop_id)
             if res is None:
                 continue
             if r.event_id not in res.delivered:
@@ -194,7 +195,7 @@ class PendingEvents:
     # §4.2 row 7: failed, pending kept (deadlines too), object unloaded, the agent told once
     async def _fail_deadline(self, loop_id: str, event_id: str) -> None:
         node = self.node
-        res = node.residents.get(loop_id)
+        res = node.resident(loop_id)
         if res is None:
             return
         told: str | None = None

@@ -166,9 +166,9 @@ class LoopTools:
 
     def _view(self, row: Loop, pending: int) -> dict[str, Any]:
         node = self.node
-        res = node.residents.get(row.id)
+        res = node.resident(row.id)
         resident = res is not None and res.incarnation == row.incarnation
-        runtime = runtime_view(row, node.node_id, resident, row.id in node.waiting_capacity)
+        runtime = runtime_view(row, node.node_id, resident, node.waiting_for_capacity(row.id))
         return loop_view(row, pending_count=pending, runtime=runtime)
 
     async def _row(self, tx: Tx, loop_id: str, agent_id: str | None, *, lock: bool = True) -> Loop:

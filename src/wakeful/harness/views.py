@@ -79,7 +79,7 @@ def loop_object(harness: Harness | None, view: Mapping[str, Any], row: Loop | No
                     "limited_since_ms": row.notify_limited_since_ms, "last_ms": row.last_notified_ms}
     out["reloads"] = {"count": row.reload_count, "window_start_ms": row.reload_window_start_ms}
     runtime: dict[str, Any] = {"state": view.get("runtime"), "node": row.node_id, "object_state": None, "wait": None}
-    resident = harness.node.residents.get(row.id)
+    resident = harness.node.resident(row.id)
     if resident is not None and resident.incarnation == row.incarnation:
         try:
             status = harness.node.runtime.get_nowait(resident.object_id)

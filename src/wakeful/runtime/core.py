@@ -500,10 +500,11 @@ class Runtime:
         builder = self._builder
         if builder is None:
             return {"enabled": self.options.enable_builds, "running": 0, "queued": 0, "compiles": 0}
+        counts = builder.stats()  # wakeful.build.Builder: running + queued share one counter under its lock
         return {
             "enabled": True,
-            "running": getattr(builder, "_running", 0),
-            "queued": getattr(builder, "_waiting", 0),
+            "running": counts["running"],
+            "queued": counts["queued"],
             "compiles": getattr(builder, "compiles", 0),
         }
 

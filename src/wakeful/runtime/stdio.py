@@ -121,6 +121,21 @@ class Session:
             loop.remove_signal_handler(sig)
         return code
 
+    # ------------------------------------------------------------------ driven in process (bench/server_cpu.py)
+
+    def begin_in_process(self) -> None:
+        """Serve without ``run``: from now on each chunk passed to ``feed`` is dispatched (a benchmark drives
+        the session over pipes it owns and times the dispatch alone)."""
+        self._stopping = asyncio.get_running_loop().create_future()
+
+    def feed(self, data: bytes) -> None:
+        """Dispatch ``data`` as one chunk read from stdin."""
+        self._feed(data)
+
+    def end_in_process(self) -> None:
+        """Write nothing more: the caller closes the pipes next."""
+        self._broken = True
+
     def _stop(self, code: int, flush: bool) -> None:
         """Begin the shutdown of §12 (idempotent): stop reading stdin first."""
         if self._stopping is None or self._stopping.done():

@@ -116,7 +116,7 @@ async def test_the_result_is_the_status_and_the_parsed_body_and_the_guide_lists_
 
             local = Node(h.store, h.config)  # the CLI's local mode: no registry given, the configured tools still
             assert {"ci.run.read", "ci.big"} <= local.tools.loop_tool_names()
-            obj = h.node.residents[loop_id].object_id
+            obj = h.node.resident(loop_id).object_id
 
             async def dispatch(cap: str, args: Any) -> Any:
                 hc = HostCall(id="sf:t:1", object_id=obj, label=loop_id, capability=cap, arguments=args,

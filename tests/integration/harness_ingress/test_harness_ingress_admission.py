@@ -5,6 +5,7 @@ a restart), and ack once."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ async def test_admitted_event_is_delivered_acked_once_and_stays_a_duplicate(
     try:
         group, _, _, loop_id = await counter_loop(h, compile_c)
         admitted: list[str] = []
-        h.intake.admitted_hooks.append(admitted.append)
+        h.node.add_instrument(SimpleNamespace(admitted=admitted.append))
         first = await h.intake.admit(loop_id=loop_id, topic="t", payload={"n": 1}, event_id="e1", source="api",
                                      group_id=group)
         assert first == {"status": "accepted", "event_id": "e1", "duplicate": False}

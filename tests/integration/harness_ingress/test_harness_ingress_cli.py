@@ -70,7 +70,7 @@ async def test_cli_sends_lists_retries_discards_and_follows(
         retried = _ok(_cli(store_url, home, "loop", "retry", loop_id, "e1"))
         assert retried["retried"] == ["e1"]
         await h.tick()  # the node sees its object retired by the retry and reloads the Loop
-        assert h.node.residents[loop_id].incarnation == 2
+        assert h.node.resident(loop_id).incarnation == 2
 
         async def redelivered() -> bool:
             return await seen(h, loop_id) == ["e1", "e1"]

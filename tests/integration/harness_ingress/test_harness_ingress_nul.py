@@ -86,7 +86,7 @@ async def test_guest_text_with_nul_never_breaks_the_store(
     try:
         _, _, _, loop_id = await counter_loop(h, compile_c)
         await h.node.flush_logs()
-        res = h.node.residents[loop_id]
+        res = h.node.resident(loop_id)
         h.node._logs.add(loop_id, res.incarnation, "before", 0)
         h.node._logs.add(loop_id, res.incarnation, NUL, 0)
         h.node._logs.add(loop_id, res.incarnation, "after", 0)

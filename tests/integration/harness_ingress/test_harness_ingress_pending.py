@@ -51,7 +51,7 @@ async def test_deadline_fails_the_loop_only_when_both_clocks_agree(
         await h.tick()
         row = await loop_row(h, loop_id)
         assert row.state == "failed" and row.object_id is None and "event-deadline: e1" in (row.failure or "")
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
         assert await statuses(h, loop_id) == {"e1": "pending", "e2": "pending"}  # kept
         told = await _notices(h, session)
         assert [m.id for m in told] == [f"loop:{loop_id}:lifecycle:event-deadline:1"]
@@ -189,9 +189,9 @@ async def test_a_retry_written_elsewhere_reaches_the_running_node_at_its_next_ti
         await _wait_seen(h, loop_id, 1)
         local = PendingEvents(h.node, adopt=False)  # like the CLI in local mode: writes only
         assert (await local.retry(loop_id))["retried"] == ["e1"]
-        assert h.node.residents[loop_id].incarnation == 1
+        assert h.node.resident(loop_id).incarnation == 1
         await h.tick()
-        assert h.node.residents[loop_id].incarnation == 2
+        assert h.node.resident(loop_id).incarnation == 2
         await _wait_seen(h, loop_id, 2)
     finally:
         await h.stop()

@@ -52,7 +52,7 @@ async def test_seventh_wake_is_refused_and_an_hour_of_limiting_pauses_the_loop(
         await until(paused)
         row = await loop_row(h, loop_id)
         assert (row.state, row.pause_reason) == ("paused", "budget")
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
         wakes = await h.messages(session, kinds=["loop"])
         notices = await h.messages(session, kinds=["lifecycle"])
         assert len(wakes) == 7 * 6
@@ -162,7 +162,7 @@ async def test_sweeps_run_in_the_background_and_stop_with_the_harness(
         await h.node.end_incarnation(loop_id)  # lost object: the background tick re-adopts it
 
         async def readopted() -> bool:
-            return loop_id in h.node.residents
+            return h.node.resident(loop_id) is not None
 
         await until(readopted, timeout=10)
         assert (await loop_row(h, loop_id)).incarnation == 2

@@ -53,15 +53,15 @@ async def test_cli_creates_and_steers_loops_that_a_node_adopts(
     h = await started(store_url, store_clock, tmp_path / "node")
     try:
         row = await loop_row(h, loop_id)
-        assert row.incarnation == 1 and loop_id in h.node.residents  # adopted at start
+        assert row.incarnation == 1 and h.node.resident(loop_id) is not None  # adopted at start
         assert _ok(_cli(store_url, home, "loop", "pause", loop_id))["state"] == "paused"
         await h.tick()  # reconcile unloads an object whose Loop is no longer active
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
         assert _ok(_cli(store_url, home, "loop", "resume", loop_id))["state"] == "active"
         await h.tick()
-        assert (await loop_row(h, loop_id)).incarnation == 2 and loop_id in h.node.residents
+        assert (await loop_row(h, loop_id)).incarnation == 2 and h.node.resident(loop_id) is not None
         assert _ok(_cli(store_url, home, "loop", "delete", loop_id))["deleted"] is True
         await h.tick()
-        assert not h.node.residents
+        assert not h.node.residents()
     finally:
         await h.stop()

@@ -38,7 +38,7 @@ async def test_a_faulting_loop_is_reloaded_three_times_then_failed_with_one_mess
                 return (await loop_row(h, loop_id)).reload_count == n
 
             await until(counted)
-            assert loop_id in h.node.reload_due
+            assert loop_id in h.node._reload_due
             await h.tick()  # not yet: a reload waits at least 1 s
             assert (await loop_row(h, loop_id)).incarnation == reload
             store_clock.advance(s=1)
@@ -69,7 +69,7 @@ async def test_the_reload_window_restarts_after_an_hour(
 
             async def reloading() -> bool:
                 await h.settle()
-                return loop_id in h.node.reload_due
+                return loop_id in h.node._reload_due
 
             await until(reloading)
             async with h.store.tx() as tx:  # ack it so the next object does not replay it
@@ -145,7 +145,7 @@ async def test_a_tampered_or_deleted_artifact_pauses_with_fault_and_tells_once(
         row = await loop_row(h, loop_id)
         expected = "artifact_changed" if damage == "altered" else "artifact_missing"
         assert (row.state, row.pause_reason, row.failure) == ("paused", "fault", expected)
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
         notices = await h.messages(session)
         assert [m.id for m in notices] == [f"loop:{loop_id}:lifecycle:fault:{row.incarnation}"]
         if damage == "altered":
@@ -171,7 +171,7 @@ async def test_an_altered_cache_file_is_replaced_and_the_loop_runs(
         cached.write_bytes(good[:-1] + b"\x01")
         await h.node.load(loop_id)
         row = await loop_row(h, loop_id)
-        assert row.state == "active" and row.incarnation == 2 and loop_id in h.node.residents
+        assert row.state == "active" and row.incarnation == 2 and h.node.resident(loop_id) is not None
         assert cached.read_bytes() == good
         assert await h.messages(session) == []
     finally:

@@ -94,15 +94,15 @@ async def test_a_late_exit_report_from_a_retired_object_is_ignored(
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
         loop_id, session = await _setup(h, compile_c)
-        old = h.node.residents[loop_id]
+        old = h.node.resident(loop_id)
         await h.pause_loop(loop_id)
         await h.resume_loop(loop_id)
         # the runtime reports an exit for the incarnation-1 object after the resume
-        h.node.objects[old.object_id] = old
+        h.node._objects[old.object_id] = old
         h.node._on_state(ObjectStatus(old.object_id, "", "exited", "none", 0, {"exit_code": 3}))
         await h.settle()
         row = await loop_row(h, loop_id)
-        assert (row.state, row.incarnation) == ("active", 2) and loop_id in h.node.residents
+        assert (row.state, row.incarnation) == ("active", 2) and h.node.resident(loop_id) is not None
         assert await h.messages(session) == []
     finally:
         await h.stop()
@@ -129,7 +129,7 @@ async def test_at_most_four_host_calls_in_flight_per_loop_and_deadlines(
     await h.start()
     try:
         loop_id, _ = await _setup(h, compile_c)
-        obj = h.node.residents[loop_id].object_id
+        obj = h.node.resident(loop_id).object_id
 
         def hc(n: int, size: int = 0, timeout_ms: int = 5000) -> HostCall:
             return HostCall(id=f"sf:t:{n}", object_id=obj, label=loop_id, capability="slow.read",
@@ -174,7 +174,7 @@ async def test_an_unavailable_store_is_a_host_error_and_the_object_keeps_running
     blocker = await Store.open(store_url, migrate=False)
     try:
         loop_id, _ = await _setup(h, compile_c)
-        obj = h.node.residents[loop_id].object_id
+        obj = h.node.resident(loop_id).object_id
         async with blocker.tx() as tx:  # SQLite: the write lock; PostgreSQL: the Loop's row lock
             await loops.get_loop(tx, loop_id, for_update=True)
             await h.node.runtime.deliver(obj, "held", "call", {"cap": "loop.state.put", "args": {"state": 1}})
@@ -188,7 +188,7 @@ async def test_an_unavailable_store_is_a_host_error_and_the_object_keeps_running
         assert await call(h, loop_id, "after", "loop.state.put", {"state": 2}) == "call loop.state.put -> 1"
         row = await loop_row(h, loop_id)
         assert (row.state, row.incarnation, row.checkpoint) == ("active", 1, 2)
-        assert h.node.residents[loop_id].object_id == obj
+        assert h.node.resident(loop_id).object_id == obj
     finally:
         await blocker.close()
         await h.stop()

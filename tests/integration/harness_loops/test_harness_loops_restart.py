@@ -57,7 +57,7 @@ async def test_restart_reloads_active_loops_from_their_checkpoints(
         assert second == {"k": 7, "loop_id": loop_id, "incarnation": 2, "state": {"beats": 3}}
         held = await loop_row(h2, paused["id"])
         assert held.state == "paused" and held.pause_reason == "manual" and held.incarnation == 1
-        assert paused["id"] not in h2.node.residents
+        assert h2.node.resident(paused["id"]) is None
     finally:
         await h2.stop()
 
@@ -114,6 +114,6 @@ async def test_a_full_runtime_leaves_the_loop_active_and_waiting_for_capacity(
         await h.pause_loop(first["id"])
         await h.tick()
         view = await h.get_loop(second["id"])
-        assert view["runtime"] == "resident" and second["id"] in h.node.residents
+        assert view["runtime"] == "resident" and h.node.resident(second["id"]) is not None
     finally:
         await h.stop()

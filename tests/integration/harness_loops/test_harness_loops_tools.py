@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ async def test_fifty_concurrent_creates_admit_exactly_twenty(
         assert sorted(r["id"] for r in await h.list_loops()) == sorted(r["id"] for r in admitted)  # refused: no row
 
         async def all_resident() -> bool:  # §19: on the lease holder; creates through the other node signal it
-            return sum(len(n.node.residents) for n in nodes) == 20 and sum(bool(n.node.residents) for n in nodes) == 1
+            return sum(len(n.node.residents()) for n in nodes) == 20 and sum(bool(n.node.residents()) for n in nodes) == 1
 
         await until(all_resident)
     finally:
@@ -194,12 +195,12 @@ async def test_archive_pauses_and_unarchive_readmits_within_quota(
         group, agent, session = await tenant(h)
         art = await driver(h, agent, compile_c)
         seen: list[str] = []
-        h.node.transition_hooks.append(seen.append)  # §2.7: called after each commit
+        h.node.add_instrument(SimpleNamespace(transition=seen.append))  # §2.7: called after each commit
         ids = [(await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"] for _ in range(3)]
         assert seen == ids
         out = await h.archive_agent(agent)
         assert seen == ids * 2
-        assert out["paused"] == ids and not h.node.residents
+        assert out["paused"] == ids and not h.node.residents()
         for loop_id in ids:
             row = await loop_row(h, loop_id)
             assert (row.state, row.pause_reason) == ("paused", "archive")
@@ -254,5 +255,31 @@ async def test_tool_input_model_and_failures_are_host_errors(
         assert any(t.startswith("invalid_arguments: weather.get") for t in logs)
         assert any(t.startswith("tool_failed: broken.read: RuntimeError: backend down") for t in logs)
         assert (await h.get_loop(loop_id))["state"] == "active"
+    finally:
+        await h.stop()
+
+
+async def test_a_raising_instrument_does_not_break_the_node(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 15: observers subscribe with ``node.add_instrument``; one that raises is logged, the commit stands,
+    the later instruments still see the transition, and a removed one sees nothing more."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        seen: list[str] = []
+
+        def broken(loop_id: str) -> None:
+            raise RuntimeError(f"observer of {loop_id} broke")
+
+        h.node.add_instrument(SimpleNamespace(transition=broken))
+        recorder = SimpleNamespace(transition=seen.append)
+        h.node.add_instrument(recorder)
+        loop_id = (await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"]
+        assert seen == [loop_id] and h.node.resident(loop_id) is not None
+        h.node.remove_instrument(recorder)
+        assert (await h.pause_loop(loop_id))["state"] == "paused"
+        assert seen == [loop_id] and h.node.resident(loop_id) is None
     finally:
         await h.stop()

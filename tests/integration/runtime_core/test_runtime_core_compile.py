@@ -45,3 +45,29 @@ def test_compile_then_load_the_density_guest(tmp_path: Path) -> None:
             assert acks[0].capability == "benchmark.ack" and acks[0].timeout_ms == 10_000
 
     asyncio.run(main())
+
+
+def test_stats_count_a_build_in_flight(tmp_path: Path) -> None:
+    """runtime-protocol.md §13 ``wakeful.stats``: builds ``running`` / ``queued`` are the builder's counters
+    (issue 15: they were read from private names the builder never had, so they always said 0)."""
+
+    async def main() -> None:
+        options = RuntimeOptions(enable_builds=True, build_root=str(tmp_path / "build"), build_cache="off",
+                                 build_workers=1)
+        async with Runtime(options, host_handler=lambda call: {"ok": True}) as rt:
+            files = [{"sdk_version": 1, "entry": "density.c", "files": {"density.c": DENSITY.read_text() + f"\n// {n}\n"}}
+                     for n in range(2)]
+            builds = [asyncio.create_task(rt.compile(request)) for request in files]
+            builder = rt._builder
+            # the count rises on the event loop before the pipeline thread starts and falls on it after
+            while builder is None or builder.stats()["running"] + builder.stats()["queued"] < 2:
+                await asyncio.sleep(0)
+                builder = rt._builder
+            seen = rt.stats_nowait()["wakeful"]["builds"]
+            assert (seen["running"], seen["queued"]) == (1, 1)
+            for result in await asyncio.gather(*builds):
+                assert result.state == "succeeded", result.error
+            seen = rt.stats_nowait()["wakeful"]["builds"]
+            assert (seen["running"], seen["queued"]) == (0, 0)
+
+    asyncio.run(main())

@@ -33,14 +33,14 @@ async def test_a_loop_paused_elsewhere_is_unloaded_at_the_next_reconcile_not_the
     try:
         _, _, loop_id = await driver_loop(h, compile_c)
         await h._sweep_tick()  # tick 0 reconciles: nothing to change
-        assert loop_id in h.node.residents
+        assert h.node.resident(loop_id) is not None
         async with h.store.tx() as tx:  # another process pauses it (no signal reaches this node on SQLite)
             assert await loops.update_loop(tx, loop_id, state=lc.PAUSED, pause_reason="user",
                                           where_state=lc.ACTIVE)
         for _ in range(2):  # ticks 1 and 2: reloads and capacity waits only
             await h._sweep_tick()
-            assert loop_id in h.node.residents
+            assert h.node.resident(loop_id) is not None
         await h._sweep_tick()  # tick 3 = 30 s: the reconcile unloads it
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
     finally:
         await h.stop()

@@ -44,7 +44,7 @@ async def test_renewals_continue_while_the_event_loop_is_blocked_past_the_fence_
         assert await call(h, loop_id, "e1", "slow.read", {}) == "call slow.read -> 1"
         ((before, after),) = blocked
         assert after - before >= 2  # the thread renewed about once a second while the loop was blocked
-        assert placement.holds(agent.id) and placement.fenced_loops == 0 and loop_id in h.node.residents
+        assert placement.holds(agent.id) and placement.fenced_loops == 0 and h.node.resident(loop_id) is not None
         # and the same call right after still counts as this node's: the lease was proven throughout
         assert await call(h, loop_id, "e2", "loop.state.put", {"state": {"n": 1}}) == "call loop.state.put -> 1"
     finally:

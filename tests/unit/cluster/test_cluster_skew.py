@@ -28,7 +28,7 @@ async def test_a_node_clock_a_minute_ahead_does_not_expire_anyone_elses_lease(
         real = time.time
         monkeypatch.setattr(time, "time", lambda: real() + 60.0)  # both nodes' wall clocks a minute ahead (> TTL)
         await b.tick()
-        assert loop_id not in b.node.residents and loop_id in a.node.residents
+        assert b.node.resident(loop_id) is None and a.node.resident(loop_id) is not None
         assert b.node.placement is not None and not b.node.placement.holds(agent)
         assert a.node.placement is not None and a.node.placement.holds(agent)
     finally:

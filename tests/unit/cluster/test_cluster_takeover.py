@@ -20,24 +20,24 @@ async def test_a_lease_moves_only_after_store_clock_expiry_and_the_old_node_is_f
     try:
         a.node.placement.renewer.paused = True  # type: ignore[union-attr]  # a stops renewing (partition)
         agent, _, loop_id = await driver_loop(a, compile_c)  # created through a: a claims the agent
-        assert loop_id in a.node.residents and (await loop_row(a, loop_id)).incarnation == 1
+        assert a.node.resident(loop_id) is not None and (await loop_row(a, loop_id)).incarnation == 1
         await b.tick()
-        assert loop_id not in b.node.residents
+        assert b.node.resident(loop_id) is None
 
         store_clock.advance(s=25)  # a's heartbeat is dead (20 s) but its lease (30 s) is not: nothing moves
         await b.tick()
-        assert loop_id not in b.node.residents
+        assert b.node.resident(loop_id) is None
 
         store_clock.advance(s=6)  # expired on the store clock: b claims and adopts at a new incarnation
         await b.tick()
-        assert loop_id in b.node.residents
+        assert b.node.resident(loop_id) is not None
         row = await loop_row(b, loop_id)
         assert (row.incarnation, row.node_id) == (2, b.node.node_id)
         leases = b.node.placement.book.snapshot()  # type: ignore[union-attr]
         assert leases == {agent: 2}
 
         # a still runs its retired object (its monotonic proof is recent): every durable call is refused
-        assert loop_id in a.node.residents
+        assert a.node.resident(loop_id) is not None
         before = await snapshot(b)
         line = await call(a, loop_id, "late", "loop.state.put", {"state": {"by": "a"}})
         assert line.endswith("-> -5")  # SF_HOST_ERROR: stale_incarnation
@@ -45,7 +45,7 @@ async def test_a_lease_moves_only_after_store_clock_expiry_and_the_old_node_is_f
         assert [r for r in after["loop"] if r[0] == loop_id] == [r for r in before["loop"] if r[0] == loop_id]
 
         await a.tick()  # a's renewal finds the lease taken: it unloads at once and stops acting
-        assert loop_id not in a.node.residents and a.node.placement.fenced_loops == 1  # type: ignore[union-attr]
+        assert a.node.resident(loop_id) is None and a.node.placement.fenced_loops == 1  # type: ignore[union-attr]
         assert a.node.placement.book.snapshot() == {}  # type: ignore[union-attr]
         assert (await loop_row(b, loop_id)).incarnation == 2
     finally:
@@ -65,13 +65,13 @@ async def test_an_operation_on_another_nodes_agent_signals_the_holder_instead_of
         from support.loops_harness import until
 
         async def unloaded() -> bool:
-            return loop_id not in a.node.residents
+            return a.node.resident(loop_id) is None
 
         await until(unloaded)  # … reaches the holder by NOTIFY wakeful_loops, without waiting for a tick
         await b.resume_loop(loop_id)
 
         async def back() -> bool:
-            return loop_id in a.node.residents and loop_id not in b.node.residents
+            return a.node.resident(loop_id) is not None and b.node.resident(loop_id) is None
 
         await until(back)
         assert (await loop_row(a, loop_id)).node_id == a.node.node_id
@@ -80,8 +80,8 @@ async def test_an_operation_on_another_nodes_agent_signals_the_holder_instead_of
         await b.events(loop_id, "retry")  # a retry made on b retires a's object; a reloads it (§4.2 row 14)
 
         async def reloaded() -> bool:
-            res = a.node.residents.get(loop_id)
-            return res is not None and res.incarnation == incarnation + 1 and loop_id not in b.node.residents
+            res = a.node.resident(loop_id)
+            return res is not None and res.incarnation == incarnation + 1 and b.node.resident(loop_id) is None
 
         await until(reloaded)
     finally:

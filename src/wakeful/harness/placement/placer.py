@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness.instruments import Instrument
 from wakeful.harness.placement import leases, nodes, signals
 from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
@@ -67,7 +68,7 @@ class Placement:
         self.renewer = Renewer(
             node.config.effective_store_url, book=self.book, node_id=self.node_id,
             ttl_ms=self.ttl_ms, renew_s=cfg.renew_s, heartbeat_s=cfg.heartbeat_s,
-            monotonic_ns=self.mono, objects=lambda: len(self.node.residents),
+            monotonic_ns=self.mono, objects=lambda: self.node.resident_count,
             on_lost=self._lost_threadsafe, wall=wall,
         )
         self.listener = signals.Listener(node.store, self._on_signal)
@@ -79,7 +80,6 @@ class Placement:
         self._tick_lock = asyncio.Lock()
         self._replaying: set[str] = set()  # Loops with a replay queued by a signal
         self.wants_messages: Callable[[], bool] = lambda: False  # set by the Harness: wake handlers exist
-        self.claimed_hooks: list[Callable[[str], Any]] = []  # agent id → called after a claim (wake offers)
         self.fenced_loops = 0  # objects unloaded by self-fencing (tests, status)
 
     # ------------------------------------------------------------------ start, sweeps, drain
@@ -97,7 +97,7 @@ class Placement:
             await nodes.register(tx, node_id=self.node_id, name=self.name, host=socket.gethostname(),
                                  pid=os.getpid(), version=self.version, capacity=self.node.config.max_objects)
         self.state = "alive"
-        self.node.transition_hooks.append(self._transitioned)
+        self.node.add_instrument(_Signaller(self))  # §19.3: tell a Loop's holder about changes made here
         await asyncio.to_thread(self.renewer.start)
         self.listener.start()
         if not sweeps:
@@ -141,8 +141,8 @@ class Placement:
 
     async def _hand_over(self) -> None:
         await self.node.settle()
-        for loop_id in list(self.node.residents):
-            await self.node.end_incarnation(loop_id)
+        for res in self.node.residents():
+            await self.node.end_incarnation(res.loop_id)
         await self.node.flush_logs()
         held = self.book.snapshot()
         if held:
@@ -220,11 +220,7 @@ class Placement:
             return False
         self.book.add(agent_id, lease.epoch, sent_ns)
         log.info("claimed agent %s at epoch %d", agent_id, lease.epoch)
-        for hook in list(self.claimed_hooks):
-            try:
-                hook(agent_id)
-            except Exception:
-                log.exception("claim hook failed for %s", agent_id)
+        self.node.instruments.claimed(agent_id)  # the Harness offers the agent's unhandled messages
         return True
 
     async def adopt_agent(self, agent_id: str) -> int:
@@ -237,8 +233,7 @@ class Placement:
         for loop_id in ids:
             if not self.holds(agent_id):
                 break
-            if (loop_id in node.residents or loop_id in node.waiting_capacity or loop_id in node.reload_due
-                    or node._lock(loop_id).locked()):
+            if node.resident(loop_id) is not None or node.queued(loop_id) or node.is_locked(loop_id):
                 continue  # resident, waiting for a tick, or being loaded right now by someone else
             if await node.try_load(loop_id, if_absent=True) is not None:
                 loaded += 1
@@ -294,7 +289,7 @@ class Placement:
         self.book.drop(idle)
 
     def _resident_agent(self, agent_id: str) -> bool:
-        return any(res.agent_id == agent_id for res in self.node.residents.values())
+        return any(res.agent_id == agent_id for res in self.node.residents())
 
     async def _sweep_stranded(self) -> None:
         """§19.3: page through active Loops whose agent lease is missing or expired and claim those agents
@@ -326,7 +321,7 @@ class Placement:
             if agent_id in seen or self.holds(agent_id):
                 continue
             seen.add(agent_id)
-            if len(self.book) >= limit or len(self.node.residents) >= self.node.config.max_objects:
+            if len(self.book) >= limit or self.node.resident_count >= self.node.config.max_objects:
                 break
             if await self.claim(agent_id):
                 claimed.append(agent_id)
@@ -345,7 +340,7 @@ class Placement:
 
     async def poll_events(self) -> int:
         """Backup for lost signals: replay resident Loops of this node with never-delivered pending events."""
-        if not self.node.residents:
+        if not self.node.resident_count:
             return 0
         async with self.store.tx(readonly=True) as tx:
             stmt = sa.select(E.c.loop_id).select_from(E.join(L, L.c.id == E.c.loop_id)).where(
@@ -355,7 +350,7 @@ class Placement:
             ids = [r.loop_id for r in await tx.execute(stmt)]
         n = 0
         for loop_id in ids:
-            if loop_id in self.node.residents:
+            if self.node.resident(loop_id) is not None:
                 n += await self.node.replay(loop_id)
         return n
 
@@ -369,17 +364,10 @@ class Placement:
         """Unload, at once and without the store, every object whose agent lease this node cannot prove."""
         self.book.expire()
         held = self.book.snapshot() if self.state in ("alive", "draining") else {}
-        doomed = [res for res in list(self.node.residents.values()) if res.agent_id not in held]
+        doomed = [res for res in self.node.residents() if res.agent_id not in held]
         for res in doomed:
-            if self.node.residents.get(res.loop_id) is not res:
-                continue
-            del self.node.residents[res.loop_id]
-            self.node.objects.pop(res.object_id, None)
-            self.node.reload_due.pop(res.loop_id, None)
-            self.node.waiting_capacity.discard(res.loop_id)
-            with contextlib.suppress(Exception):
-                await self.node.runtime.unload(res.object_id)
-            self.fenced_loops += 1
+            if await self.node.evict(res):
+                self.fenced_loops += 1
         if doomed:
             log.warning("self-fenced: unloaded %d objects whose lease could not be proven", len(doomed))
         return len(doomed)
@@ -394,7 +382,7 @@ class Placement:
 
     def admitted(self, loop_id: str) -> None:
         """After an admission commits: deliver here when the Loop is resident, else NOTIFY the holder."""
-        if loop_id in self.node.residents:
+        if self.node.resident(loop_id) is not None:
             self.node.spawn(self.node.replay(loop_id))
         else:
             self.node.spawn(self._notify(signals.EVENTS, loop_id))
@@ -405,9 +393,7 @@ class Placement:
             self.node.spawn(self._notify(signals.LOOPS, loop_id))
 
     def _busy_here(self, loop_id: str) -> bool:
-        node = self.node
-        return (loop_id in node.residents or loop_id in node.reload_due or loop_id in node.reporting
-                or loop_id in node.waiting_capacity)
+        return self.node.busy(loop_id)
 
     async def _notify(self, channel: str, loop_id: str) -> None:
         with contextlib.suppress(StoreUnavailable):  # polling and the reconcile tick cover a lost signal
@@ -418,14 +404,14 @@ class Placement:
         if self.state != "alive" or sender == self.node_id or len(payload) > 40:
             return  # ids are at most 40 characters; anything else is not ours to act on
         if channel == signals.EVENTS:
-            if payload in self.node.residents and payload not in self._replaying:
+            if self.node.resident(payload) is not None and payload not in self._replaying:
                 self._replaying.add(payload)  # one queued replay per Loop however many signals arrive
                 self.node.spawn(self._replay(payload))
         elif channel == signals.LOOPS:
             if payload == "*":
                 if not self._tick_lock.locked():
                     self.node.spawn(self.tick())
-            elif not self._busy_here(payload) or payload in self.node.residents:
+            elif not self._busy_here(payload) or self.node.resident(payload) is not None:
                 self.node.spawn(self._reconsider(payload))
 
     async def _replay(self, loop_id: str) -> None:
@@ -438,8 +424,8 @@ class Placement:
         try:
             async with self.store.tx(readonly=True) as tx:
                 row = await loops.find_loop(tx, loop_id)
-            res = self.node.residents.get(loop_id)
-            if self.node._lock(loop_id).locked():
+            res = self.node.resident(loop_id)
+            if self.node.is_locked(loop_id):
                 return  # being loaded or unloaded here right now; that work re-reads the row
             active_here = row is not None and row.state == lc.ACTIVE and self.holds(row.agent_id)
             if res is not None and (row is None or row.state != lc.ACTIVE or row.incarnation != res.incarnation):
@@ -450,6 +436,16 @@ class Placement:
                 await self.node.try_load(loop_id, if_absent=True)
         except StoreUnavailable:
             pass
+
+
+class _Signaller(Instrument):
+    """The placement's instrument on its node: a state change committed here is signalled to the holder."""
+
+    def __init__(self, placement: Placement) -> None:
+        self.placement = placement
+
+    def transition(self, loop_id: str) -> None:
+        self.placement._transitioned(loop_id)
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

@@ -43,7 +43,7 @@ class SoloNode:
     async def heartbeat(self) -> None:
         try:
             async with self.node.store.tx() as tx:
-                await nodes.heartbeat(tx, self.node.node_id, objects=len(self.node.residents))
+                await nodes.heartbeat(tx, self.node.node_id, objects=self.node.resident_count)
         except StoreUnavailable as exc:
             log.warning("heartbeat failed: %s", exc.message)
 
