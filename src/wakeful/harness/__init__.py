@@ -9,7 +9,7 @@ from wakeful.harness.config import Config, Limits
 from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.node import Node
-from wakeful.harness.registry import ToolContext
+from wakeful.harness.registry import Tool, ToolContext
 from wakeful.harness.store import Store, Tx
 from wakeful.harness.tools import LoopTools
 
@@ -23,6 +23,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "ToolContext",
+    "Tool",
     "Tx",
     "WakeMessage",
 ]

@@ -35,7 +35,8 @@ from wakeful.harness.errors import InvalidRequest
 from wakeful.harness.web_policy import WebSettings
 
 __all__ = [
-    "KEYS", "BuildSettings", "Config", "ControlSettings", "HttpLimits", "Limits", "LogSettings", "McpSettings", "Placement",
+    "KEYS", "BuildSettings", "Config", "ControlSettings", "DecideSettings", "HttpLimits", "Limits", "LogSettings",
+    "McpSettings", "Placement", "WebSettings",
     "ScriptLimits", "UiSettings", "default_data_dir", "load_config", "redacted_url",
 ]
 
