@@ -22,7 +22,7 @@ def _guide_section(number: int) -> str:
 
 
 def test_the_builtin_capabilities_are_one_list() -> None:
-    assert capabilities.BUILTINS == frozenset(BUILTIN_CAPABILITIES)
+    assert frozenset(BUILTIN_CAPABILITIES) == capabilities.BUILTINS
     assert tuple(LOOP_BUILTINS) == BUILTIN_CAPABILITIES
     guide = guide_text()
     missing = [name for name in BUILTIN_CAPABILITIES if f"`{name}`" not in guide]
@@ -36,12 +36,12 @@ def test_the_harness_checks_and_defaults_read_the_table() -> None:
     assert lim.notify_per_window == AGENT_LIMITS["wakes_per_10_min"] and lim.notify_window_s == 600
     assert lim.ack_deadline_s == AGENT_LIMITS["ack_deadline_s"]
     assert lim.ingress_per_loop_per_min == AGENT_LIMITS["ingress_per_loop_per_min"]
-    assert capabilities.MAX_ENTRIES == AGENT_LIMITS["capabilities"]
-    assert wake_args.MAX_CONTENT_BYTES == AGENT_LIMITS["wake_content_bytes"]
-    assert wake_args.MAX_DEDUP_KEY_BYTES == AGENT_LIMITS["dedup_key_bytes"]
-    assert dispatch.MAX_IN_FLIGHT == AGENT_LIMITS["host_calls_in_flight"]
-    assert checkpoint.MAX_CONFIG_BYTES == AGENT_LIMITS["config_bytes"]
-    assert checkpoint.MAX_CHECKPOINT_BYTES == AGENT_LIMITS["checkpoint_bytes"]
+    assert AGENT_LIMITS["capabilities"] == capabilities.MAX_ENTRIES
+    assert AGENT_LIMITS["wake_content_bytes"] == wake_args.MAX_CONTENT_BYTES
+    assert AGENT_LIMITS["dedup_key_bytes"] == wake_args.MAX_DEDUP_KEY_BYTES
+    assert AGENT_LIMITS["host_calls_in_flight"] == dispatch.MAX_IN_FLIGHT
+    assert AGENT_LIMITS["config_bytes"] == checkpoint.MAX_CONFIG_BYTES
+    assert AGENT_LIMITS["checkpoint_bytes"] == checkpoint.MAX_CHECKPOINT_BYTES
     assert eventbody.MAX_ENVELOPE_BYTES == AGENT_LIMITS["event_envelope_bytes"] == MAX_ENVELOPE_BYTES == VALUE_BYTES
     assert RuntimeOptions().slice_insns == SLICE_INSNS
 
