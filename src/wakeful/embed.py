@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wakeful.control.embed import Harness as ControlHarness
+from wakeful.control import Harness as ControlHarness
 
 __all__ = ["Harness"]
 

@@ -19,7 +19,7 @@ from wakeful.api.middleware import RecentRefusals, RequestGuard
 from wakeful.api.openapi import build_openapi
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["ROUTERS", "create_app"]
 

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from wakeful.harness.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["ApiSettings", "harness_of", "settings_of"]
 

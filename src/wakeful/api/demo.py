@@ -18,7 +18,7 @@ from wakeful.harness.errors import NotFound
 from wakeful.harness.store import agents, groups
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["DEMO_LOOPS", "DemoInfo", "WEBHOOK_LOOP", "demo_lines", "set_up_demo"]
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Query
 
-from wakeful.harness.ops.pages import decode_cursor, encode_cursor, page
+from wakeful.harness.ops import decode_cursor, encode_cursor, page
 
 __all__ = ["Cursor", "Limit", "decode_cursor", "encode_cursor", "page"]
 

@@ -19,9 +19,10 @@ from wakeful.api.auth import MemberPrincipal, Principal
 from wakeful.api.context import harness_of
 from wakeful.api.errors import register_status
 from wakeful.api.pages import Cursor, Limit, page
-from wakeful.control import Actor, Control, ControlRefused
+from wakeful.control import Actor, Control, ControlRefused, script_runner, validate
 from wakeful.control.errors import CODES, http_status
-from wakeful.harness.errors import StoreUnavailable
+from wakeful.harness import ops
+from wakeful.harness.errors import NotFound, StoreUnavailable
 
 __all__ = ["router"]
 
@@ -131,8 +132,6 @@ async def submit_command(group_id: str, goal_id: str, request: Request, principa
 async def validate_criterion(group_id: str, goal_id: str, criterion_id: str, request: Request,
                              principal: MemberPrincipal) -> dict[str, Any]:
     """Run the criterion's validator in the node's script sandbox (or reuse its run) and record the evidence."""
-    from wakeful.control.validators import script_runner, validate
-
     control = control_of(request)
     await goal_in_group(control, group_id, goal_id)
     return await validate(control, actor_of(principal, group_id), goal_id, criterion_id,
@@ -231,14 +230,10 @@ async def get_receipt(group_id: str, goal_id: str, operation_id: str, request: R
 
 async def _next_agent(request: Request, principal: Principal, group_id: str, agent_id: str) -> None:
     """An agent principal asks only for itself; a person for an agent of its group (else 404)."""
-    from wakeful.harness.store import agents
-
-    found = None
-    if 1 <= len(agent_id) <= 40 and principal.sees_agent(agent_id):
-        async with harness_of(request).store.tx(readonly=True) as tx:
-            found = await agents.find_agent(tx, agent_id)
-    if found is None or found.group_id != group_id:
-        raise ControlRefused("not_found", f"agent {agent_id[:40]} not found", resource="agent")
+    try:
+        await ops.agent_in_scope(harness_of(request), principal, group_id, agent_id)
+    except NotFound:
+        raise ControlRefused("not_found", f"agent {agent_id[:40]} not found", resource="agent") from None
 
 
 @router.get(G + "/next")

@@ -11,10 +11,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeful.api.auth import MemberPrincipal, Principal
+from wakeful.api.auth import MemberPrincipal
 from wakeful.api.context import harness_of
-from wakeful.harness.errors import InvalidRequest, NotFound
-from wakeful.harness.store import agents
+from wakeful.harness import ops
 
 __all__ = ["router"]
 
@@ -34,23 +33,5 @@ class ScriptIn(BaseModel):
 
 @router.post(G + "/scripts/run", summary="Compile and run a script once; the outcome (also a failed one) is a 200")
 async def run_script(group_id: str, body: ScriptIn, request: Request, principal: MemberPrincipal) -> dict[str, Any]:
-    harness = harness_of(request)
-    agent_id = _acting_agent(principal, body.agent_id)
-    async with harness.store.tx(readonly=True) as tx:
-        agent = await agents.find_agent(tx, agent_id)
-    if agent is None or agent.group_id != group_id:
-        raise NotFound(f"agent {agent_id} not found")
-    request_body: dict[str, Any] = {k: v for k, v in (("source", body.source), ("files", body.files),
-                                                       ("entry", body.entry)) if v is not None}
-    return await harness.run_script(agent_id, request_body, env=body.env)
-
-
-def _acting_agent(principal: Principal, agent_id: str | None) -> str:
-    """An agent principal runs as itself; a person principal names ``agent_id``."""
-    if principal.agent_id is not None:
-        if agent_id is not None and agent_id != principal.agent_id:
-            raise NotFound(f"agent {agent_id} not found")
-        return principal.agent_id
-    if agent_id is None:
-        raise InvalidRequest("a person principal must name agent_id (or send X-Wakeful-Agent)", field="agent_id")
-    return agent_id
+    return await ops.scripts.run(harness_of(request), principal, group_id=group_id, source=body.source,
+                                 files=body.files, entry=body.entry, env=body.env, agent_id=body.agent_id)

@@ -17,7 +17,7 @@ from wakeful.api.app import create_app
 from wakeful.api.connections import guarded_protocol
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["connection_limit", "make_server", "serve"]
 

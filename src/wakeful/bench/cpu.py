@@ -12,10 +12,8 @@ from importlib import resources
 from typing import Any
 
 from wakeful.bench.variants import BenchError
-from wakeful.runtime.handles import HandleSpace
-from wakeful.runtime.helpers import GuestContext
-from wakeful.vm import load
-from wakeful.vm.guest import PREEMPT
+from wakeful.runtime import GuestContext, HandleSpace
+from wakeful.vm import PREEMPT, load
 
 __all__ = ["KERNELS", "kernel_request", "measure_kernels", "run_kernel"]
 

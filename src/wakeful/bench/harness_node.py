@@ -130,7 +130,7 @@ def make_tenant(store_url: str, data_dir: Path, count: int, per_agent: int) -> T
 
 
 async def _make_tenant(store_url: str, data_dir: Path, count: int, per_agent: int) -> Tenant:
-    from wakeful.control.embed import Harness
+    from wakeful.control import Harness
     from wakeful.harness.config import Config
 
     async with Harness(Config(data_dir=data_dir, store_url=store_url), sweeps=False) as h:

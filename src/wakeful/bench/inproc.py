@@ -55,8 +55,9 @@ def _forget_programs() -> None:
     Without this a ``--repeat`` round (or a second run in one process) gets its 10,000 programs from the
     previous round's program cache and measures neither loading nor per-program memory.
     """
+    from wakeful.vm import LOAD_CACHE as CACHE
+    from wakeful.vm import LOAD_TWINS as TWINS
     from wakeful.vm import clear_caches
-    from wakeful.vm.loader import CACHE, TWINS
 
     clear_caches()
     CACHE.clear()

@@ -22,8 +22,7 @@ from typing import Any
 
 from wakeful.bench.compile_time import build_elf
 from wakeful.bench.variants import density_request, make_variants
-from wakeful.runtime.core import RuntimeOptions
-from wakeful.runtime.stdio import Session
+from wakeful.runtime import RuntimeOptions, Session
 
 __all__ = ["measure_server_cpu"]
 

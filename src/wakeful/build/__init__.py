@@ -16,11 +16,16 @@ if TYPE_CHECKING:
         compile_sync,
         disabled_info,
     )
+    from wakeful.build.lines import LineTable
 
-__all__ = ["BuildOptions", "BuildResult", "Builder", "CompilerInfo", "compile_sync", "disabled_info"]
+__all__ = ["BuildOptions", "BuildResult", "Builder", "CompilerInfo", "LineTable", "compile_sync", "disabled_info"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "LineTable":
+        from wakeful.build.lines import LineTable
+
+        return LineTable
     if name in __all__:
         from wakeful.build import driver
 

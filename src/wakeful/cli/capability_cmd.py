@@ -70,23 +70,18 @@ def list_command(out: Out) -> int:
 
 def test_command(out: Out, name: str, raw_args: str) -> int:
     import asyncio
-    import time
 
-    from wakeful.harness.capability_http import HttpCapability
     from wakeful.harness.config import load_config
     from wakeful.harness.errors import HostCallRefused
-    from wakeful.harness.registry import ToolContext
+    from wakeful.harness.ops import local
 
     cfg = load_config()
-    spec = next((s for s in cfg.capabilities if s.name == name), None)
-    if spec is None:
+    if not any(s.name == name for s in cfg.capabilities):
         raise UsageError(f"no capability {name!r} is configured (wakeful capability list shows them)")
     args = _arguments(raw_args)
-    ctx = ToolContext(principal="operator", loop_id=None, agent_id=None, session_id=None, group_id=None,
-                      incarnation=None, deadline_unix_ms=None)
-    call = HttpCapability(spec, cfg.web, monotonic_ns=time.monotonic_ns)
     try:
-        result = asyncio.run(call(args, ctx))
+        result = asyncio.run(local.test_capability(cfg, name, args))
+        assert result is not None
     except HostCallRefused as refused:
         if out.json:
             out.document({"error": {"code": refused.code, "message": refused.message}})

@@ -8,13 +8,10 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from wakeful.cli.output import EXIT_OK, Out, Unavailable
 from wakeful.errors import WakefulError
-
-if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
-    from wakeful.harness.store import Store
 
 __all__ = ["backup_command", "prune_command", "store_url", "upgrade_command", "version_command"]
 
@@ -51,16 +48,10 @@ async def _as_coroutine(body: Callable[[], Awaitable[T]]) -> T:
     return await body()
 
 
-async def _open(url: str, **options: Any) -> Store:
-    from wakeful.harness.store import Store
-
-    return await Store.open(url, **options)
-
-
 def _head() -> int:
-    from wakeful.harness.store.migrations import HEAD
+    from wakeful.harness.ops import store_admin  # the harness (and SQLAlchemy) load when a command runs
 
-    return HEAD
+    return store_admin.SCHEMA_HEAD
 
 
 def _status(stored: int | None) -> str:
@@ -77,13 +68,9 @@ def version_command(out: Out) -> int:
     url = store_url()
 
     async def body() -> int | None:
-        from wakeful.harness.store.migrations import stored_version
+        from wakeful.harness.ops import store_admin
 
-        store = await _open(url, migrate=False)
-        try:
-            return await stored_version(store)
-        finally:
-            await store.close()
+        return await store_admin.stored_version(url)
 
     stored = _run(out, body)
     HEAD = _head()
@@ -107,15 +94,10 @@ def upgrade_command(out: Out) -> int:
     url = store_url()
 
     async def body() -> dict[str, Any]:
+        from wakeful.harness.ops import store_admin
+
         # node_lock: a running node on the same SQLite file refuses the upgrade (harness.md §3)
-        store = await _open(url, upgrade=True, node_lock=True)
-        try:
-            done = store.migration
-            assert done is not None
-            backup = None if done.backup is None else str(done.backup)
-            return {"from": done.from_version, "to": done.to_version, "backup": backup}
-        finally:
-            await store.close()
+        return await store_admin.upgrade(url, node_lock=True)
 
     try:
         report = {"store": redacted_url(url), **_run(out, body)}
@@ -137,17 +119,9 @@ def prune_command(out: Out, *, retention_s: int, messages_older_than_days: int |
     url = store_url()
 
     async def body() -> dict[str, int]:
-        from wakeful.harness.store.retention import prune_all
+        from wakeful.harness.ops import store_admin
 
-        store = await _open(url)
-        try:
-            async with store.tx() as tx:
-                report = await prune_all(
-                    tx, retention_s=retention_s, messages_older_than_days=messages_older_than_days
-                )
-            return dict(report.__dict__)
-        finally:
-            await store.close()
+        return await store_admin.prune(url, retention_s=retention_s, messages_older_than_days=messages_older_than_days)
 
     try:
         removed = _run(out, body)
@@ -166,13 +140,9 @@ def backup_command(out: Out, target: Path) -> int:
     url = store_url()
 
     async def body() -> Path:
-        from wakeful.harness.store.backup import backup
+        from wakeful.harness.ops import store_admin
 
-        store = await _open(url)
-        try:
-            return await backup(store, target)
-        finally:
-            await store.close()
+        return await store_admin.backup(url, target)
 
     try:
         written = _run(out, body)

@@ -122,13 +122,7 @@ def _pct(bp: int) -> str:
 
 
 async def _local(request: dict[str, Any]) -> dict[str, Any]:
-    import time
-
     from wakeful.harness.config import load_config
-    from wakeful.harness.decide import Decider
+    from wakeful.harness.ops import local
 
-    decider = Decider(load_config().decide, monotonic_ns=time.monotonic_ns)
-    try:
-        return await decider.decide(LOCAL_GROUP, request)
-    finally:
-        await decider.aclose()
+    return await local.decide(load_config().decide, LOCAL_GROUP, request)

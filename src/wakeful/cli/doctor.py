@@ -24,35 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from wakeful.checks import FAIL, NOT_CHECKED, OK, SKIPPED, WARN, Check
+
 if TYPE_CHECKING:  # the build layer, the harness and SQLAlchemy load when the checks run
     from wakeful.build import CompilerInfo
-    from wakeful.harness.config import Config
-    from wakeful.harness.decide import DecideSettings
-    from wakeful.harness.web_policy import WebSettings
+    from wakeful.harness.config import Config, DecideSettings, WebSettings
 
 __all__ = ["Check", "DoctorSetup", "check_data_dir", "check_port", "check_secret_files", "run_checks"]
 
-OK, WARN, FAIL = "ok", "warn", "fail"
-SKIPPED = "skipped: "  # a check that does not apply here is ``ok`` with a detail starting so
-NOT_CHECKED = "not checked: "  # a check a failed one made impossible is ``warn`` with a detail starting so
 MIN_PYTHON = (3, 11)
 PINNED = "zig 0.17.1 / clang 22.1.8"  # build.md §2
 SELFTEST_ELF = ("selftest", "fnv.o")  # wakeful/bench/kernels/fnv.c built with the pinned toolchain
 METADATA_ADDRESS = "169.254.169.254"  # cloud metadata services: the address an egress policy must never open
 PROBE_QUESTION = {"ok": {"type": "noul", "instructions": "Is this a connectivity check from wakeful doctor?"}}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report; ``hint`` says how to fix a ``warn`` or ``fail`` (empty for ``ok``)."""
-
-    name: str
-    status: str
-    detail: str
-    hint: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
 
 
 @dataclass
@@ -304,7 +288,7 @@ def _holds_secret(file: Path) -> bool:
 
 
 def store_checks(setup: DoctorSetup) -> list[Check]:
-    from wakeful.cli.doctor_store import STORE_CHECKS, check_store
+    from wakeful.harness.ops import STORE_CHECKS, check_store
 
     if setup.config is None:
         return [Check(name, WARN, NOT_CHECKED + "the configuration does not parse", "fix the config check first")
@@ -357,14 +341,10 @@ def check_decide(settings: DecideSettings, *, probe: bool, env: Mapping[str, str
 
 
 async def _probe_decide(settings: DecideSettings, where: str) -> Check:
-    from wakeful.harness.decide import Decider
+    from wakeful.harness.ops import local
 
-    decider = Decider(settings, monotonic_ns=time.monotonic_ns)
     began = time.monotonic()
-    try:
-        result = await decider.decide("doctor", {"state": "wakeful doctor", "questions": PROBE_QUESTION})
-    finally:
-        await decider.aclose()
+    result = await local.decide(settings, "doctor", {"state": "wakeful doctor", "questions": PROBE_QUESTION})
     ms = round((time.monotonic() - began) * 1000)
     error = result.get("error")
     if isinstance(error, dict):
@@ -375,14 +355,14 @@ async def _probe_decide(settings: DecideSettings, where: str) -> Check:
 
 def check_web(settings: WebSettings) -> Check:
     """harness.md §17.3: which address classes ``web.http_request`` may reach under the policy in force."""
-    from wakeful.harness.web_policy import blocked_reason
+    from wakeful.harness.ops import local
 
     networks = ", ".join(settings.allow_networks) or "none"
     if settings.allow_private:
         return Check("web_egress", WARN, "web.allow_private is true: Loops may reach private, loopback and "
                      f"link-local addresses (cloud metadata {METADATA_ADDRESS}); allowed networks: {networks}",
                      "set web.allow_private = false and list only the networks Loops need in web.allow_networks")
-    if blocked_reason(ipaddress.ip_address(METADATA_ADDRESS), settings) is None:
+    if local.blocked_reason(ipaddress.ip_address(METADATA_ADDRESS), settings) is None:
         return Check("web_egress", WARN, f"web.allow_networks ({networks}) opens the cloud metadata address "
                      f"{METADATA_ADDRESS}", "narrow web.allow_networks")
     return Check("web_egress", OK, "private, loopback, link-local and reserved addresses blocked; allowed "

@@ -100,18 +100,13 @@ def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable
 
 
 async def _with_control(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
-    from wakeful.control import Control
+    from wakeful.control import local_control
     from wakeful.harness.config import load_config
-    from wakeful.harness.store import Store
 
     settings = load_config().control  # control.claim_ttl_s / intent_grace_s, as the node applies them
-    store = await Store.open(store_url())
-    try:
-        control = Control(store, claim_ttl_s=settings.claim_ttl_s, intent_grace_s=settings.intent_grace_s)
-        await control.open()
+    async with local_control(store_url(), claim_ttl_s=settings.claim_ttl_s,
+                             intent_grace_s=settings.intent_grace_s) as control:
         return await body(GoalCli(control, agent))
-    finally:
-        await store.close()
 
 
 def show(out: Out, value: Any, lines: Callable[[Any], list[str]] | None = None) -> None:

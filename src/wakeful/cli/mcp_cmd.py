@@ -76,7 +76,7 @@ def _configured_server(config: Path | None) -> str:
 
 
 async def _embedded(agent_id: str, session_id: str | None, names: str, config: Path | None) -> int:
-    from wakeful.control.embed import Harness  # the node with h.control (goal and work tools)
+    from wakeful.control import Harness  # the node with h.control (goal and work tools)
     from wakeful.harness.config import load_config
     from wakeful.mcp.stdio import run_embedded
 

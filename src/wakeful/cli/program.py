@@ -13,7 +13,7 @@ from wakeful.cli.output import CliExit, Out, UsageError, escape
 from wakeful.errors import BuildUnavailable, BundleError, WakefulError
 
 if TYPE_CHECKING:
-    from wakeful.build.lines import LineTable
+    from wakeful.build import LineTable
 
 MAX_ELF_READ = 1 << 20  # the loader's largest max_elf_bytes (README limits); larger files are refused unread
 

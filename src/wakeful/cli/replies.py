@@ -11,8 +11,7 @@ from pathlib import Path
 
 from wakeful.cli.output import UsageError
 from wakeful.errors import InvalidParams
-from wakeful.runtime import scripted
-from wakeful.runtime.scripted import LOOP_BUILTINS, Reply
+from wakeful.runtime import LOOP_BUILTINS, Reply, scripted
 
 __all__ = ["LOOP_BUILTINS", "HostReplies", "Reply"]
 

@@ -18,10 +18,10 @@ from wakeful.cli.output import EXIT_FAILED, EXIT_OK, CliExit, Out, UsageError, d
 from wakeful.cli.program import load_program
 from wakeful.cli.replies import HostReplies, Reply
 from wakeful.errors import WakefulError
-from wakeful.runtime.scripted import INJECTED_CONFIG, Ending, EventRefused, run_scripted, status_dict
+from wakeful.runtime import INJECTED_CONFIG, Ending, EventRefused, run_scripted, status_dict
 
 if TYPE_CHECKING:
-    from wakeful.build.lines import LineTable
+    from wakeful.build import LineTable
 
 
 @dataclass(frozen=True)

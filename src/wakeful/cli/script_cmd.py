@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 
@@ -101,36 +101,8 @@ def _print(out: Out, outcome: dict[str, Any]) -> None:
 
 
 async def _local(agent_id: str, request: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    from wakeful.build import Builder
     from wakeful.cli.db_cmd import store_url
     from wakeful.harness.config import load_config
-    from wakeful.harness.node import Node
-    from wakeful.harness.registry import ToolRegistry
-    from wakeful.harness.scripts import ScriptRunner
-    from wakeful.harness.scripts_tools import ScriptTools
-    from wakeful.harness.store import Store, agents
-    from wakeful.harness.tools import LoopTools
+    from wakeful.harness.ops import local
 
-    cfg = load_config()
-    store = await Store.open(store_url())
-    builder = Builder(cfg.build.options(cfg.data_dir))  # build.* (interfaces.md §7)
-    try:
-        node = Node(store, cfg)  # not opened: no runtime, no adoption; Loop views and the decider only
-
-        class _Host:  # what ScriptTools reads of a harness
-            registry = ToolRegistry()
-            loops = LoopTools(node, adopt=False)
-
-        _Host.node = node  # type: ignore[attr-defined]
-        runner = ScriptRunner(builder=builder, call_tool=ScriptTools(cast(Any, _Host())).call, limits=cfg.scripts)
-        await runner.open()
-        try:
-            async with store.tx(readonly=True) as tx:
-                agent = await agents.get_agent(tx, agent_id)
-            return dict(await runner.run(agent_id=agent.id, group_id=agent.group_id, request=request, env=env))
-        finally:
-            await runner.close()
-            await node.dispatch.decider.aclose()
-    finally:
-        builder.close()
-        await store.close()
+    return await local.run_script(load_config(), store_url(), agent_id, request, env)

@@ -91,15 +91,14 @@ def _demo_login(app: Any, key: str, base_url: str) -> str:
 
 
 async def _upgrade(url: str) -> None:
-    from wakeful.harness.store.core import Store
+    from wakeful.harness.ops import store_admin
 
-    store = await Store.open(url, upgrade=True)
-    await store.close()
+    await store_admin.upgrade(url, node_lock=False)
 
 
 async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> None:
     from wakeful.api.server import make_server
-    from wakeful.control.embed import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
+    from wakeful.control import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
     listener = _listen(cfg.server_host, cfg.server_port)  # fail fast, before the store is opened
     harness = Harness(cfg)
@@ -144,7 +143,7 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
             login = _demo_login(server.config.app, info.keys["admin"], base_url) if ui else None
             print("\n".join(demo_lines(info, base_url, login_url=login)), flush=True)
             from wakeful.api.demo import WEBHOOK_LOOP
-            from wakeful.control.demo import seed_demo_goal
+            from wakeful.control import seed_demo_goal
 
             seeded = await seed_demo_goal(harness, info.group_id, info.agent_id, info.loops[WEBHOOK_LOOP])
             print(f"demo goal: {seeded['goal_id']} (monitor {seeded['monitor']} backed by Loop "

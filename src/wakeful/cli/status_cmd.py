@@ -61,31 +61,10 @@ def status_command(out: Out, *, server: str | None = None, key: str | None = Non
 
 
 async def _read(url: str, dead_after_ms: int) -> dict[str, Any]:
-    from wakeful.harness.placement.overview import status as read_status
-    from wakeful.harness.store import Store
+    from wakeful.control import goals_needing_person
+    from wakeful.harness import ops
 
-    store = await Store.open(url)  # the version rules of every local-mode command (harness.md §3)
-    try:
-        doc = await read_status(store, dead_after_ms)
-        doc["goals_needing_person"] = await _goals_needing_person(store)
-        return doc
-    finally:
-        await store.close()
-
-
-async def _goals_needing_person(store: Any) -> list[dict[str, Any]]:
-    """Goals with open ``user_gate`` / ``user_action`` items (control-plane.md §8 ``needs_person``)."""
-    import sqlalchemy as sa
-
-    from wakeful.control import schema as cs
-
-    G, W = cs.goal, cs.work_item
-    stmt = (sa.select(G.c.id, G.c.title, sa.func.count().label("n"))
-            .select_from(G.join(W, W.c.goal_id == G.c.id))
-            .where(W.c.status == "open", W.c["class"].in_(("user_gate", "user_action")))
-            .group_by(G.c.id, G.c.title).order_by(G.c.id))
-    async with store.tx(readonly=True) as tx:
-        return [{"goal_id": r.id, "title": r.title, "items": int(r.n)} for r in await tx.execute(stmt)]
+    return await ops.nodes.status(url, dead_after_ms, extend=goals_needing_person)
 
 
 def _remote(server: str, key: str) -> dict[str, Any]:

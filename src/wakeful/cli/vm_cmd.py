@@ -18,8 +18,10 @@ def dump_command(out: Out, obj: Path, function: str | None) -> int:
     """Load (verify, link, translate) the object and print what the VM made of it."""
     data = _read(obj)
     try:
-        from wakeful.vm import load  # type: ignore[attr-defined,unused-ignore]
-        from wakeful.vm.disasm import disasm_function
+        from wakeful.vm import (
+            disasm_function,
+            load,  # type: ignore[attr-defined,unused-ignore]
+        )
     except ImportError as exc:
         raise Unavailable(f"the VM is unavailable: {exc}") from exc
     try:
@@ -48,7 +50,7 @@ def _read(obj: Path) -> bytes:
 
 def _numbered(code: Any, index: int, lines: list[str]) -> list[str]:
     """Prefix each line with its pc (slot offset in the function; LD_IMM64 takes two slots)."""
-    from wakeful.vm.isa import OP_LDDW
+    from wakeful.vm import OP_LDDW
 
     func = code.functions[index]
     slot, numbered = func.start, []

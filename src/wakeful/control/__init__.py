@@ -1,13 +1,20 @@
 """``wakeful.control``: the control plane — goals, acceptance, work items, claims, gates, evidence and effects,
 committed by one kernel with receipts (control-plane.md). It runs no model and executes no task.
+
+``Harness`` (the harness node with ``h.control``, imported on first use) and ``seed_demo_goal`` are what the
+command line and the benchmarks start.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from wakeful.control.actor import Actor
 from wakeful.control.applicability import CriterionStatus
 from wakeful.control.core import Control
 from wakeful.control.errors import ControlRefused
+from wakeful.control.local import local_control
+from wakeful.control.reads import goals_needing_person
 from wakeful.control.snapshot import (
     ClaimView,
     ContractView,
@@ -18,6 +25,11 @@ from wakeful.control.snapshot import (
     ItemView,
     Registration,
 )
+from wakeful.control.validators import script_runner, validate
+
+if TYPE_CHECKING:
+    from wakeful.control.demo import seed_demo_goal
+    from wakeful.control.embed import Harness
 
 __all__ = [
     "Actor",
@@ -28,8 +40,26 @@ __all__ = [
     "CriterionStatus",
     "EffectView",
     "EvidenceView",
+    "Harness",
     "GoalSnapshot",
     "GoalView",
     "ItemView",
     "Registration",
+    "goals_needing_person",
+    "local_control",
+    "seed_demo_goal",
+    "script_runner",
+    "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Harness":
+        from wakeful.control.embed import Harness
+
+        return Harness
+    if name == "seed_demo_goal":
+        from wakeful.control.demo import seed_demo_goal
+
+        return seed_demo_goal
+    raise AttributeError(name)

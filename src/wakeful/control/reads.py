@@ -175,3 +175,16 @@ async def receipt(tx: Tx, goal_id: str, operation_id: str) -> dict[str, Any]:
         raise _missing("operation", operation_id)
     value: dict[str, Any] = decode(row.receipt)
     return value
+
+
+async def goals_needing_person(store: Any) -> dict[str, Any]:
+    """``{"goals_needing_person": [...]}``: goals with open ``user_gate`` / ``user_action`` items
+    (control-plane.md §8 ``needs_person``), for the ``wakeful status`` document."""
+    G, W = S.goal, S.work_item
+    stmt = (sa.select(G.c.id, G.c.title, sa.func.count().label("n"))
+            .select_from(G.join(W, W.c.goal_id == G.c.id))
+            .where(W.c.status == "open", W.c["class"].in_(("user_gate", "user_action")))
+            .group_by(G.c.id, G.c.title).order_by(G.c.id))
+    async with store.tx(readonly=True) as tx:
+        found = [{"goal_id": r.id, "title": r.title, "items": int(r.n)} for r in await tx.execute(stmt)]
+    return {"goals_needing_person": found}

@@ -10,7 +10,7 @@ from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.instruments import Instrument
 from wakeful.harness.node import Node
-from wakeful.harness.registry import ToolContext
+from wakeful.harness.registry import Tool, ToolContext
 from wakeful.harness.store import Store, Tx
 from wakeful.harness.tools import LoopTools
 
@@ -25,6 +25,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "ToolContext",
+    "Tool",
     "Tx",
     "WakeMessage",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from wakeful.harness.errors import CapabilityNotAllowed, InvalidRequest
 from wakeful.runtime import jsonval
+from wakeful.sdk.rules import AGENT_LIMITS, BUILTIN_CAPABILITIES
 
 __all__ = [
     "BUILTINS",
@@ -23,12 +24,10 @@ __all__ = [
 ]
 
 # §9.1: the builtin capabilities a Loop may use
-BUILTINS = frozenset({
-    "agent.notify", "loop.state.put", "loop.state.get", "loop.ack", "loop.log", "decide", "web.http_request",
-})
+BUILTINS = frozenset(BUILTIN_CAPABILITIES)
 # §9.2: always added, unconstrained, to a given list
 SELF_SCOPED = ("loop.state.put", "loop.state.get", "loop.ack", "loop.log")
-MAX_ENTRIES = 32  # §9.2 / §20
+MAX_ENTRIES = AGENT_LIMITS["capabilities"]  # §9.2 / §20
 # §9.1: embedder tools qualify with safety="read", this name pattern and no collision with a builtin
 TOOL_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,127}")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from wakeful.harness.errors import ConfigTooLarge, InvalidRequest
 from wakeful.runtime import jsonval
+from wakeful.sdk.rules import AGENT_LIMITS
 
 __all__ = [
     "MAX_CHECKPOINT_BYTES",
@@ -20,8 +21,8 @@ __all__ = [
     "validate_config",
 ]
 
-MAX_CONFIG_BYTES = 16_384  # §2.5
-MAX_CHECKPOINT_BYTES = 16_384  # §6
+MAX_CONFIG_BYTES = AGENT_LIMITS["config_bytes"]  # §2.5
+MAX_CHECKPOINT_BYTES = AGENT_LIMITS["checkpoint_bytes"]  # §6
 RESERVED_KEYS = frozenset({"loop_id", "incarnation", "state"})  # §2.5 / §6: injected at load
 _WIDEST_INCARNATION = (1 << 63) - 1  # create-time fit check assumes the widest incarnation the row can hold
 

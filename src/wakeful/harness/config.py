@@ -33,9 +33,11 @@ from wakeful.harness.config_read import (
 from wakeful.harness.decide.settings import DecideSettings
 from wakeful.harness.errors import InvalidRequest
 from wakeful.harness.web_policy import WebSettings
+from wakeful.sdk.rules import AGENT_LIMITS
 
 __all__ = [
-    "KEYS", "BuildSettings", "Config", "ControlSettings", "HttpLimits", "Limits", "LogSettings", "McpSettings", "Placement",
+    "KEYS", "BuildSettings", "Config", "ControlSettings", "DecideSettings", "HttpLimits", "Limits", "LogSettings",
+    "McpSettings", "Placement", "WebSettings",
     "ScriptLimits", "UiSettings", "default_data_dir", "load_config", "redacted_url",
 ]
 
@@ -46,16 +48,16 @@ T = TypeVar("T")
 class Limits:
     """harness.md §20 (config keys ``limits.*``)."""
 
-    loops_per_agent: int = 20
+    loops_per_agent: int = AGENT_LIMITS["active_loops_per_agent"]
     loops_per_group: int = 100
-    notify_per_window: int = 6
+    notify_per_window: int = AGENT_LIMITS["wakes_per_10_min"]
     notify_window_s: int = 600
     budget_pause_after_s: int = 3600
     reloads_per_hour: int = 3
-    pending_events: int = 32
-    ack_deadline_s: int = 900
+    pending_events: int = AGENT_LIMITS["pending_events"]
+    ack_deadline_s: int = AGENT_LIMITS["ack_deadline_s"]
     group_backlog_bytes: int = 50 * 1024 * 1024  # §10.2 step 5
-    ingress_per_loop_per_min: int = 60  # §14
+    ingress_per_loop_per_min: int = AGENT_LIMITS["ingress_per_loop_per_min"]  # §14
     ingress_global_per_min: int = 6000  # §14
 
 

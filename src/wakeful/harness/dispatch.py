@@ -19,6 +19,7 @@ from wakeful.harness.decide.service import Decider
 from wakeful.harness.errors import HostCallRefused, StoreUnavailable
 from wakeful.harness.registry import Tool, ToolContext
 from wakeful.runtime import HostCall, jsonval
+from wakeful.sdk.rules import AGENT_LIMITS
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node
@@ -28,7 +29,7 @@ __all__ = ["MAX_IN_FLIGHT", "Dispatch"]
 
 log = logging.getLogger("wakeful.harness")
 
-MAX_IN_FLIGHT = 4  # §9.3 / §20
+MAX_IN_FLIGHT = AGENT_LIMITS["host_calls_in_flight"]  # §9.3 / §20
 MAX_RESULT_BYTES = 16_384 - 256  # §9.4
 LOG_PER_SECOND = 10  # §9.6
 MIN_DEADLINE_MS, MAX_DEADLINE_MS = 100, 60_000  # §9.3

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from wakeful.harness.errors import InvalidEvent, InvalidJson, JsonObjectRequired, PayloadTooLarge
 from wakeful.runtime import jsonval
+from wakeful.sdk.rules import AGENT_LIMITS
 
 __all__ = [
     "MAX_ENVELOPE_BYTES",
@@ -30,7 +31,7 @@ __all__ = [
     "parse_value",
 ]
 
-MAX_ENVELOPE_BYTES = 16_384  # the runtime's envelope limit
+MAX_ENVELOPE_BYTES = AGENT_LIMITS["event_envelope_bytes"]  # the runtime's envelope limit
 MAX_TOPIC_BYTES = 128
 MAX_ID_BYTES = 128
 INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1

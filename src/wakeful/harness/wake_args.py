@@ -9,6 +9,7 @@ from typing import Any
 
 from wakeful.harness.errors import HostCallRefused
 from wakeful.runtime import jsonval
+from wakeful.sdk.rules import AGENT_LIMITS
 
 __all__ = [
     "MAX_CONTENT_BYTES",
@@ -20,8 +21,8 @@ __all__ = [
     "state_arg",
 ]
 
-MAX_CONTENT_BYTES = 8192  # §9.5
-MAX_DEDUP_KEY_BYTES = 128  # §9.5
+MAX_CONTENT_BYTES = AGENT_LIMITS["wake_content_bytes"]  # §9.5
+MAX_DEDUP_KEY_BYTES = AGENT_LIMITS["dedup_key_bytes"]  # §9.5
 MAX_LOG_CHARS = 1024  # §9.6
 MAX_EVENT_ID_BYTES = 128  # §2.6
 

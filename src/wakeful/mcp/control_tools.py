@@ -316,8 +316,7 @@ async def criterion_validate(args: dict[str, Any], ctx: McpContext) -> Any:
     goal_id, criterion_id = str(args["goal_id"]), str(args["criterion_id"])
     if ctx.harness is None:
         return await _api(ctx).request("POST", _goal_path(ctx, goal_id) + f"/criteria/{criterion_id}/validate")
-    from wakeful.control import Actor
-    from wakeful.control.validators import script_runner, validate
+    from wakeful.control import Actor, script_runner, validate
 
     await _in_group(ctx, goal_id)
     return await validate(_control(ctx), Actor("agent", ctx.agent_id, ctx.group_id), goal_id, criterion_id,

@@ -7,8 +7,8 @@ import inspect
 import logging
 from typing import Any
 
+from wakeful.harness import Tool, ToolContext
 from wakeful.harness.errors import HarnessError
-from wakeful.harness.registry import Tool, ToolContext
 from wakeful.mcp.contracts import OPEN_OBJECT, Hints, contract
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
@@ -20,17 +20,9 @@ log = logging.getLogger("wakeful.mcp")
 async def script_sdk(args: dict[str, Any], ctx: McpContext) -> Any:
     if ctx.harness is not None:
         return ctx.harness.script_sdk()
-    from wakeful.harness.config import ScriptLimits
-    from wakeful.harness.scripts import ScriptRunner
+    from wakeful.harness.ops import local
 
-    class _Nothing:
-        async def compile(self, request: Any) -> Any:
-            raise ToolRefusal("unavailable", "no builds here")
-
-    async def _no_tool(*_: Any) -> Any:
-        raise ToolRefusal("unavailable", "no tools here")
-
-    return ScriptRunner(builder=_Nothing(), call_tool=_no_tool, limits=ScriptLimits()).sdk()
+    return local.script_sdk()
 
 
 async def script_run(args: dict[str, Any], ctx: McpContext) -> Any:

@@ -22,7 +22,7 @@ from wakeful.mcp import resources
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable, check_arguments
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["NAME_STYLES", "build_table", "make_server", "published_name"]
 

@@ -12,7 +12,7 @@ from wakeful.errors import WakefulError
 from wakeful.harness.ops import Backend, HttpBackend, LocalBackend, Principal
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["ApiCaller", "Failed", "McpContext", "McpTool", "ToolRefusal", "ToolTable", "check_arguments"]
 

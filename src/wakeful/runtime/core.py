@@ -29,6 +29,7 @@ from wakeful.runtime.hostcall import HostCalls, HostHandler
 from wakeful.runtime.mailbox import Mailbox
 from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 from wakeful.runtime.scheduler import Ending, Run, Scheduler
+from wakeful.sdk.rules import SLICE_INSNS, VALUE_BYTES
 from wakeful.vm import shape_stats
 from wakeful.vm.elf import MissingEntry
 
@@ -38,7 +39,7 @@ log = logging.getLogger("wakeful.runtime")
 
 MAX_CAPABILITIES = 1_024  # §6.3
 MAX_NAME_BYTES = 128  # capability names, topics, event ids, labels (§6.3, §6.9, §13)
-MAX_ENVELOPE_BYTES = 16_384  # §6.9
+MAX_ENVELOPE_BYTES = VALUE_BYTES  # §6.9
 MAX_CPU_LIMIT_MS = 86_400_000  # §13 load_options
 LIST_LIMIT_MAX = 256  # §6.8
 
@@ -56,7 +57,7 @@ class RuntimeOptions:
     max_elf_bytes: int = 65_536
     max_instructions: int = 8_192
     max_image_bytes: int = 65_536
-    slice_insns: int = 16_384
+    slice_insns: int = SLICE_INSNS
     engine: str = "translate"
     enable_builds: bool = False
     build_workers: int = 2

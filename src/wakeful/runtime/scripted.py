@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from wakeful.build.lines import LineTable
 from wakeful.errors import HostCallError, InvalidParams
+from wakeful.sdk.rules import BUILTIN_CAPABILITIES
 
 __all__ = [
     "INJECTED_CONFIG", "LOOP_BUILTINS", "TERMINAL", "Ending", "EventRefused", "HostReplies", "Recorder",
@@ -31,15 +32,7 @@ TERMINAL = frozenset({"stopped", "exited", "failed"})
 POLL_S = 0.05
 
 # interfaces.md §4.2: the capabilities every run grants besides the scripted names (the Loop builtins)
-LOOP_BUILTINS = (
-    "agent.notify",
-    "loop.state.put",
-    "loop.state.get",
-    "loop.ack",
-    "loop.log",
-    "decide",
-    "web.http_request",
-)
+LOOP_BUILTINS = BUILTIN_CAPABILITIES
 
 
 class EventRefused(InvalidParams):

@@ -38,6 +38,7 @@ from wakeful.runtime.framing import (
 from wakeful.runtime.outbox import DataFrame, Outbox
 from wakeful.runtime.stdio_hostcalls import OutgoingCalls
 from wakeful.runtime.stdio_methods import Methods
+from wakeful.sdk.rules import SLICE_INSNS
 
 __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_USAGE", "Session", "main"]
 
@@ -508,7 +509,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--max-elf-bytes", type=int, default=65_536)
     p.add_argument("--max-instructions", type=int, default=8_192)
     p.add_argument("--max-image-bytes", type=int, default=65_536)
-    p.add_argument("--slice-insns", type=int, default=16_384)
+    p.add_argument("--slice-insns", type=int, default=SLICE_INSNS)
     p.add_argument("--engine", choices=("translate", "interp"), default="translate")
     p.add_argument("--poll-us", type=int, default=POLL_US)
     p.add_argument("--build-workers", type=int, default=2)

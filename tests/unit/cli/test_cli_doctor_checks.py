@@ -16,7 +16,7 @@ from wakeful.cli.doctor import (
     failed,
     report,
 )
-from wakeful.cli.doctor_store import clock_check
+from wakeful.harness.ops import clock_check
 from wakeful.harness.web_policy import WebSettings
 
 

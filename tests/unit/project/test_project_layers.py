@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "wakeful"
 # rank of each top-level subpackage; the faces api/mcp/bench share a rank and do not import each other
 RANK = {
     "errors": 0,
+    "checks": 0,  # the record of a doctor check, shared by the harness and the command line
     "sdk": 0,
     "vm": 1,
     "build": 2,
@@ -29,7 +30,7 @@ RANK = {
     "cli": 8,  # the `wakeful` command fronts every other face (serve → api, mcp, bench)
 }
 FACES = {"api", "mcp", "bench"}
-STDLIB_ONLY = {"errors", "vm", "build", "runtime", "sdk"}
+STDLIB_ONLY = {"errors", "checks", "vm", "build", "runtime", "sdk"}
 
 
 def _layer_of(path: Path) -> str:
@@ -103,5 +104,62 @@ def test_the_rule_is_enforced(tmp_path: Path) -> None:
     try:
         with pytest.raises(AssertionError, match="may not import"):
             test_lower_layers_never_import_higher_ones(bad)
+    finally:
+        bad.unlink()
+
+
+# ---------------------------------------------------------------------- faces reach lower layers by their public faces
+
+# what a face (api, mcp, cli, bench) may import of the layers below: each layer's package, plus the harness's
+# public modules (its operations, principals, errors and configuration) — never the store, the node's parts or
+# another private module (issue 15)
+PUBLIC = {
+    "harness": {"wakeful.harness", "wakeful.harness.ops", "wakeful.harness.principal", "wakeful.harness.errors",
+                "wakeful.harness.config"},
+    "control": {"wakeful.control"},
+    "runtime": {"wakeful.runtime"},
+    "vm": {"wakeful.vm"},
+    "build": {"wakeful.build"},
+    "sdk": {"wakeful.sdk"},
+}
+ALL_FACES = {"api", "mcp", "cli", "bench", "embed"}
+# SQL belongs to the store; the benchmarks alone talk to PostgreSQL directly (creating their databases, reading
+# pg_stat_database), never to the store's own tables
+THIRD_PARTY_FORBIDDEN = {"sqlalchemy": ALL_FACES, "aiosqlite": ALL_FACES - {"bench"}, "asyncpg": ALL_FACES - {"bench"}}
+
+
+def _face_violations(path: Path) -> list[str]:
+    layer = _layer_of(path)
+    found = []
+    for name, line in _imports(path):
+        parts = name.split(".")
+        if layer in THIRD_PARTY_FORBIDDEN.get(parts[0], ()):
+            found.append(f"{path.relative_to(SRC)}:{line}: a face may not import {parts[0]}")
+        if parts[0] != "wakeful" or len(parts) < 2 or parts[1] == layer or parts[1] not in PUBLIC:
+            continue
+        if name not in PUBLIC[parts[1]]:
+            found.append(f"{path.relative_to(SRC)}:{line}: {name} is not a public face of wakeful.{parts[1]}")
+    return found
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if _layer_of(p) in ALL_FACES],
+                         ids=lambda p: str(p.relative_to(SRC)))
+def test_faces_import_only_the_public_faces_below(path: Path) -> None:
+    assert not _face_violations(path)
+
+
+def test_faces_do_not_import_each_other_through_the_cli() -> None:
+    """The command line fronts the other faces; api, mcp and bench never import it."""
+    for path in _modules():
+        if _layer_of(path) in FACES:
+            for name, line in _imports(path):
+                assert not name.startswith("wakeful.cli"), f"{path.relative_to(SRC)}:{line} imports {name}"
+
+
+def test_the_face_rule_is_enforced() -> None:
+    bad = SRC / "api" / "_layer_probe_tmp.py"
+    bad.write_text("import sqlalchemy\nfrom wakeful.harness.store import loops\nfrom wakeful.harness import ops\n")
+    try:
+        assert len(_face_violations(bad)) == 2
     finally:
         bad.unlink()

@@ -7,14 +7,18 @@ Faces (``api``, ``mcp``, ``cli``, the dashboard) parse, authenticate, call one o
 
 from __future__ import annotations
 
-from wakeful.harness.ops import loops
+from wakeful.harness.ops import local, loops, nodes, scripts, store_admin
 from wakeful.harness.ops.backend import ApiCaller, Backend, HttpBackend, LocalBackend, Refused, SyncCaller
+from wakeful.harness.ops.pages import decode_cursor, encode_cursor, page
+from wakeful.harness.ops.scope import agent_in_scope, loop_in_scope
+from wakeful.harness.ops.store_checks import STORE_CHECKS, check_store, clock_check
 from wakeful.harness.ops.table import OPERATIONS, Operation, operation
 from wakeful.harness.principal import OPERATOR, Principal
 
 __all__ = [
     "OPERATIONS",
     "OPERATOR",
+    "STORE_CHECKS",
     "ApiCaller",
     "Backend",
     "HttpBackend",
@@ -23,6 +27,17 @@ __all__ = [
     "Principal",
     "Refused",
     "SyncCaller",
+    "agent_in_scope",
+    "check_store",
+    "clock_check",
+    "decode_cursor",
+    "encode_cursor",
+    "local",
+    "loop_in_scope",
     "loops",
+    "nodes",
+    "page",
+    "scripts",
+    "store_admin",
     "operation",
 ]

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 from wakeful.harness.errors import NotFound
 from wakeful.harness.principal import Principal, check_group
-from wakeful.harness.store import loops
+from wakeful.harness.store import agents, loops
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
 
-__all__ = ["loop_in_scope"]
+__all__ = ["agent_in_scope", "loop_in_scope"]
 
 
 async def loop_in_scope(harness: Harness, principal: Principal, group_id: str, loop_id: str) -> loops.Loop:
@@ -25,3 +25,16 @@ async def loop_in_scope(harness: Harness, principal: Principal, group_id: str, l
     if row is None or row.group_id != group_id or not principal.sees_agent(row.agent_id):
         raise NotFound(f"Loop {loop_id[:40]} not found")
     return row
+
+
+async def agent_in_scope(harness: Harness, principal: Principal, group_id: str, agent_id: str) -> agents.Agent:
+    """The agent, if it is in ``group_id`` and visible to the principal (an agent sees only itself); else
+    ``not_found``."""
+    check_group(principal, group_id)
+    found = None
+    if 1 <= len(agent_id) <= 40 and principal.sees_agent(agent_id):
+        async with harness.store.tx(readonly=True) as tx:
+            found = await agents.find_agent(tx, agent_id)
+    if found is None or found.group_id != group_id:
+        raise NotFound(f"agent {agent_id[:40]} not found")
+    return found

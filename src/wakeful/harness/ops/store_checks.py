@@ -1,4 +1,4 @@
-"""The store checks of ``wakeful doctor`` (interfaces.md §4.2, harness.md §3): reachable within a bounded time,
+"""The store checks of ``wakeful doctor`` (run by the harness, since they open the store) (interfaces.md §4.2, harness.md §3): reachable within a bounded time,
 schema version equal to the code's, SQLite in WAL with ``synchronous=FULL``, PostgreSQL signals, locks and clock.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from wakeful.cli.doctor import FAIL, NOT_CHECKED, OK, SKIPPED, WARN, Check
+from wakeful.checks import FAIL, NOT_CHECKED, OK, SKIPPED, WARN, Check
 from wakeful.errors import WakefulError
 from wakeful.harness.config import redacted_url
 
