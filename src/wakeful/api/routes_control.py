@@ -55,7 +55,7 @@ class NextIn(BaseModel):
 
 def control_of(request: Request) -> Control:
     """The node's control plane (``wakeful.control.embed.Harness``); 503 on a node started without one."""
-    control = getattr(harness_of(request), "_control", None)
+    control = harness_of(request).control_if_running
     if not isinstance(control, Control):
         raise StoreUnavailable("the control plane is not running on this node")
     return control

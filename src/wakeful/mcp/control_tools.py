@@ -85,7 +85,7 @@ def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
 
 
 def _control(ctx: McpContext) -> Any:
-    control = getattr(ctx.harness, "_control", None)
+    control = ctx.harness.control_if_running if ctx.harness is not None else None
     if control is None:
         raise ToolRefusal("unavailable", "the control plane is not running on this node")
     return control

@@ -31,8 +31,6 @@ PUBLIC_UNDERSCORE = frozenset({"_mapping", "_fields", "_asdict", "_replace", "_m
 # the number of private reads left, and the faces' rewrite takes them to zero (then deletes the entry)
 # (public accessors to switch to: Harness.control_if_running, Harness.started — see the face helpers' brief)
 ALLOWED: dict[str, int] = {
-    "api/routes_control.py": 1,  # getattr(harness, "_control") → harness.control_if_running
-    "mcp/control_tools.py": 1,  # getattr(ctx.harness, "_control") → ctx.harness.control_if_running
     "mcp/http.py": 1,  # self.harness._store is None → not self.harness.started
 }
 
