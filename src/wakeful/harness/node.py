@@ -59,7 +59,7 @@ class Node:
 
     def __init__(
         self, store: Store, config: Config, *, clock: Clock | None = None, tools: ToolRegistry | None = None,
-        on_message: Callable[[str], None] | None = None,
+        on_message: Callable[[str], None] | None = None, node_id: str | None = None,
     ) -> None:
         from wakeful.harness.dispatch import Dispatch
         from wakeful.harness.pending import PendingEvents
@@ -68,7 +68,7 @@ class Node:
         self.clock: Clock = clock or SystemClock()
         # no registry given (the CLI's local mode): the configuration's [capabilities] still name Loop tools
         self.tools = tools if tools is not None else configured_tools(config, self.clock.monotonic_ns)
-        self.node_id = new_id("node")
+        self.node_id = node_id or new_id("node")  # the Harness passes the data directory's id (placement/identity.py)
         self.on_message = on_message
         self.watch = LimitWatch()
         self.dispatch = Dispatch(self)
@@ -81,6 +81,7 @@ class Node:
         self.objects: dict[str, Resident] = {}
         self.reload_due: dict[str, int] = {}  # loop id → monotonic ns
         self.waiting_capacity: set[str] = set()
+        self.load_deferred: set[str] = set()  # loads an unavailable store deferred; retried on the next tick
         self.reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
@@ -132,11 +133,13 @@ class Node:
                 return await self._load(loop_id)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
+            self.load_deferred.add(loop_id)  # issue 16: the next tick retries it, not the reconcile
             return None
 
     async def _load(self, loop_id: str) -> Resident | None:
         self.reload_due.pop(loop_id, None)
         self.waiting_capacity.discard(loop_id)
+        self.load_deferred.discard(loop_id)
         if self.placement is not None and not await self.placement.before_load(loop_id):
             return None  # §19.2: another node holds the agent's lease (and was signalled)
         if loop_id in self.residents:
@@ -379,7 +382,7 @@ class Node:
         for loop_id, due in sorted(self.reload_due.items(), key=lambda kv: kv[1]):
             if due <= now:
                 await self.try_load(loop_id, if_absent=True)
-        for loop_id in sorted(self.waiting_capacity):
+        for loop_id in sorted(self.waiting_capacity | self.load_deferred):
             await self.try_load(loop_id, if_absent=True)
         if reconcile:
             await self._reconcile()
