@@ -20,10 +20,12 @@ from wakeful.harness.config import Config, load_config
 from wakeful.harness.instruments import Instrument
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
+from wakeful.harness.placement.identity import NodeIdentity
 from wakeful.harness.ratelimit import Limiter
 from wakeful.harness.registry import Tool, ToolRegistry
 from wakeful.harness.store import agents, groups, sessions
 from wakeful.harness.store.core import Store
+from wakeful.harness.store.engine import session_timeouts
 from wakeful.harness.store.keycache import FLUSH_EVERY_S, KeyCache
 from wakeful.harness.store.sessions import Message
 from wakeful.harness.tools import LoopTools
@@ -60,6 +62,7 @@ class Harness:
         self.reconcile_s = reconcile_s if tick_s is None else min(reconcile_s, tick_s)
         self._ticks = 0  # sweep ticks so far; the reconcile runs on ticks 0, n, 2n, …
         self._solo: Any = None  # SQLite: the one node's row (harness/placement/solo.py)
+        self._identity: NodeIdentity | None = None  # the data directory's node id, held while running
         self.registry = ToolRegistry()
         self._register_configured()
         self._handlers: list[tuple[str | None, tuple[str, ...], WakeHandler]] = []
@@ -96,10 +99,15 @@ class Harness:
         """Store (with migrations), runtime, adoption of active Loops, sweeps."""
         url = self.config.effective_store_url
         self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # interfaces.md §7: mode 0700
-        self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"))
+        placement = self.config.placement  # issue 16: sessions that cannot hold locks past the lease window
+        self._store = await Store.open(url, clock=self.clock, node_lock=url.startswith("sqlite"),
+                                       timeouts=session_timeouts(placement.lease_ttl_s, placement.renew_s))
         self._keys = KeyCache(self._store)  # harness.md §2.1, for the faces (flushed by a sweep and at stop)
         try:
-            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry)
+            # issue 16: the data directory's node id, so a restart reclaims this node's own leases at once
+            self._identity = NodeIdentity.take(self.config.data_dir)
+            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry,
+                              node_id=self._identity.node_id)
             self._node.add_instrument(_Wakes(self))  # first: wake handlers see a message before other observers
             self._tools = LoopTools(self._node, builder=_LazyBuilder(self))
             self._intake = Intake(self._node, limiter=self.limiter or _shared_limiter(self._store))
@@ -123,6 +131,7 @@ class Harness:
                 await self._solo.start()
         except BaseException:
             await self._store.close()
+            self._release_identity()
             raise
         await self._open_scripts()
         if self._node.placement is None:  # a cluster node offers an agent's messages when it claims the agent
@@ -169,7 +178,13 @@ class Harness:
                 log.exception("the last key-use flush failed")
         if self._store is not None:
             await self._store.close()
+        self._release_identity()
         self._node = self._store = self._tools = self._intake = self._keys = None
+
+    def _release_identity(self) -> None:
+        if self._identity is not None:
+            self._identity.release()
+            self._identity = None
 
     async def run(self) -> None:
         """Start and run until cancelled."""

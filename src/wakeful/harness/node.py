@@ -76,6 +76,7 @@ class Node:
 
     def __init__(
         self, store: Store, config: Config, *, clock: Clock | None = None, tools: ToolRegistry | None = None,
+        node_id: str | None = None,
     ) -> None:
         from wakeful.harness.dispatch import Dispatch
         from wakeful.harness.pending import PendingEvents
@@ -84,7 +85,7 @@ class Node:
         self.clock: Clock = clock or SystemClock()
         # no registry given (the CLI's local mode): the configuration's [capabilities] still name Loop tools
         self.tools = tools if tools is not None else configured_tools(config, self.clock.monotonic_ns)
-        self.node_id = new_id("node")
+        self.node_id = node_id or new_id("node")  # the Harness passes the data directory's id (placement/identity.py)
         self.instruments = Instruments()  # the one subscription list (message, transition, admitted, claimed)
         self.watch = LimitWatch()
         self.dispatch = Dispatch(self)
@@ -97,6 +98,7 @@ class Node:
         self._objects: dict[str, Resident] = {}
         self._reload_due: dict[str, int] = {}  # loop id → monotonic ns
         self._waiting_capacity: set[str] = set()
+        self._load_deferred: set[str] = set()  # loads an unavailable store deferred; retried on the next tick
         self._reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
@@ -139,6 +141,10 @@ class Node:
     def busy(self, loop_id: str) -> bool:
         """This node has the Loop in hand: resident, queued for a tick, or its terminal report being applied."""
         return loop_id in self._residents or self.queued(loop_id) or loop_id in self._reporting
+
+    def deferred_loads(self) -> list[str]:
+        """The Loops whose load an unavailable store deferred, sorted; the next tick retries them (issue 16)."""
+        return sorted(self._load_deferred)
 
     def is_locked(self, loop_id: str) -> bool:
         """A load, unload or reconcile of the Loop runs right now (it re-reads the row when it is done)."""
@@ -189,11 +195,13 @@ class Node:
                 return await self._load(loop_id)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
+            self._load_deferred.add(loop_id)  # issue 16: the next tick retries it, not the reconcile
             return None
 
     async def _load(self, loop_id: str) -> Resident | None:
         self._reload_due.pop(loop_id, None)
         self._waiting_capacity.discard(loop_id)
+        self._load_deferred.discard(loop_id)
         if self.placement is not None and not await self.placement.before_load(loop_id):
             return None  # §19.2: another node holds the agent's lease (and was signalled)
         if loop_id in self._residents:
@@ -449,7 +457,7 @@ class Node:
         for loop_id, due in sorted(self._reload_due.items(), key=lambda kv: kv[1]):
             if due <= now:
                 await self.try_load(loop_id, if_absent=True)
-        for loop_id in sorted(self._waiting_capacity):
+        for loop_id in sorted(self._waiting_capacity | self._load_deferred):
             await self.try_load(loop_id, if_absent=True)
         if reconcile:
             await self._reconcile()

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
 
-__all__ = ["Lease", "claim", "held_by", "lease_of", "list_leases", "release", "renew"]
+__all__ = ["Lease", "claim", "held_by", "lease_of", "list_leases", "reclaim", "release", "renew"]
 
 A = schema.agent_lease
 
@@ -53,6 +53,18 @@ async def claim(tx: Tx, agent_id: str, node_id: str, ttl_ms: int) -> Lease | Non
     ).returning(*A.c)
     row = (await tx.execute(stmt)).first()
     return None if row is None else _lease(row)
+
+
+# issue 16: a node restarted under its own id (placement/identity.py) takes over the leases its previous process
+# still held: the same holder at epoch + 1, so whatever that process still had in flight is fenced (renewals and
+# §4.3 step 1 match the epoch), and nobody waits for the TTL. Expired leases are left to the stranded sweep.
+async def reclaim(tx: Tx, node_id: str, ttl_ms: int) -> dict[str, int]:
+    """``{agent_id: new epoch}`` of every unexpired lease held under ``node_id``, now renewed at a new epoch."""
+    now = await tx.now_ms()
+    stmt = A.update().where(A.c.node_id == node_id, A.c.expires_ms > now).values(
+        epoch=A.c.epoch + 1, acquired_ms=now, renewed_ms=now, expires_ms=now + ttl_ms,
+    ).returning(A.c.agent_id, A.c.epoch)
+    return {r.agent_id: int(r.epoch) for r in await tx.execute(stmt)}
 
 
 # §19.2 renew: conditional on node_id = self AND epoch = mine; an agent missing from the answer is lost

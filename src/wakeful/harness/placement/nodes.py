@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
@@ -39,13 +41,17 @@ class NodeInfo:
     leases: int
 
 
-# §19.1 start: insert a node row (alive)
+# §19.1 start: insert a node row (alive); a node restarted under its own id (placement/identity.py) takes its
+# row over: a new start, pid and heartbeat, alive again
 async def register(tx: Tx, *, node_id: str, name: str, host: str, pid: int, version: str, capacity: int) -> None:
     now = await tx.now_ms()
-    await tx.execute(sa.insert(N).values(
-        id=node_id, name=name[:200], host=host[:200], pid=pid, version=version[:40], started_ms=now,
-        heartbeat_ms=now, state="alive", objects=0, capacity=capacity,
-    ))
+    values: dict[str, Any] = {
+        "name": name[:200], "host": host[:200], "pid": pid, "version": version[:40], "started_ms": now,
+        "heartbeat_ms": now, "state": "alive", "objects": 0, "capacity": capacity,
+    }
+    dialect: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
+    stmt = dialect.insert(N).values(id=node_id, **values)
+    await tx.execute(stmt.on_conflict_do_update(index_elements=[N.c.id], set_=values))
 
 
 # §19.1: refreshed every heartbeat_s with the objects gauge; False when the row is gone

@@ -81,6 +81,7 @@ class Placement:
         self._replaying: set[str] = set()  # Loops with a replay queued by a signal
         self.wants_messages: Callable[[], bool] = lambda: False  # set by the Harness: wake handlers exist
         self.fenced_loops = 0  # objects unloaded by self-fencing (tests, status)
+        self._reclaimed: set[str] = set()  # agents whose leases start() took over, adopted by the next tick
 
     # ------------------------------------------------------------------ start, sweeps, drain
 
@@ -93,9 +94,16 @@ class Placement:
         """§19.1: insert the node row (alive); start the renewer thread, the listener and the sweeps; claim and
         adopt stranded agents once right away. Call after ``node.open()`` (the runtime must be running)."""
         self._loop = asyncio.get_running_loop()
+        sent_ns = self.mono()
         async with self.store.tx() as tx:
             await nodes.register(tx, node_id=self.node_id, name=self.name, host=socket.gethostname(),
                                  pid=os.getpid(), version=self.version, capacity=self.node.config.max_objects)
+            mine = await leases.reclaim(tx, self.node_id, self.ttl_ms)  # a restart under this node's own id
+        for agent_id, epoch in mine.items():
+            self.book.add(agent_id, epoch, sent_ns)
+        self._reclaimed.update(mine)  # adopted by the first tick, below
+        if mine:
+            log.info("reclaimed %d leases of this node's previous run", len(mine))
         self.state = "alive"
         self.node.add_instrument(_Signaller(self))  # §19.3: tell a Loop's holder about changes made here
         await asyncio.to_thread(self.renewer.start)
@@ -248,11 +256,26 @@ class Placement:
         async with self._tick_lock:
             if self.state != "alive":
                 return  # drained while this tick waited
-            for step in (self.renew, self.fence, self._release_idle, self._sweep_stranded, self.poll_events, self._sweep_gone_nodes):
+            for step in (self.renew, self.fence, self._adopt_pending, self._release_idle, self._sweep_stranded,
+                         self.poll_events, self._sweep_gone_nodes):
                 try:
                     await step()
                 except StoreUnavailable as exc:
                     log.warning("placement %s deferred: %s", step.__name__, exc.message)
+
+    async def _adopt_pending(self) -> None:
+        """issue 16: on this tick, not the 60 s reconcile — adopt the agents reclaimed at start, and retry the
+        loads an unavailable store deferred (a lock timeout, a lost connection) on this node."""
+        agents, self._reclaimed = sorted(self._reclaimed), set()
+        try:
+            await self.adopt_agents([a for a in agents if self.holds(a)])
+        except StoreUnavailable:
+            self._reclaimed.update(agents)
+            raise
+        node = self.node
+        for loop_id in node.deferred_loads():
+            if node.resident(loop_id) is None and not node.is_locked(loop_id):
+                await node.try_load(loop_id, if_absent=True)
 
     async def renew(self) -> None:
         """§19.3: the placement tick renews too (the renewer thread does it on its own period as well)."""

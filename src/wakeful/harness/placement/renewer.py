@@ -18,6 +18,7 @@ from wakeful.harness.placement import leases, nodes
 from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.store.clock import WallClock
 from wakeful.harness.store.core import Store
+from wakeful.harness.store.engine import session_timeouts
 
 __all__ = ["Renewer"]
 
@@ -72,7 +73,8 @@ class Renewer:
         self._loop = asyncio.get_running_loop()
         self._stop, self._wake = asyncio.Event(), asyncio.Event()
         self._ready.set()
-        store = await Store.open(self.url, clock=self._wall, migrate=False)
+        timeouts = session_timeouts(self.ttl_ms / 1000, self.renew_s)  # the same sessions as the node's pool
+        store = await Store.open(self.url, clock=self._wall, migrate=False, timeouts=timeouts)
         next_renew = next_beat = 0.0
         try:
             while not self._stop.is_set():

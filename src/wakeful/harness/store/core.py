@@ -25,6 +25,7 @@ from wakeful.harness.store.clock import WallClock, read_store_ms
 from wakeful.harness.store.engine import (
     EngineTarget,
     NodeLock,
+    SessionTimeouts,
     is_nul_text,
     is_unavailable,
     make_engine,
@@ -109,14 +110,16 @@ class Store:
         upgrade: bool = False,
         migrate: bool = True,
         node_lock: bool = False,
+        timeouts: SessionTimeouts | None = None,
     ) -> Store:
         """Connect and apply harness.md §3's version rules (``migrate=False`` only connects).
 
         ``upgrade`` allows upgrading an older PostgreSQL schema (``wakeful db upgrade`` / ``--upgrade``);
         SQLite upgrades after a ``VACUUM INTO`` backup without it. ``node_lock`` takes ``<db>.node``.
+        ``timeouts``: a node's PostgreSQL session timeouts (``engine.session_timeouts``).
         """
         target = parse_url(url)
-        store = cls(target, make_engine(target), clock)
+        store = cls(target, make_engine(target, timeouts), clock)
         try:
             if node_lock and target.sqlite_path is not None:
                 store._node_lock = NodeLock(target.sqlite_path)

@@ -20,7 +20,10 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from wakeful.harness.errors import InvalidRequest, NodeLocked, StoreUnavailable
 
-__all__ = ["EngineTarget", "NodeLock", "is_nul_text", "is_unavailable", "make_engine", "parse_url", "unavailable_from"]
+__all__ = [
+    "EngineTarget", "NodeLock", "SessionTimeouts", "is_nul_text", "is_unavailable", "make_engine", "parse_url",
+    "session_timeouts", "unavailable_from",
+]
 
 # harness.md §3: the SQLite pragmas applied on every connection
 SQLITE_PRAGMAS = (
@@ -34,6 +37,29 @@ PG_LOCK_TIMEOUT_MS = 5000
 # PostgreSQL SQLSTATE classes that mean "the store is not available now" (connection, resources, admin, locks)
 _PG_UNAVAILABLE_PREFIXES = ("08", "53", "57", "58")
 _PG_UNAVAILABLE_CODES = {"55P03", "40P01", "40001", "25006"}
+
+
+@dataclass(frozen=True)
+class SessionTimeouts:
+    """``statement_timeout`` and ``idle_in_transaction_session_timeout`` of a node's PostgreSQL sessions (ms)."""
+
+    statement_ms: int
+    idle_in_transaction_ms: int
+
+
+# issue 16: a node frozen (SIGSTOP, a stalled VM) while its session was idle in a transaction kept that session's
+# row locks for the whole freeze, so the Loop could not move even after its lease expired. The rule: a frozen
+# session lets go of its locks within statement_timeout + idle_in_transaction_session_timeout of the freeze, and
+# that sum is at most TTL − renew (each half of it). The frozen node renewed at most ``renew`` before the freeze,
+# so its lease expires no earlier than TTL − renew after it: by the time anyone may claim the agent, the locks
+# are gone and the adoption does not wait on them. (Defaults: TTL 30 s, renew 10 s → 10 s each.)
+def session_timeouts(lease_ttl_s: float, renew_s: float) -> SessionTimeouts:
+    """The node's session timeouts derived from its lease settings (``placement.lease_ttl_s``, ``renew_s``)."""
+    window_ms = int((lease_ttl_s - renew_s) * 1000)
+    if window_ms < 2:
+        raise ValueError("the lease TTL must exceed the renew interval")
+    half = window_ms // 2
+    return SessionTimeouts(statement_ms=half, idle_in_transaction_ms=half)
 
 
 @dataclass(frozen=True)
@@ -76,8 +102,11 @@ def _pg_target(url: str) -> EngineTarget:
     return EngineTarget("postgresql", sa_url, None, search_path)
 
 
-def make_engine(target: EngineTarget) -> AsyncEngine:
-    """The async engine with the dialect's settings (pragmas and ``BEGIN IMMEDIATE``, or READ COMMITTED)."""
+def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -> AsyncEngine:
+    """The async engine with the dialect's settings (pragmas and ``BEGIN IMMEDIATE``, or READ COMMITTED).
+
+    ``timeouts`` (a node's pools; PostgreSQL only) become every session's statement and idle-in-transaction
+    timeouts; without them (CLI tools, probes) only the lock timeout applies."""
     if target.dialect == "sqlite":
         assert target.sqlite_path is not None
         target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +114,9 @@ def make_engine(target: EngineTarget) -> AsyncEngine:
         _install_sqlite_hooks(engine)
         return engine
     settings = {"lock_timeout": str(PG_LOCK_TIMEOUT_MS)}
+    if timeouts is not None:
+        settings["statement_timeout"] = str(timeouts.statement_ms)
+        settings["idle_in_transaction_session_timeout"] = str(timeouts.idle_in_transaction_ms)
     if target.search_path:
         settings["search_path"] = target.search_path
     return create_async_engine(

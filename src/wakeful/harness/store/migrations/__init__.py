@@ -61,6 +61,7 @@ def _discover() -> tuple[Migration, ...]:
 
 
 MIGRATIONS: tuple[Migration, ...] = _discover()
+_NO_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = 0"
 HEAD: int = MIGRATIONS[-1].version
 
 
@@ -110,6 +111,7 @@ async def _migrate_pg(store: Store, allow_upgrade: bool, migrations: Sequence[Mi
         )
     async with store.engine.connect() as lock_conn:
         key = (await lock_conn.execute(_LOCK_KEY)).scalar_one()
+        await lock_conn.execute(sa.text(_NO_STATEMENT_TIMEOUT))  # waiting out another node's upgrade is fine
         await lock_conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": key})
         await lock_conn.commit()
         try:
@@ -137,6 +139,9 @@ async def _apply(store: Store, current: int | None, migrations: Sequence[Migrati
             continue
         # harness.md §3: each migration is one transaction of Core DDL plus data moves
         async with store.tx() as tx:
+            if store.dialect == "postgresql":  # a long data move is not a stuck session (engine.session_timeouts)
+                await tx.execute(sa.text(_NO_STATEMENT_TIMEOUT))
+                await tx.execute(sa.text("SET LOCAL idle_in_transaction_session_timeout = 0"))
             await tx.conn.run_sync(migration.upgrade)
             await tx.execute(
                 schema.schema_meta.insert().values(
