@@ -20,7 +20,7 @@ async def main(url: str, home: str, loop_id: str) -> None:
     config = Config(data_dir=Path(home), store_url=url, placement=PLACEMENT, limits=LIMITS, node_name="frozen")
     h = Harness(config)
     await h.start()
-    while loop_id not in h.node.residents:
+    while h.node.resident(loop_id) is None:
         await asyncio.sleep(0.05)
     print(f"NODE {h.node.node_id}", flush=True)
     async with h.store.tx() as tx:  # the node's own pool session, idle in a transaction holding the row lock

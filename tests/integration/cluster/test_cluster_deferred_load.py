@@ -41,7 +41,7 @@ async def test_a_deferred_adoption_is_retried_on_the_next_placement_tick(
         assert h.node.resident(loop_id) is not None and not h.node.deferred_loads()
         async with h.store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop_id)
-        assert (row.node_id, row.object_id) == (h.node.node_id, h.node.residents[loop_id].object_id)
+        assert (row.node_id, row.object_id) == (h.node.node_id, h.node.resident(loop_id).object_id)
     finally:
         await h.stop()
         await blocker.close()

@@ -45,12 +45,12 @@ async def _kill_and_restart(url: str, tmp_path: Path, compile_c: Any) -> None:
         config = Config(data_dir=first.home, store_url=url, placement=LONG_LEASE, limits=LIMITS, node_name="first")
         h = Harness(config, sweeps=False)
         await h.start()  # the first placement pass (PostgreSQL) / the adoption at open (SQLite), nothing more
-        assert set(h.node.residents) == set(tenant.loops)
+        assert {res.loop_id for res in h.node.residents()} == set(tenant.loops)
         assert h.node.node_id == first.node_id  # the data directory's id
         after = await probe.placement()
         for loop_id in tenant.loops:
             node_id, object_id, incarnation = after[loop_id]
-            assert (node_id, object_id) == (first.node_id, h.node.residents[loop_id].object_id)
+            assert (node_id, object_id) == (first.node_id, h.node.resident(loop_id).object_id)
             assert incarnation == before[loop_id][2] + 1
         if held:  # PostgreSQL: the same holder at epoch + 1, taken before the old lease expired
             leases = await _lease_rows(probe)
