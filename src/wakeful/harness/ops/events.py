@@ -129,7 +129,8 @@ async def admit_body(harness: Harness, principal: Principal, *, group_id: str, l
     if extra:
         raise InvalidEvent(f"unknown field {extra[0][:64]!r}; the body is {{event_id?, topic, payload?}}",
                            field=extra[0][:64])
-    return await intake.admit(loop_id=loop_id, topic=body.get("topic"), payload=body.get("payload"),
+    topic: Any = body.get("topic")  # U+0000 and the other §10.1 rules: the harness's normalisation (every path)
+    return await intake.admit(loop_id=loop_id, topic=topic, payload=body.get("payload"),
                               event_id=body.get("event_id"), idempotency_keys=list(idempotency_keys),
                               source="api", group_id=group_id)  # 10
 
