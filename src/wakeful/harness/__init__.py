@@ -8,6 +8,9 @@ from __future__ import annotations
 from wakeful.harness.config import Config, Limits
 from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
+
+# ops-events (issue 15): the intake's strict JSON reader, for a face that reads an event payload from a file
+from wakeful.harness.eventbody import parse_value as parse_event_payload
 from wakeful.harness.node import Node
 from wakeful.harness.registry import ToolContext
 from wakeful.harness.store import Store, Tx
@@ -25,4 +28,5 @@ __all__ = [
     "ToolContext",
     "Tx",
     "WakeMessage",
+    "parse_event_payload",
 ]
