@@ -1,9 +1,11 @@
-"""`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch`, in local mode as the operator.
+"""`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch` (interfaces.md §4.2).
 
-interfaces.md §4.2: events written here (send, retry, discard) are picked up by the running node at its next tick;
-`loop tail` and `session watch` follow the store and print JSON Lines with `--json`. In remote mode (`--server`)
-webhook, events, retry, discard and send call the HTTP API (`loop_remote`), watch follows the session's SSE
-stream (`session_remote`); tail refuses (exit 2): the API has no stream of a Loop's logs.
+events, retry, discard and send call the harness operations (``wakeful.harness.ops.events``) through one
+``Backend`` (``ops_backend``): locally as the operator on the store — what they write is picked up by the running
+node at its next tick — or over ``--server`` with the key. In remote mode send posts the payload file's own text
+(``loop_remote.send``) and webhook calls the HTTP API (``loop_remote``); watch follows the session's SSE stream
+(``session_remote``); tail refuses (exit 2): the API has no stream of a Loop's logs. `loop tail` and `session
+watch` follow the store locally and print JSON Lines with `--json`.
 """
 
 from __future__ import annotations
