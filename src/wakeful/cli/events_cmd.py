@@ -80,12 +80,6 @@ def _either(out: Out, body: Callable[[Store, Config], Awaitable[T]], remote_body
     return remote.call(out, lambda: remote_body(remote.connect()))
 
 
-def _node(store: Store, config: Config) -> Any:
-    from wakeful.harness.node import Node
-
-    return Node(store, config)  # never opened: local mode writes rows, the running node acts on them
-
-
 def _show(out: Out, value: Any, lines: list[str]) -> None:
     if out.json:
         out.document(value)
