@@ -199,30 +199,22 @@ async def list_events(
     group_id: str, loop_id: str, request: Request, principal: MemberPrincipal, limit: Limit = 50,
     cursor: Cursor = None, status: Literal["pending", "acked", "discarded"] | None = None, payloads: bool = False,
 ) -> dict[str, Any]:
-    await loop_in_scope(request, group_id, loop_id, principal)
-    listed = await harness_of(request).events(loop_id, "list", include_payloads=payloads, status=status,
-                                              limit=limit, cursor=cursor or None)
-    return {"items": listed.get("events", []), "next_cursor": listed.get("next_cursor"),
-            "pending_count": listed.get("pending_count")}
+    return await ops.events.list_events(harness_of(request), principal, group_id=group_id, loop_id=loop_id,
+                                        limit=limit, cursor=cursor, status=status, payloads=payloads)
 
 
 @router.post(G + "/loops/{loop_id}/pending/retry", summary="Retry pending events in a fresh incarnation")
 async def retry_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
                         body: EventIdsIn | None = None) -> dict[str, Any]:
-    await loop_in_scope(request, group_id, loop_id, principal)
-    harness = harness_of(request)
-    out = await harness.events(loop_id, "retry", event_ids=body.event_ids if body else None, actor=principal.actor)
-    if isinstance(out.get("loop"), dict):
-        out["loop"] = await full_loop(harness, out["loop"])
-    return out
+    return await ops.events.retry(harness_of(request), principal, group_id=group_id, loop_id=loop_id,
+                                  event_ids=body.event_ids if body else None)
 
 
 @router.post(G + "/loops/{loop_id}/pending/discard", summary="Discard pending events (ids stay known for dedup)")
 async def discard_pending(group_id: str, loop_id: str, request: Request, principal: MemberPrincipal,
                           body: EventIdsIn | None = None) -> dict[str, Any]:
-    await loop_in_scope(request, group_id, loop_id, principal)
-    return await harness_of(request).events(loop_id, "discard", event_ids=body.event_ids if body else None,
-                                            actor=principal.actor)
+    return await ops.events.discard(harness_of(request), principal, group_id=group_id, loop_id=loop_id,
+                                    event_ids=body.event_ids if body else None)
 
 
 @router.get(G + "/loops/{loop_id}/logs", summary="Stored log lines, oldest first")

@@ -1,9 +1,11 @@
-"""`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch`, in local mode as the operator.
+"""`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch` (interfaces.md §4.2).
 
-interfaces.md §4.2: events written here (send, retry, discard) are picked up by the running node at its next tick;
-`loop tail` and `session watch` follow the store and print JSON Lines with `--json`. In remote mode (`--server`)
-webhook, events, retry, discard and send call the HTTP API (`loop_remote`), watch follows the session's SSE
-stream (`session_remote`); tail refuses (exit 2): the API has no stream of a Loop's logs.
+events, retry, discard and send call the harness operations (``wakeful.harness.ops.events``) through one
+``Backend`` (``ops_backend``): locally as the operator on the store — what they write is picked up by the running
+node at its next tick — or over ``--server`` with the key. In remote mode send posts the payload file's own text
+(``loop_remote.send``) and webhook calls the HTTP API (``loop_remote``); watch follows the session's SSE stream
+(``session_remote``); tail refuses (exit 2): the API has no stream of a Loop's logs. `loop tail` and `session
+watch` follow the store locally and print JSON Lines with `--json`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
-from wakeful.cli import loop_remote, remote
+from wakeful.cli import loop_remote, ops_backend, remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import Out, Unavailable, UsageError, escape, out_for, shown
 from wakeful.errors import WakefulError
@@ -25,6 +27,7 @@ from wakeful.errors import WakefulError
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
     from wakeful.cli.remote import Remote
     from wakeful.harness.config import Config
+    from wakeful.harness.ops import Backend
     from wakeful.harness.store import Store
 
 __all__ = [
@@ -77,12 +80,6 @@ def _either(out: Out, body: Callable[[Store, Config], Awaitable[T]], remote_body
     return remote.call(out, lambda: remote_body(remote.connect()))
 
 
-def _node(store: Store, config: Config) -> Any:
-    from wakeful.harness.node import Node
-
-    return Node(store, config)  # never opened: local mode writes rows, the running node acts on them
-
-
 def _show(out: Out, value: Any, lines: list[str]) -> None:
     if out.json:
         out.document(value)
@@ -131,14 +128,25 @@ def loop_events(
     json_: JsonOpt = False,
 ) -> None:
     """Pending and recently settled events of a Loop, in delivery order."""
-    from wakeful.harness.pending import PendingEvents
-
     out = out_for(ctx, json_)
-    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).list_events(
-        loop_id, include_payloads=payloads, status=status, limit=limit),
-        lambda r: loop_remote.events(r, loop_id, payloads=payloads, status=status, limit=limit))
+
+    async def body(backend: Backend, group: str | None) -> dict[str, Any]:
+        page = await backend.call("events.list", group_id=group, loop_id=loop_id, payloads=payloads or None,
+                                  status=status, limit=limit if group is None else max(1, min(limit, 200)))
+        return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
+                "pending_count": page.get("pending_count")}
+
+    result = ops_backend.run(out, body)
     lines = [_event_line(e) for e in result["events"]] or ["no events"]
     _show(out, result, [*lines, f"pending: {result['pending_count']}"])
+
+
+def _settle(action: str, loop_id: str, events: list[str] | None) -> Callable[[Backend, str | None],
+                                                                            Awaitable[dict[str, Any]]]:
+    async def body(backend: Backend, group: str | None) -> dict[str, Any]:
+        return dict(await backend.call(f"events.{action}", group_id=group, loop_id=loop_id, event_ids=events))
+
+    return body
 
 
 def loop_retry(
@@ -147,11 +155,8 @@ def loop_retry(
     json_: JsonOpt = False,
 ) -> None:
     """Clear deadlines of pending events; an active Loop is reloaded by its node at a new incarnation."""
-    from wakeful.harness.pending import PendingEvents
-
     out = out_for(ctx, json_)
-    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).retry(
-        loop_id, events or None, actor=OPERATOR), lambda r: loop_remote.retry(r, loop_id, events or None))
+    result = ops_backend.run(out, _settle("retry", loop_id, events or None))
     _show(out, result, [f"retried: {', '.join(result['retried']) or 'none'}",
                         f"loop: {result['loop']['state']}  incarnation {result['loop']['incarnation']}"])
 
@@ -162,11 +167,8 @@ def loop_discard(
     json_: JsonOpt = False,
 ) -> None:
     """Discard pending events (their ids stay known for dedup)."""
-    from wakeful.harness.pending import PendingEvents
-
     out = out_for(ctx, json_)
-    result = _either(out, lambda store, config: PendingEvents(_node(store, config), adopt=False).discard(
-        loop_id, events or None, actor=OPERATOR), lambda r: loop_remote.discard(r, loop_id, events or None))
+    result = ops_backend.run(out, _settle("discard", loop_id, events or None))
     _show(out, result, [f"discarded: {', '.join(result['discarded']) or 'none'}"])
 
 
@@ -178,17 +180,20 @@ def loop_send(
     json_: JsonOpt = False,
 ) -> None:
     """Admit an event as the operator (same rules as the intake routes)."""
-    from wakeful.harness.eventbody import parse_value
-    from wakeful.harness.intake import Intake
-
     out = out_for(ctx, json_)
     raw = _read(payload) if payload is not None else b""
+    if remote.server_url() is not None:  # the file's own text travels, so the server's strict rules judge it
+        result = remote.call(out, lambda: loop_remote.send(remote.connect(), loop_id, topic=topic, payload=raw,
+                                                           event_id=event_id))
+    else:
+        async def send(backend: Backend, group: str | None) -> dict[str, Any]:
+            from wakeful.harness import parse_event_payload
 
-    async def send(store: Store, config: Config) -> dict[str, Any]:
-        value = parse_value(raw) if raw.strip() else None  # strict-rule flaws are refused by the admission
-        return await Intake(_node(store, config)).send(loop_id, topic, value, event_id, source=OPERATOR)
+            value = parse_event_payload(raw) if raw.strip() else None  # strict-rule flaws: refused by admission
+            return dict(await backend.call("events.send", group_id=group, loop_id=loop_id, topic=topic,
+                                           payload=value, event_id=event_id))
 
-    result = _either(out, send, lambda r: loop_remote.send(r, loop_id, topic=topic, payload=raw, event_id=event_id))
+        result = ops_backend.run(out, send)
     dup = " (duplicate)" if result["duplicate"] else ""
     mismatch = "; payload differs from the stored one" if result.get("payload_mismatch") else ""
     _show(out, result, [f"accepted {result['event_id']}{dup}{mismatch}"])

@@ -13,8 +13,7 @@ from wakeful.cli.output import UsageError
 from wakeful.cli.remote import Remote, RemoteError, segment
 
 __all__ = [
-    "create", "delete", "discard", "events", "get", "list_loops", "logs", "messages", "retry", "send", "steer",
-    "webhook",
+    "create", "delete", "get", "list_loops", "logs", "messages", "send", "steer", "webhook",
 ]
 
 MAX_LOG_PAGES = 500  # 200 lines a page: the stored log of a Loop is bounded well below this
@@ -84,25 +83,6 @@ def logs(r: Remote, loop_id: str) -> list[dict[str, Any]]:
 def webhook(r: Remote, loop_id: str, action: str) -> dict[str, Any]:
     """``POST G/loops/{id}/webhook``: ``{enabled, url?, hint?}``."""
     return dict(r.request("POST", _loop(r, loop_id, "/webhook"), json={"action": action}))
-
-
-def events(r: Remote, loop_id: str, *, payloads: bool, status: str | None, limit: int) -> dict[str, Any]:
-    """One page of ``GET G/loops/{id}/events`` in the local shape ``{loop_id, events, next_cursor,
-    pending_count}``."""
-    page = r.get(_loop(r, loop_id, "/events"), status=status, payloads=str(payloads).lower(),
-                 limit=max(1, min(limit, 200)))
-    return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
-            "pending_count": page.get("pending_count")}
-
-
-def retry(r: Remote, loop_id: str, event_ids: list[str] | None) -> dict[str, Any]:
-    """``POST G/loops/{id}/pending/retry``: ``{retried, loop}``."""
-    return dict(r.request("POST", _loop(r, loop_id, "/pending/retry"), json={"event_ids": event_ids}))
-
-
-def discard(r: Remote, loop_id: str, event_ids: list[str] | None) -> dict[str, Any]:
-    """``POST G/loops/{id}/pending/discard``: ``{discarded}``."""
-    return dict(r.request("POST", _loop(r, loop_id, "/pending/discard"), json={"event_ids": event_ids}))
 
 
 def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str | None) -> dict[str, Any]:

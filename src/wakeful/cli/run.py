@@ -157,6 +157,11 @@ class RunPrinter:
     def log(self, message: str) -> None:
         self._emit("log", {"message": message}, f"[cyan]log[/]       {escape(message)}")
 
+    def log_refused(self, reason: str) -> None:
+        """A line the runtime refused (sdk.md §9.3): the guest got SF_LIMIT and nothing was logged."""
+        why = "longer than 1024 bytes" if reason == "length" else "over the rate of 10 a second"
+        self._emit("log_refused", {"reason": reason}, f"[yellow]log refused[/] ({why}; the guest got SF_LIMIT)")
+
     def host_call(self, capability: str, arguments: Any, reply: Reply) -> None:
         answer = reply.to_json()
         verdict = "[red]error[/]" if reply.error is not None else "[green]result[/]"

@@ -8,6 +8,9 @@ from __future__ import annotations
 from wakeful.harness.config import Config, Limits
 from wakeful.harness.embed import Harness, WakeMessage
 from wakeful.harness.errors import HarnessError, StoreUnavailable
+
+# ops-events (issue 15): the intake's strict JSON reader, for a face that reads an event payload from a file
+from wakeful.harness.eventbody import parse_value as parse_event_payload
 from wakeful.harness.instruments import Instrument
 from wakeful.harness.node import Node
 from wakeful.harness.registry import Tool, ToolContext
@@ -28,4 +31,5 @@ __all__ = [
     "Tool",
     "Tx",
     "WakeMessage",
+    "parse_event_payload",
 ]

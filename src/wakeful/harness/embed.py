@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,6 +144,29 @@ class Harness:
             if self._solo is not None:
                 beat = float(self.config.placement.heartbeat_s)
                 self._sweeps.append(loop.create_task(self._every(beat, self._solo.heartbeat)))
+
+    @contextlib.asynccontextmanager
+    async def offline(self) -> AsyncIterator[Harness]:
+        """The harness on its store with nothing running — no runtime, no adoption, no sweeps, no node lock: the
+        command line's local mode, whose rows a node running on the store acts on (interfaces.md §4.1). Its
+        operations (``wakeful.harness.ops``) work; a Loop created or retried here is loaded by that node."""
+        if self._store is not None:
+            raise RuntimeError("the harness is already started")
+        self._store = await Store.open(self.config.effective_store_url, clock=self.clock)
+        try:
+            self._keys = KeyCache(self._store)
+            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry)
+            self._node.pending.adopt = False
+            self._tools = LoopTools(self._node, builder=_LazyBuilder(self), adopt=False)
+            self._intake = Intake(self._node, limiter=self.limiter)
+            yield self
+        finally:
+            store, self._store = self._store, None
+            self._node = self._tools = self._intake = self._keys = None
+            if self._builder is not None:
+                self._builder.close()
+                self._builder = None
+            await store.close()
 
     async def stop(self) -> None:
         """Drain (harness.md §19.4, single node): end every incarnation, close the store."""

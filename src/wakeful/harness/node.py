@@ -92,7 +92,7 @@ class Node:
         self.pending = PendingEvents(self)  # §11/§12: replay, ack deadlines, pruning at the reconcile tick
         self.runtime = Runtime(
             RuntimeOptions(max_objects=config.max_objects), host_handler=self.dispatch.handle,
-            on_state=self._on_state, on_log=self._on_log, clock=self.clock,
+            on_state=self._on_state, on_log=self._on_log, clock=self.clock, on_log_refused=self._on_log_refused,
         )
         self._residents: dict[str, Resident] = {}
         self._objects: dict[str, Resident] = {}
@@ -499,23 +499,33 @@ class Node:
             self._logs.add(res.loop_id, res.incarnation, message, self.clock.monotonic_ns())
         return None
 
+    def _on_log_refused(self, object_id: str, reason: str) -> None:
+        """A line the runtime refused (sdk.md §9.3: over 1,024 bytes or its rate): counted and said at the flush."""
+        res = self._objects.get(object_id)
+        if res is not None:
+            self._logs.refuse(res.loop_id, reason)
+
     async def flush_logs(self) -> None:
         """Write buffered guest lines (and the dropped counts) in one transaction."""
         lines, dropped = self._logs.take()
-        if not lines and not dropped:
+        refused = self._logs.take_refused()
+        if not lines and not dropped and not refused:
             return
         try:
             async with self.store.tx() as tx:
                 now = await tx.now_ms()
-                for loop_id in sorted(set(lines) | set(dropped)):
+                for loop_id in sorted(set(lines) | set(dropped) | set(refused)):
                     row = await loops.find_loop(tx, loop_id)
                     if row is None:
                         continue  # deleted meanwhile
                     batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
                     if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
                         batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
+                    for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
+                        batch.append(LogLine(now, row.incarnation, "harness", _refused_text(reason, count)))
+                    lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
                     await loops.append_logs(tx, loop_id, batch)
-                    await loops.add_dropped_logs(tx, loop_id, dropped.get(loop_id, 0))
+                    await loops.add_dropped_logs(tx, loop_id, lost)
         except StoreUnavailable:
             log.warning("guest log lines lost: store unavailable")
 
@@ -565,6 +575,15 @@ class _LogBuffer:
         self._lines: dict[str, list[tuple[int, str]]] = {}
         self._tokens: dict[str, tuple[float, int]] = {}
         self._dropped: dict[str, int] = {}
+        self._refused: dict[str, dict[str, int]] = {}  # loop id → reason → lines the runtime refused
+
+    def refuse(self, loop_id: str, reason: str) -> None:
+        counts = self._refused.setdefault(loop_id, {})
+        counts[reason] = counts.get(reason, 0) + 1
+
+    def take_refused(self) -> dict[str, dict[str, int]]:
+        refused, self._refused = self._refused, {}
+        return refused
 
     def add(self, loop_id: str, incarnation: int, text: str, mono_ns: int) -> None:
         tokens, last = self._tokens.get(loop_id, (float(self.BURST), mono_ns))
@@ -581,6 +600,12 @@ class _LogBuffer:
         lines, dropped = self._lines, self._dropped
         self._lines, self._dropped = {}, {}
         return lines, dropped
+
+
+def _refused_text(reason: str, count: int) -> str:
+    # sdk.md §9.3: the guest got SF_LIMIT for these lines; the owner reads why in the Loop's log
+    why = "longer than 1024 bytes" if reason == "length" else "over its rate of 10 a second"
+    return f"{count} guest log line{'s' if count != 1 else ''} refused by the runtime: {why}"
 
 
 def _dropped_text(count: int) -> str:

@@ -4,25 +4,14 @@ events and host answers before creating it). docs/decisions-mcp.md records the c
 
 from __future__ import annotations
 
-import asyncio
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wakeful.errors import InvalidParams, WakefulError
+from wakeful.harness.ops.builds import MAX_TEST_EVENTS, MAX_TEST_TIMEOUT_S, TEST_TIMEOUT_S
 from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
 
-if TYPE_CHECKING:
-    from wakeful.build.lines import LineTable
-
 __all__ = ["register"]
 
-DEFAULT_ARTIFACT = "/loops/main.elf"
-TEST_TIMEOUT_S = 5.0
-MAX_TEST_TIMEOUT_S = 30.0
-MAX_TEST_EVENTS = 32  # harness.md §20 pending events
-TEST_RUNS_PER_NODE = 2  # loop.test runs a guest in this process: at most two at once per harness
-_runs: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 ID = {"type": "string", "minLength": 1, "maxLength": 40}
 
 
@@ -90,54 +79,8 @@ def _api(ctx: McpContext) -> Any:
 
 
 async def loop_test(args: dict[str, Any], ctx: McpContext) -> Any:
-    from wakeful.runtime.scripted import INJECTED_CONFIG, Recorder, parse_replies, run_scripted
-
-    if ctx.harness is None:
-        raise ToolRefusal("unavailable", "loop.test runs the guest in the server's process: use /mcp on wakeful "
-                          "serve or wakeful mcp --embedded (or `wakeful run` on the command line)")
-    timeout_s = float(args.get("timeout_s", TEST_TIMEOUT_S))
-    if not 0 < timeout_s <= MAX_TEST_TIMEOUT_S:
-        raise ToolRefusal("invalid_request", f"timeout_s must be in (0, {MAX_TEST_TIMEOUT_S:g}]", field="timeout_s")
-    config = args.get("config") or {}
-    events = [_event(i, e) for i, e in enumerate(args.get("events") or [], start=1)]
-    try:
-        replies = parse_replies(args.get("host_replies") or {}, source="host_replies")
-    except InvalidParams as exc:
-        raise ToolRefusal("invalid_request", exc.message, field="host_replies") from None
-    artifact, elf, lines = await _artifact_bytes(ctx, args.get("artifact", DEFAULT_ARTIFACT))
-    recorder = Recorder()
-    async with _runs.setdefault(ctx.harness, asyncio.Semaphore(TEST_RUNS_PER_NODE)):
-        try:
-            final = await run_scripted(elf, config={**INJECTED_CONFIG, **config}, events=events, replies=replies,
-                                       engine=args.get("engine", "translate"), timeout_s=timeout_s,
-                                       observer=recorder, lines=lines)
-        except WakefulError as exc:  # a refused load or event: the runtime's typed reason
-            rule = getattr(exc, "rule", None)
-            raise ToolRefusal("test_refused", exc.message, reason=exc.code,
-                              **({"rule": rule} if isinstance(rule, str) else {})) from None
-    return {"artifact": artifact, **recorder.report(final)}
-
-
-def _event(index: int, event: Any) -> tuple[str, Any]:
-    topic = event.get("topic") if isinstance(event, dict) else None
-    valid = isinstance(topic, str) and 1 <= len(topic.encode()) <= 128 and set(event) <= {"topic", "payload"}
-    if not valid:
-        raise ToolRefusal("invalid_request", f"events[{index - 1}] must be {{topic (1..128 bytes), payload?}}",
-                          field="events")
-    return event["topic"], event.get("payload")
-
-
-async def _artifact_bytes(ctx: McpContext, ref: Any) -> tuple[str, bytes, LineTable | None]:
-    """The artifact's reference, bytes and (for a build) line table, so faults name the source (issue 18)."""
-    from wakeful.harness.source_lines import stored_table
-    from wakeful.harness.store import artifacts
-
-    assert ctx.harness is not None
-    async with ctx.harness.store.tx(readonly=True) as tx:
-        found = await artifacts.resolve_artifact(tx, group_id=ctx.group_id, agent_id=ctx.agent_id, ref=ref)
-        lines = await stored_table(tx, ctx.group_id, found.sha256)
-    assert found.elf is not None
-    return f"sha256:{found.sha256}", found.elf, lines
+    """The node runs the scripted host (``builds.test``): in process, or over ``POST G/loops/test``."""
+    return await ctx.backend.call("builds.test", group_id=ctx.group_id, **args)
 
 
 # ---------------------------------------------------------------------- the table rows

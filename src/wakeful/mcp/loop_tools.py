@@ -7,19 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from wakeful.errors import BuildBusy, BuildUnavailable, BundleError
 from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
 __all__ = ["register"]
 
 DEFAULT_PATH = "/loops/main.elf"
-SPEC_LIMITS = {  # harness.md §20, as an agent needs them while writing a Loop
-    "active_loops_per_agent": 20, "pending_events": 32, "event_envelope_bytes": 16_384, "config_bytes": 16_384,
-    "checkpoint_bytes": 16_384, "elf_bytes": 65_536, "wakes_per_10_min": 6, "wake_content_bytes": 8192,
-    "dedup_key_bytes": 128, "ack_deadline_s": 900, "host_calls_in_flight": 4, "capabilities": 32,
-    "ingress_per_loop_per_min": 60,
-}
 ID = {"type": "string", "minLength": 1, "maxLength": 40}
 LOOP_ID = {**ID, "description": "the Loop's id (lp_…)"}
 
@@ -56,47 +49,18 @@ async def _loop_object_of(ctx: McpContext, view: dict[str, Any]) -> dict[str, An
 
 
 async def loop_sdk(args: dict[str, Any], ctx: McpContext) -> Any:
-    from wakeful.sdk import SDK_ABI, guide_text, header_text
+    if ctx.harness is None and ctx.api is None:  # no node behind this server: the SDK's own texts and limits
+        from wakeful.harness.ops.builds import sdk_view
 
-    limits = dict(SPEC_LIMITS)
-    if ctx.harness is not None:
-        lim = ctx.harness.config.limits
-        limits.update(active_loops_per_agent=lim.loops_per_agent, pending_events=lim.pending_events,
-                      wakes_per_10_min=lim.notify_per_window, ack_deadline_s=lim.ack_deadline_s)
-    tools = ctx.harness.registry.guide_entries() if ctx.harness is not None else ()  # the node's read tools
-    return {"sdk_version": SDK_ABI, "guide": guide_text(tools), "header": header_text(), "limits": limits}
+        return sdk_view()
+    return await ctx.backend.call("sdk.get", group_id=ctx.group_id)  # the node's tools and limits
 
 
 async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
-    path = args.get("path", DEFAULT_PATH)
-    files = dict(args.get("files") or {})
-    if ctx.harness is None:
-        report = await _api(ctx).request("POST", ctx.group_path + "/builds",
-                                         json={"source": args["source"], "files": files or None, "path": path})
-        return Failed(report) if isinstance(report, dict) and report.get("state") == "failed" else report
-    from wakeful.harness.store import artifacts
-
-    h = ctx.harness
-    path = artifacts.check_path(path)
-    bundle = {"sdk_version": 1, "entry": "main.c", "files": {**files, "main.c": args["source"]}}
-    try:
-        result = await h.loops.builder.compile(bundle)
-    except BundleError as exc:
-        raise ToolRefusal("invalid_bundle", exc.message, rule=exc.rule, path=exc.path) from None
-    except BuildUnavailable as exc:
-        raise ToolRefusal("compiler_unavailable", exc.message) from None
-    except BuildBusy as exc:
-        raise ToolRefusal("busy", f"the build queue is full: {exc.message}") from None
-    if result.state != "succeeded" or result.elf is None:  # a tool error (isError: true) with the whole report
-        return Failed({"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
-                "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated})
-    stored = await h.loops.upload(agent_id=ctx.agent_id, elf=result.elf, path=path, creator=ctx.principal,
-                                  origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
-                                  lines=result.lines)
-    return {"state": "succeeded", "artifact": stored["artifact"], "path": path, "elf_bytes": len(result.elf),
-            "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated,
-            "sdk_version": 1, "toolchain": result.toolchain, "cached": result.cached,
-            "report": result.report.to_json() if result.report is not None else None}
+    report = await ctx.backend.call("builds.create", group_id=ctx.group_id, source=args["source"],
+                                    files=dict(args.get("files") or {}) or None, path=args.get("path", DEFAULT_PATH))
+    # a failed build is a tool error (isError: true) with the whole report
+    return Failed(report) if isinstance(report, dict) and report.get("state") == "failed" else report
 
 
 # ---------------------------------------------------------------------- loop.create / list / get
@@ -221,29 +185,20 @@ async def loop_webhook(args: dict[str, Any], ctx: McpContext) -> Any:
 
 async def loop_events(args: dict[str, Any], ctx: McpContext) -> Any:
     loop_id, action = args["loop_id"], args.get("action", "list")
-    ids = args.get("event_ids")
-    if ctx.harness is None:
-        api = _api(ctx)
-        base = f"{ctx.group_path}/loops/{loop_id}"
-        if action == "list":
-            params = {"payloads": "true"} if args.get("include_payloads") else None
-            page = await api.request("GET", base + "/events", params=params)
-            return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
-                    "pending_count": page.get("pending_count")}
-        return await api.request("POST", f"{base}/pending/{action}", json={"event_ids": ids})
-    out = await ctx.harness.events(loop_id, action, event_ids=ids,
-                                   include_payloads=bool(args.get("include_payloads")), agent_id=ctx.agent_id)
-    if isinstance(out.get("loop"), dict):  # retry answers the reloaded Loop
-        out["loop"] = await _loop_object_of(ctx, out["loop"])
-    return out
+    if action == "list":
+        page = await ctx.backend.call("events.list", group_id=ctx.group_id, loop_id=loop_id,
+                                      payloads=True if args.get("include_payloads") else None)
+        return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
+                "pending_count": page.get("pending_count")}
+    if action not in ("retry", "discard"):
+        raise ToolRefusal("invalid_request", "action must be one of list, retry, discard", field="action")
+    return await ctx.backend.call(f"events.{action}", group_id=ctx.group_id, loop_id=loop_id,
+                                  event_ids=args.get("event_ids"))
 
 
 async def loop_send(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        body = {k: args[k] for k in ("topic", "payload", "event_id") if k in args}
-        return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/events", json=body)
-    return await ctx.harness.send_event(args["loop_id"], args["topic"], args.get("payload"), args.get("event_id"),
-                                        agent_id=ctx.agent_id, source="send")
+    return await ctx.backend.call("events.send", group_id=ctx.group_id, loop_id=args["loop_id"],
+                                  **{k: args[k] for k in ("topic", "payload", "event_id") if k in args})
 
 
 # ---------------------------------------------------------------------- the table rows

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-__all__ = ["PROMPT_NAME", "RESOURCES", "get_prompt", "list_prompts", "list_resources", "read_resource"]
+__all__ = ["GUIDE_URI", "PROMPT_NAME", "RESOURCES", "get_prompt", "list_prompts", "list_resources", "read_resource"]
 
 PROMPT_NAME = "watch.setup"
 
@@ -56,17 +56,25 @@ RESOURCES = (
 )
 
 
-def list_resources() -> types.ListResourcesResult:
+GUIDE_URI = "wakeful://sdk/guide.md"
+
+
+def _text(r: _Resource, guide: str | None) -> str:
+    return guide if guide is not None and r.uri == GUIDE_URI else r.text()
+
+
+def list_resources(guide: str | None = None) -> types.ListResourcesResult:
+    """``guide``: the node's guide (with its configured tools, ``sdk.get``); None: the SDK's own text."""
     return types.ListResourcesResult(resources=[
         types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=r.mime_type,
-                       size=len(r.text().encode())) for r in RESOURCES])
+                       size=len(_text(r, guide).encode())) for r in RESOURCES])
 
 
-def read_resource(uri: str) -> types.ReadResourceResult:
+def read_resource(uri: str, guide: str | None = None) -> types.ReadResourceResult:
     for r in RESOURCES:
         if r.uri == uri:
             return types.ReadResourceResult(contents=[types.TextResourceContents(uri=r.uri, mime_type=r.mime_type,
-                                                                                 text=r.text())])
+                                                                                 text=_text(r, guide))])
     raise MCPError(types.INVALID_PARAMS, f"no resource {uri[:200]!r}")
 
 

@@ -89,11 +89,24 @@ def make_server(table: ToolTable, resolve: Resolver, *, tool_names: str = "dotte
             return _refusal(ToolRefusal("internal", f"{type(exc).__name__}: the tool failed; see the server log"))
         return _result(value)
 
+    async def node_guide(ctx: Any) -> str | None:
+        """The guide ``loop.sdk`` answers this caller (with the node's configured tools), if there is a node."""
+        sdk = table.get("loop.sdk")
+        if sdk is None:
+            return None
+        try:
+            answer = await sdk.handler({}, await resolve(ctx))
+        except WakefulError as exc:  # the SDK's own text rather than no guide at all
+            log.warning("the node's guide is unavailable (%s): serving the SDK guide", exc.message)
+            return None
+        return answer.get("guide") if isinstance(answer, dict) else None
+
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return resources.list_resources()
+        return resources.list_resources(await node_guide(ctx))
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return resources.read_resource(str(params.uri))
+        guide = await node_guide(ctx) if str(params.uri) == resources.GUIDE_URI else None
+        return resources.read_resource(str(params.uri), guide)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return resources.list_prompts()

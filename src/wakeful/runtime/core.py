@@ -160,12 +160,14 @@ class Runtime:
         on_state: Callable[[ObjectStatus], None] | None = None,
         on_log: Callable[[str, str], bool | None] | None = None,
         clock: Clock | None = None,
+        on_log_refused: Callable[[str, str], None] | None = None,
     ) -> None:
         self.options = options or RuntimeOptions()
         self.clock: Clock = clock or SystemClock()
         self.session_id = secrets.token_hex(16)
         self._on_state = on_state
         self._on_log = on_log
+        self._on_log_refused = on_log_refused  # (object_id, "rate" | "length"): a line sdk.md §9.3 refused
         self._objects: dict[str, _Object] = {}
         self._counter = 0
         self._opened_ns = self.clock.monotonic_ns()
@@ -286,8 +288,15 @@ class Runtime:
             config=obj.config,
             clock=self.clock,
             log=self._log_sink(obj.object_id),
+            log_refused=self._refused_sink(obj.object_id),
             capabilities=obj.capabilities or (),
         )
+
+    def _refused_sink(self, object_id: str) -> Callable[[str], None] | None:
+        told = self._on_log_refused
+        if told is None:
+            return None
+        return lambda reason: told(object_id, reason)
 
     def _log_sink(self, object_id: str) -> Callable[[str], bool | None]:
         # on_log returning False means the object's output queue is full: SF_LIMIT (runtime-protocol.md §10)

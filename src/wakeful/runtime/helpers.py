@@ -8,6 +8,7 @@ zero-length regions always accepted); fuel charges follow vm.md §6.3 and are ad
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -97,8 +98,9 @@ class GuestContext:
 
     ``handles`` is the runtime's ``HandleSpace``; ``clock`` the scheduler's clock (``monotonic_ns()``,
     ``unix_ms()``); ``log(message)`` returns ``False`` when the object's output queue is full (the log is
-    then dropped, counted and the guest gets ``SF_LIMIT``); ``capabilities`` a policy or its entries.
-    ``mem`` must be set to the instance's memory before the guest runs.
+    then dropped, counted and the guest gets ``SF_LIMIT``); ``log_refused(reason)`` hears of each line sdk.md
+    §9.3 refuses before the sink (``length`` over 1,024 bytes, ``rate`` over 10 a second; counted in
+    ``logs_refused``); ``capabilities`` a policy or its entries. ``mem`` must be set to the instance's memory before the guest runs.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class GuestContext:
         config: JsonValue | Json = None,
         clock: Clock | None = None,
         log: Callable[[str], bool | None] | None = None,
+        log_refused: Callable[[str], None] | None = None,
         capabilities: CapabilityPolicy | Iterable[Capability | Mapping[str, object]] = (),
     ) -> None:
         self.debt = 0
@@ -122,6 +125,8 @@ class GuestContext:
             list(capabilities))
         self.clock: Clock = clock if clock is not None else _SystemClock()
         self.log_sink = log
+        self.log_refused = log_refused  # told "rate" or "length" for each line sdk.md §9.3 refuses (SF_LIMIT)
+        self.logs_refused = 0
         self.started_ns = self.clock.monotonic_ns()
         self.logs_dropped = 0
         self._log_window_ns: int | None = None
@@ -245,14 +250,24 @@ class GuestContext:
     def sf_log_raw(self, message: int, length: int) -> int:
         self.debt += 8
         if length > MAX_LOG:
-            return SF_LIMIT
+            return self._refuse_log("length")
         text = self._text(message, length, "sf_log_raw", "message")
         if not self._log_admitted():
-            return SF_LIMIT
+            return self._refuse_log("rate")
         if self.log_sink is not None and self.log_sink(text) is False:
             self.logs_dropped += 1
             return SF_LIMIT
         return 0
+
+    def _refuse_log(self, reason: str) -> int:
+        """A line refused by sdk.md §9.3 (too long, over the rate): counted and told, so the owner hears of it."""
+        self.logs_refused += 1
+        if self.log_refused is not None:
+            try:
+                self.log_refused(reason)
+            except Exception:  # a broken callback must not fail the guest
+                logging.getLogger("wakeful.runtime").exception("log_refused callback failed")
+        return SF_LIMIT
 
     # sdk.md §9.3 step 3: the window starts at the first attempt and restarts once >= 1 s has passed
     def _log_admitted(self) -> bool:

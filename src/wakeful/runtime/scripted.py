@@ -140,9 +140,10 @@ class RuntimeSession:
     """An opened in-process ``Runtime`` for one scripted run, closed on exit."""
 
     def __init__(self, *, engine: str, host_handler: Callable[[Any], Any], on_log: Callable[[str, str], None],
-                 on_state: Callable[[Any], None]) -> None:
+                 on_state: Callable[[Any], None], on_log_refused: Callable[[str, str], None] | None = None) -> None:
         self._engine = engine
         self._handlers = (host_handler, on_log, on_state)
+        self._on_log_refused = on_log_refused
         self._rt: Any = None
 
     async def __aenter__(self) -> RuntimeSession:
@@ -150,7 +151,7 @@ class RuntimeSession:
 
         host_handler, on_log, on_state = self._handlers
         self._rt = Runtime(RuntimeOptions(engine=self._engine), host_handler=host_handler, on_state=on_state,
-                           on_log=on_log)
+                           on_log=on_log, on_log_refused=self._on_log_refused)
         await _settle(self._rt.open())
         return self
 
@@ -209,9 +210,11 @@ async def run_scripted(elf: bytes, *, config: dict[str, Any], events: list[tuple
     With the build's ``lines`` a fault's text names the source line (issue 18).
     A refused load raises the runtime's ``WakefulError``; a refused event raises ``EventRefused``."""
     ending = ending or Ending()
+    refused = getattr(observer, "log_refused", None)  # an observer that counts the lines sdk.md §9.3 refuses
     session = RuntimeSession(engine=engine, host_handler=_scripted_host(replies, observer),
                              on_log=lambda _object_id, message: observer.log(message),
-                             on_state=lambda _status: ending.done.set())
+                             on_state=lambda _status: ending.done.set(),
+                             on_log_refused=None if refused is None else lambda _object_id, why: refused(why))
     async with session:
         caps = [{"name": name} for name in replies.capabilities()]
         status = await session.load(elf, config=config, capabilities=caps)
@@ -298,9 +301,13 @@ class Recorder:
     logs: list[str] = field(default_factory=list)
     host_calls: list[dict[str, Any]] = field(default_factory=list)
     states: list[dict[str, str]] = field(default_factory=list)
+    logs_refused: dict[str, int] = field(default_factory=dict)  # reason (rate, length) → lines the runtime refused
 
     def log(self, message: str) -> None:
         self.logs.append(message)
+
+    def log_refused(self, reason: str) -> None:
+        self.logs_refused[reason] = self.logs_refused.get(reason, 0) + 1
 
     def host_call(self, capability: str, arguments: Any, reply: Reply) -> None:
         self.host_calls.append({"capability": capability, "arguments": arguments, "reply": reply.to_json()})
@@ -316,5 +323,6 @@ class Recorder:
         notes = [c["arguments"] for c in self.host_calls if c["capability"] == "agent.notify"]
         return {"state": final["state"], "wait": final.get("wait") or "none", "exit_code": outcome.get("exit_code"),
                 "fault": outcome.get("error"), "stopped_by": final.get("stopped_by"), "outcome": final.get("outcome"),
-                "host_calls": self.host_calls, "notifications": notes, "logs": self.logs, "states": self.states,
+                "host_calls": self.host_calls, "notifications": notes, "logs": self.logs,
+                "logs_refused": self.logs_refused, "states": self.states,
                 "guest_ms": final.get("guest_ms"), "instructions": final.get("instructions")}

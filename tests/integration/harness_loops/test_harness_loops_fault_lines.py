@@ -113,3 +113,46 @@ async def test_log_order_follows_time_and_dropped_lines_are_counted(
         assert (await loop_row(h, view["id"])).dropped_logs == 9
     finally:
         await h.stop()
+
+
+FLOODS = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_i64 refused = 0;
+  for (int i = 0; i < 13; i++)
+    if (sf_log("flood") == SF_LIMIT)
+      refused++;
+  if (sf_log_raw("far too long", 2000) == SF_LIMIT)
+    refused++;
+  return refused;
+}
+"""
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_lines_the_runtime_refuses_are_counted_and_said(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """Issue 18 leftover: 13 lines in one instant pass the runtime's rate of 10 a second for 10 lines only, and a
+    2,000-byte line is over its 1,024 bytes: the guest gets SF_LIMIT for 4 lines, which the Loop's log says and
+    its dropped-log count holds (before, only the node's own buffer drops were counted)."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        built = await h.build(agent, {"source": FLOODS}, path="/loops/floods.elf")
+        assert built["state"] == "succeeded", built
+        view = await h.create_loop(agent_id=agent, session_id=session, artifact="/loops/floods.elf")
+
+        async def exited() -> bool:
+            await h.settle()
+            return (await loop_row(h, view["id"])).state != "active"
+
+        await until(exited)
+        assert (await loop_row(h, view["id"])).exit_code == 4  # the guest saw 4 refusals
+        await h.node.flush_logs()
+        logs = [(line["source"], line["text"]) for line in await h.logs(view["id"])]
+        assert logs.count(("guest", "flood")) == 10, logs
+        assert ("harness", "3 guest log lines refused by the runtime: over its rate of 10 a second") in logs, logs
+        assert ("harness", "1 guest log line refused by the runtime: longer than 1024 bytes") in logs, logs
+        assert (await loop_row(h, view["id"])).dropped_logs == 4
+    finally:
+        await h.stop()

@@ -161,8 +161,8 @@ async def test_every_tool_over_mcp_http_and_stdio(harness_runner: Any, tmp_path:
             async with mcp_stdio(["--server", live.url, "--session", t.session_id, "--tool-names", "underscore"],
                                  env) as client:
                 over_stdio = await _every_tool(client, t.session_id, underscore=True)
-                refused = await client.call_tool("loop_test", {})  # the thin client runs no guest itself
-                assert refused.is_error and refused.structured_content["error"] == "unavailable"
+                ran = structured(await client.call_tool("loop_test", {}))  # the node runs it (POST G/loops/test)
+                assert ran["state"] == "exited" and ran["exit_code"] == 7 and "bye" in json.dumps(ran["logs"])
                 failed = await client.call_tool("loop_build", {"source": "int main(void) { return nope; }"})
                 assert failed.is_error and "nope" in failed.content[0].text
                 page = structured(await client.call_tool("session_messages", {}))

@@ -7,7 +7,7 @@ Faces (``api``, ``mcp``, ``cli``, the dashboard) parse, authenticate, call one o
 
 from __future__ import annotations
 
-from wakeful.harness.ops import local, loops, nodes, scripts, store_admin
+from wakeful.harness.ops import artifacts, builds, events, local, loops, nodes, scripts, store_admin
 from wakeful.harness.ops.backend import ApiCaller, Backend, HttpBackend, LocalBackend, Refused, SyncCaller
 from wakeful.harness.ops.pages import decode_cursor, encode_cursor, page
 from wakeful.harness.ops.scope import agent_in_scope, loop_in_scope
@@ -28,10 +28,13 @@ __all__ = [
     "Refused",
     "SyncCaller",
     "agent_in_scope",
+    "artifacts",
+    "builds",
     "check_store",
     "clock_check",
     "decode_cursor",
     "encode_cursor",
+    "events",
     "local",
     "loop_in_scope",
     "loops",

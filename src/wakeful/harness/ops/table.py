@@ -22,7 +22,7 @@ __all__ = ["OPERATIONS", "Operation", "operation"]
 
 OpFn = Callable[..., Awaitable[Any]]
 F = TypeVar("F", bound=OpFn)
-_PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
+_PATH_PARAM = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 @dataclass(frozen=True, slots=True)
