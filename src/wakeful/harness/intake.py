@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
+from wakeful.errors import Busy, InvalidParams, ObjectNotFound
+from wakeful.errors import MailboxFull as RuntimeMailboxFull
 from wakeful.harness import eventbody
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import (
@@ -26,12 +28,12 @@ from wakeful.harness.errors import (
     StoreUnavailable,
 )
 from wakeful.harness.ratelimit import Limiter, LocalLimiter, global_bucket, loop_bucket
-from wakeful.harness.store import loops, schema
+from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
-    from wakeful.harness.node import Node
+    from wakeful.harness.node import Node, Resident
 
 __all__ = ["MAILBOX_RETRY_S", "BACKLOG_RETRY_S", "SOURCES", "Intake", "secret_digest", "secret_shape_ok"]
 
@@ -62,6 +64,8 @@ class Intake:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
         self._signalled: set[str] = set()
+        self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
+        self._stamping = False
         # called with the Loop id after each commit of a new event (a cluster NOTIFYs the lease holder, §10.2)
         self.admitted_hooks: list[Callable[[str], Any]] = []
 
@@ -132,10 +136,15 @@ class Intake:
                                     idempotency_keys=idempotency_keys, delivery_ids=delivery_ids)
         if lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
-        async with self.node.store.tx() as tx:
-            answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
+
+        async def unit(tx: Tx) -> tuple[dict[str, Any], bool]:
+            return await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
+
+        # issue 16: group commit — concurrent admissions share one transaction; answered after it commits
+        answer, handed = await self.node.store.grouped(unit, key=loop_id)
         if not answer["duplicate"]:
-            self.signal(loop_id)
+            if not handed:
+                self.signal(loop_id)
             for hook in list(self.admitted_hooks):
                 try:
                     hook(loop_id)
@@ -144,7 +153,10 @@ class Intake:
         return answer
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
-                     secret_sha256: str | None, group_id: str | None, agent_id: str | None) -> dict[str, Any]:
+                     secret_sha256: str | None, group_id: str | None,
+                     agent_id: str | None) -> tuple[dict[str, Any], bool]:
+        """One admission inside a (group) transaction → (the answer, whether the event is handed to the resident
+        object right after the commit). Every refusal is raised before anything is written (``Store.grouped``)."""
         row = await loops.find_loop(tx, loop_id, for_update=True)
         if (row is None or (group_id is not None and row.group_id != group_id)
                 or (agent_id is not None and row.agent_id != agent_id)
@@ -155,11 +167,13 @@ class Intake:
         known = (await tx.execute(sa.select(E.c.payload_sha256).where(
             E.c.loop_id == loop_id, E.c.event_id == event.event_id))).first()
         if known is not None:  # step 3: any status; the stored payload is kept
-            return _accepted(event.event_id, True, known.payload_sha256 != event.payload_sha256)
+            return _accepted(event.event_id, True, known.payload_sha256 != event.payload_sha256), False
         limits = self.node.config.limits
-        pending = (await tx.execute(sa.select(sa.func.count().label("n"))
-                                    .where(E.c.loop_id == loop_id, E.c.status == "pending"))).one()
-        if int(pending.n) >= limits.pending_events:  # step 4
+        # the pending ids (at most the bound): their number is step 4, and whether they all reached the resident
+        # object decides the in-memory hand-off below
+        pending = list((await tx.execute(sa.select(E.c.event_id).where(
+            E.c.loop_id == loop_id, E.c.status == "pending").limit(limits.pending_events))).scalars())
+        if len(pending) >= limits.pending_events:  # step 4
             raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
                               retry_after_s=MAILBOX_RETRY_S)
         backlog = await _group_backlog(tx, row.group_id)
@@ -174,7 +188,67 @@ class Intake:
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
             "envelope_bytes": event.envelope_bytes, "status": "pending", "source": source, "received_ms": received,
         })
-        return _accepted(event.event_id, not inserted, False)  # step 6
+        handed = inserted and self._plan_hand_off(tx, loop_id, row.incarnation, pending, event)
+        return _accepted(event.event_id, not inserted, False), handed  # step 6
+
+    # issue 16: delivery without a store round trip. The event goes to the resident object straight after the
+    # commit when every older pending event of the Loop has reached that object already (or is handed to it
+    # just before, in this same transaction), so the order stays (received_ms, event_id); otherwise the usual
+    # signal → replay reads the pending events from the store.
+    def _plan_hand_off(self, tx: Tx, loop_id: str, incarnation: int, pending: list[str],
+                       event: eventbody.NormalEvent) -> bool:
+        res = self.node.residents.get(loop_id)
+        if res is None or res.incarnation != incarnation:
+            return False
+        planned: dict[str, set[str]] = tx.shared.setdefault("intake.hand_off", {})
+        ahead = planned.setdefault(loop_id, set())
+        if any(i not in res.delivered and i not in ahead for i in pending):
+            return False
+        ahead.add(event.event_id)
+        tx.after_commit(lambda: self._hand_off(res, event))
+        return True
+
+    def _hand_off(self, res: Resident, event: eventbody.NormalEvent) -> None:
+        node = self.node
+        if node.residents.get(res.loop_id) is not res or event.event_id in res.delivered:
+            self.signal(res.loop_id)
+            return
+        try:
+            done = node.runtime.deliver_nowait(res.object_id, event.event_id, event.topic,
+                                               jsontext.decode(event.payload_text))
+        except (RuntimeMailboxFull, Busy, ObjectNotFound, InvalidParams):
+            self.signal(res.loop_id)  # the store path delivers it later, in order (§11: stop at the first refusal)
+            return
+        if done.duplicate:  # an id the object took for a repeat: the replay path decides (reload, §11)
+            self.signal(res.loop_id)
+            return
+        res.delivered.add(event.event_id)
+        res.delivered_ns.setdefault(event.event_id, node.clock.monotonic_ns())
+        self._stamps.setdefault(res.loop_id, []).append(event.event_id)
+        if not self._stamping:
+            self._stamping = True
+            node.spawn(self._stamp())
+
+    # §11: the first delivery stamps first_delivered_ms and deadline_ms, for all handed-off events in one unit
+    async def _stamp(self) -> None:
+        try:
+            deadline_ms = self.node.config.limits.ack_deadline_s * 1000
+            while self._stamps:
+                batch, self._stamps = self._stamps, {}
+
+                async def unit(tx: Tx, batch: dict[str, list[str]] = batch) -> None:
+                    now = await tx.now_ms()
+                    for loop_id, ids in batch.items():
+                        await tx.execute(sa.update(E).where(
+                            E.c.loop_id == loop_id, E.c.event_id.in_(ids), E.c.first_delivered_ms.is_(None),
+                        ).values(first_delivered_ms=now, deadline_ms=now + deadline_ms))
+
+                try:
+                    await self.node.store.grouped(unit)
+                except StoreUnavailable as exc:
+                    log.warning("delivery stamps of %d Loops not written: %s", len(batch), exc.message)
+        finally:
+            self._stamping = False
 
     async def send(self, loop_id: str, topic: str, payload: Any = None, event_id: str | None = None, *,
                    agent_id: str | None = None, source: str = "operator") -> dict[str, Any]:
