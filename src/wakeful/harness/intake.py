@@ -7,13 +7,17 @@ commit the node holding the Loop is signalled so delivery does not wait for the 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from wakeful.errors import Busy, InvalidParams, ObjectNotFound
 from wakeful.errors import MailboxFull as RuntimeMailboxFull
@@ -21,6 +25,7 @@ from wakeful.harness import eventbody
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import (
     GroupBacklogFull,
+    HarnessError,
     LoopNotActive,
     MailboxFull,
     NotFound,
@@ -56,6 +61,17 @@ def secret_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
+@dataclass
+class _Admission:
+    loop_id: str
+    event: eventbody.NormalEvent
+    source: str
+    secret_sha256: str | None
+    group_id: str | None
+    agent_id: str | None
+    index: int = -1  # its place in the batch that admits it
+
+
 class Intake:
     """Event intake of one node (``Harness.intake``). ``limiter`` defaults to in-process buckets on the node's
     monotonic clock; a cluster passes a shared one."""
@@ -66,8 +82,15 @@ class Intake:
         self._signalled: set[str] = set()
         self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
         self._stamping = False
+        self._collected: list[_Admission] = []  # admissions waiting for the next batch unit
+        self._collecting: asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]] | None = None
         # called with the Loop id after each commit of a new event (a cluster NOTIFYs the lease holder, §10.2)
         self.admitted_hooks: list[Callable[[str], Any]] = []
+
+    @property
+    def waiting(self) -> int:
+        """Admissions collected for the next batch (not counting the batch committing)."""
+        return len(self._collected)
 
     # ------------------------------------------------------------------ §14 rate limits
 
@@ -137,11 +160,9 @@ class Intake:
         if lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
 
-        async def unit(tx: Tx) -> tuple[dict[str, Any], bool]:
-            return await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
-
         # issue 16: group commit — concurrent admissions share one transaction; answered after it commits
-        answer, handed = await self.node.store.grouped(unit, key=loop_id)
+        answer, handed = await self._admit_grouped(_Admission(loop_id, event, source, secret_sha256, group_id,
+                                                              agent_id))
         if not answer["duplicate"]:
             if not handed:
                 self.signal(loop_id)
@@ -151,6 +172,125 @@ class Intake:
                 except Exception:
                     log.exception("admission hook failed for %s", loop_id)
         return answer
+
+    async def _admit_grouped(self, adm: _Admission) -> tuple[dict[str, Any], bool]:
+        """Admissions waiting meanwhile are checked together by one unit of the store's group commit, with a
+        fixed number of statements per batch instead of per event (``_admit_many``); a batch that fails for a
+        reason other than an event's own refusal is retried event by event (``_admit``), so a fault of one
+        event cannot fail the others."""
+        task: asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]] | None = self._collecting
+        if task is None:
+            taken: list[_Admission] = []
+
+            async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+                if not taken:  # the first run takes every admission collected so far; a rerun keeps them
+                    taken.extend(self._collected)
+                    self._collected.clear()
+                    self._collecting = None
+                return await self._admit_many(tx, taken)
+
+            task = self._collecting = asyncio.ensure_future(self.node.store.grouped(unit))
+        self._collected.append(adm)
+        try:
+            outcomes = await asyncio.shield(task)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            log.info("batch admission failed (%s); admitting %s alone", type(exc).__name__, adm.loop_id)
+
+            async def alone(tx: Tx) -> tuple[dict[str, Any], bool]:
+                return await self._admit(tx, adm.loop_id, adm.event, adm.source, adm.secret_sha256, adm.group_id,
+                                         adm.agent_id)
+
+            single: tuple[dict[str, Any], bool] = await self.node.store.grouped(alone, key=adm.loop_id)
+            return single
+        outcome = outcomes[adm.index]
+        if isinstance(outcome, HarnessError):
+            raise outcome
+        return outcome
+
+    async def _admit_many(self, tx: Tx, batch: list[_Admission]) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+        """``_admit`` for many events at once, with the same checks in the same order and the same answers:
+        each Loop row is read (and locked, in id order) once, and the dedup, pending, backlog and ordering
+        figures are read once for the batch and then carried forward in memory, event by event."""
+        for n, adm in enumerate(batch):
+            adm.index = n
+        loop_ids = sorted({a.loop_id for a in batch})
+        lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
+            L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
+            L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)))}
+        live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
+        known: dict[tuple[str, str], str] = {}
+        pending: dict[str, list[str]] = {i: [] for i in live}
+        backlog: dict[str, int] = {}
+        last: dict[str, int] = {}
+        if live:
+            pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
+            known = {(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
+                E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))}
+            for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
+                    E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
+                pending[r.loop_id].append(r.event_id)
+            group_ids = sorted({lrows[i].group_id for i in live})
+            backlog = {r.group_id: int(r.n) for r in await tx.execute(sa.select(
+                E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
+                E.join(L, L.c.id == E.c.loop_id)).where(
+                E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))}
+            probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
+                E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
+                for status in ("pending", "acked", "discarded")))
+            for r in await tx.execute(probes):
+                if r.r is not None:
+                    last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
+        limits = self.node.config.limits
+        now = await tx.now_ms()
+        outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
+        rows: list[dict[str, Any]] = []
+        for adm in batch:
+            try:
+                outcomes.append(self._admit_one(tx, adm, lrows.get(adm.loop_id), known, pending, backlog, last,
+                                                now, limits, rows))
+            except HarnessError as exc:
+                outcomes.append(exc)
+        if rows:
+            dialect_mod: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
+            await tx.execute(dialect_mod.insert(E).on_conflict_do_nothing(), rows)
+        return outcomes
+
+    def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
+                   pending: dict[str, list[str]], backlog: dict[str, int], last: dict[str, int], now: int,
+                   limits: Any, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        loop_id, event = adm.loop_id, adm.event
+        if (row is None or (adm.group_id is not None and row.group_id != adm.group_id)
+                or (adm.agent_id is not None and row.agent_id != adm.agent_id)
+                or (adm.secret_sha256 is not None and row.webhook_secret_sha256 != adm.secret_sha256)):
+            raise NotFound("no such Loop")  # step 1
+        if row.state != lc.ACTIVE:  # step 2
+            raise LoopNotActive(f"Loop {loop_id} is {row.state}", state=row.state, pause_reason=row.pause_reason)
+        stored = known.get((loop_id, event.event_id))
+        if stored is not None:  # step 3
+            return _accepted(event.event_id, True, stored != event.payload_sha256), False
+        waiting = pending[loop_id]
+        if len(waiting) >= limits.pending_events:  # step 4
+            raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
+                              retry_after_s=MAILBOX_RETRY_S)
+        held = backlog.get(row.group_id, 0)
+        if held + event.envelope_bytes > limits.group_backlog_bytes:  # step 5
+            raise GroupBacklogFull(f"the group's pending events would exceed {limits.group_backlog_bytes} bytes",
+                                   retry_after_s=BACKLOG_RETRY_S)
+        before = last.get(loop_id)
+        received = now if before is None or now > before else before + 1
+        rows.append({
+            "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
+            "payload": event.payload_text, "payload_sha256": event.payload_sha256,
+            "envelope_bytes": event.envelope_bytes, "status": "pending", "source": adm.source, "received_ms": received,
+        })
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
+        known[(loop_id, event.event_id)] = event.payload_sha256
+        waiting.append(event.event_id)
+        backlog[row.group_id] = held + event.envelope_bytes
+        last[loop_id] = received
+        return _accepted(event.event_id, False, False), handed  # step 6
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
                      secret_sha256: str | None, group_id: str | None,

@@ -36,8 +36,8 @@ class Gate:
             await self.release.wait()
 
 
-async def _until_queued(store: Store, n: int) -> None:
-    while store.grouping.queued < n:
+async def _until_waiting(intake: Intake, n: int) -> None:
+    while intake.waiting < n:
         await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
 
 
@@ -83,7 +83,7 @@ async def test_one_batch_answers_each_admission_on_its_own(
             admit("x1", group_id=t["other_group"]),  # another group's Loop: not found
             admit("e5", {"n": 5}),  # still full
         ]
-        await _until_queued(store, len(batch))
+        await _until_waiting(intake, len(batch))
         commits = store.commits
         assert not first.done() and not any(task.done() for task in batch)  # none answered before its commit
         assert await event_rows(store, loop_id) == []
