@@ -82,15 +82,16 @@ class Intake:
         self._signalled: set[str] = set()
         self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
         self._stamping = False
-        self._collected: list[_Admission] = []  # admissions waiting for the next batch unit
-        self._collecting: asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]] | None = None
+        # the next batch unit (not started yet) and the admissions it will take
+        self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
+                                list[_Admission]] | None = None
         # called with the Loop id after each commit of a new event (a cluster NOTIFYs the lease holder, §10.2)
         self.admitted_hooks: list[Callable[[str], Any]] = []
 
     @property
     def waiting(self) -> int:
         """Admissions collected for the next batch (not counting the batch committing)."""
-        return len(self._collected)
+        return 0 if self._collecting is None else len(self._collecting[1])
 
     # ------------------------------------------------------------------ §14 rate limits
 
@@ -178,19 +179,17 @@ class Intake:
         fixed number of statements per batch instead of per event (``_admit_many``); a batch that fails for a
         reason other than an event's own refusal is retried event by event (``_admit``), so a fault of one
         event cannot fail the others."""
-        task: asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]] | None = self._collecting
-        if task is None:
+        if self._collecting is None or self._collecting[0].done():  # (a unit that failed before it ran: done)
             taken: list[_Admission] = []
 
             async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:
-                if not taken:  # the first run takes every admission collected so far; a rerun keeps them
-                    taken.extend(self._collected)
-                    self._collected.clear()
-                    self._collecting = None
-                return await self._admit_many(tx, taken)
+                if self._collecting is not None and self._collecting[1] is taken:
+                    self._collecting = None  # closed: admissions from now on go to the next unit
+                return await self._admit_many(tx, taken)  # (a rerun of the unit admits the same ones)
 
-            task = self._collecting = asyncio.ensure_future(self.node.store.grouped(unit))
-        self._collected.append(adm)
+            self._collecting = (asyncio.ensure_future(self.node.store.grouped(unit)), taken)
+        task, collected = self._collecting
+        collected.append(adm)
         try:
             outcomes = await asyncio.shield(task)
         except HarnessError:
