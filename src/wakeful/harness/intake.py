@@ -48,6 +48,7 @@ E, L = schema.loop_event, schema.loop
 MAILBOX_RETRY_S = 5  # §10.2 step 4
 BACKLOG_RETRY_S = 30  # §10.2 step 5
 SOURCES = ("api", "webhook", "send", "operator")  # §2.6
+BATCH_EVENTS = 256  # admissions per batch unit (bounded statement parameters); more start the next unit
 _SECRET = re.compile(r"[A-Za-z0-9_-]{43}")  # §10.4 step 2: 43 chars of the URL-safe base64 alphabet
 
 
@@ -82,6 +83,7 @@ class Intake:
         self._signalled: set[str] = set()
         self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
         self._stamping = False
+        self._owners: dict[str, tuple[int, tuple[str, str]]] = {}  # resident Loop → (incarnation, (group, agent))
         # the next batch unit (not started yet) and the admissions it will take
         self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
                                 list[_Admission]] | None = None
@@ -130,11 +132,38 @@ class Intake:
         """§10.3 step 7: the Loop exists in the group (and belongs to ``agent_id`` for an agent key)."""
         if lookup_text(group_id) is None or lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
-        async with self.node.store.tx(readonly=True) as tx:
-            stmt = sa.select(L.c.group_id, L.c.agent_id).where(L.c.id == loop_id)
-            row = (await tx.execute(stmt)).first()
-        if row is None or row.group_id != group_id or (agent_id is not None and row.agent_id != agent_id):
+        owner = self._resident_owner(loop_id)
+        if owner is None:
+            async with self.node.store.tx(readonly=True) as tx:
+                stmt = sa.select(L.c.group_id, L.c.agent_id, L.c.incarnation).where(L.c.id == loop_id)
+                row = (await tx.execute(stmt)).first()
+            if row is None:
+                raise NotFound("no such Loop")
+            owner = (str(row.group_id), str(row.agent_id))
+            res = self.node.residents.get(loop_id)
+            if res is not None and res.incarnation == row.incarnation:
+                self._remember_owner(loop_id, res.incarnation, owner)
+        if owner[0] != group_id or (agent_id is not None and owner[1] != agent_id):
             raise NotFound("no such Loop")
+
+    # issue 16: the owner (group, agent) of a Loop resident here, known without a store read. A Loop's group and
+    # agent never change; the entry is used only while the incarnation it was read for is resident, so a Loop
+    # that was deleted (and so unloaded) is read again. The admission re-checks the locked row in any case.
+    def _resident_owner(self, loop_id: str) -> tuple[str, str] | None:
+        known = self._owners.get(loop_id)
+        if known is None:
+            return None
+        res = self.node.residents.get(loop_id)
+        if res is None or res.incarnation != known[0]:
+            del self._owners[loop_id]
+            return None
+        return known[1]
+
+    def _remember_owner(self, loop_id: str, incarnation: int, owner: tuple[str, str]) -> None:
+        if len(self._owners) > 2 * len(self.node.residents) + 64:  # drop the entries of Loops unloaded since
+            residents = self.node.residents
+            self._owners = {k: v for k, v in self._owners.items() if k in residents}
+        self._owners[loop_id] = (incarnation, owner)
 
     # ------------------------------------------------------------------ §10.1 / §10.2
 
@@ -179,7 +208,8 @@ class Intake:
         fixed number of statements per batch instead of per event (``_admit_many``); a batch that fails for a
         reason other than an event's own refusal is retried event by event (``_admit``), so a fault of one
         event cannot fail the others."""
-        if self._collecting is None or self._collecting[0].done():  # (a unit that failed before it ran: done)
+        if (self._collecting is None or self._collecting[0].done()  # (a unit that failed before it ran: done)
+                or len(self._collecting[1]) >= BATCH_EVENTS):
             taken: list[_Admission] = []
 
             async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:

@@ -9,9 +9,11 @@ a replay read of the store, in admission order."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
 from support.loops_harness import started, until
 
@@ -153,5 +155,30 @@ async def test_events_reach_a_resident_loop_in_order_without_a_replay_read(
                    for r in rows)  # the delivery stamp of §11, written for the handed-off events
         replay_reads = [s for s in sql if s.startswith("SELECT loop_event.event_id, loop_event.topic, loop_event.payload")]
         assert replay_reads == []  # no pending-event read: every event was handed over after its commit
+    finally:
+        await h.stop()
+
+
+async def test_the_scope_check_of_a_resident_loop_reads_nothing_and_a_deleted_loop_is_read_again(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, _, loop_id = await counter_loop(h, compile_c)
+        other_group, other_agent, _, _ = await counter_loop(h, compile_c, name="b1")
+        await h.intake.loop_in_scope(group, loop_id, agent)  # read once for the resident incarnation
+        with counting_statements(h.store) as sql:
+            await h.intake.loop_in_scope(group, loop_id, agent)
+            await h.intake.loop_in_scope(group, loop_id, None)
+            for wrong_group, wrong_agent in ((other_group, None), (group, other_agent)):
+                with pytest.raises(NotFound):
+                    await h.intake.loop_in_scope(wrong_group, loop_id, wrong_agent)
+        assert sql == []  # answered from what the node knows of its resident Loop
+        await h.delete_loop(loop_id)
+        await h.node.settle()
+        assert loop_id not in h.node.residents
+        with counting_statements(h.store) as sql, contextlib.suppress(NotFound):
+            await h.intake.loop_in_scope(group, loop_id, agent)
+        assert sql  # no longer resident: the store is asked again
     finally:
         await h.stop()
