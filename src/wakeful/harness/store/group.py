@@ -55,11 +55,14 @@ class GroupCommit:
         self.largest = 0  # the largest batch so far
         self._queue: list[_Unit] = []
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         pause = os.environ.get(PAUSE_ENV)
         self._pause_dir = Path(pause) if pause else None
 
     async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "") -> Any:
         loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
+            self._queue, self._task, self._loop = [], None, loop
         unit = _Unit(work, key, loop.create_future())
         self._queue.append(unit)
         if self._task is None or self._task.done():
