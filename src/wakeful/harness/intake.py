@@ -7,18 +7,25 @@ commit the node holding the Loop is signalled so delivery does not wait for the 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from wakeful.errors import Busy, InvalidParams, ObjectNotFound
+from wakeful.errors import MailboxFull as RuntimeMailboxFull
 from wakeful.harness import eventbody
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import (
     GroupBacklogFull,
+    HarnessError,
     LoopNotActive,
     MailboxFull,
     NotFound,
@@ -26,12 +33,12 @@ from wakeful.harness.errors import (
     StoreUnavailable,
 )
 from wakeful.harness.ratelimit import Limiter, LocalLimiter, global_bucket, loop_bucket
-from wakeful.harness.store import loops, schema
+from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
-    from wakeful.harness.node import Node
+    from wakeful.harness.node import Node, Resident
 
 __all__ = ["MAILBOX_RETRY_S", "BACKLOG_RETRY_S", "SOURCES", "Intake", "secret_digest", "secret_shape_ok"]
 
@@ -41,6 +48,7 @@ E, L = schema.loop_event, schema.loop
 MAILBOX_RETRY_S = 5  # §10.2 step 4
 BACKLOG_RETRY_S = 30  # §10.2 step 5
 SOURCES = ("api", "webhook", "send", "operator")  # §2.6
+BATCH_EVENTS = 256  # admissions per batch unit (bounded statement parameters); more start the next unit
 _SECRET = re.compile(r"[A-Za-z0-9_-]{43}")  # §10.4 step 2: 43 chars of the URL-safe base64 alphabet
 
 
@@ -54,6 +62,17 @@ def secret_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
+@dataclass
+class _Admission:
+    loop_id: str
+    event: eventbody.NormalEvent
+    source: str
+    secret_sha256: str | None
+    group_id: str | None
+    agent_id: str | None
+    index: int = -1  # its place in the batch that admits it
+
+
 class Intake:
     """Event intake of one node (``Harness.intake``). ``limiter`` defaults to in-process buckets on the node's
     monotonic clock; a cluster passes a shared one."""
@@ -62,6 +81,17 @@ class Intake:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
         self._signalled: set[str] = set()
+        self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
+        self._stamping = False
+        self._owners: dict[str, tuple[int, tuple[str, str]]] = {}  # resident Loop → (incarnation, (group, agent))
+        # the next batch unit (not started yet) and the admissions it will take
+        self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
+                                list[_Admission]] | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Admissions collected for the next batch (not counting the batch committing)."""
+        return 0 if self._collecting is None else len(self._collecting[1])
 
     # ------------------------------------------------------------------ §14 rate limits
 
@@ -100,11 +130,38 @@ class Intake:
         """§10.3 step 7: the Loop exists in the group (and belongs to ``agent_id`` for an agent key)."""
         if lookup_text(group_id) is None or lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
-        async with self.node.store.tx(readonly=True) as tx:
-            stmt = sa.select(L.c.group_id, L.c.agent_id).where(L.c.id == loop_id)
-            row = (await tx.execute(stmt)).first()
-        if row is None or row.group_id != group_id or (agent_id is not None and row.agent_id != agent_id):
+        owner = self._resident_owner(loop_id)
+        if owner is None:
+            async with self.node.store.tx(readonly=True) as tx:
+                stmt = sa.select(L.c.group_id, L.c.agent_id, L.c.incarnation).where(L.c.id == loop_id)
+                row = (await tx.execute(stmt)).first()
+            if row is None:
+                raise NotFound("no such Loop")
+            owner = (str(row.group_id), str(row.agent_id))
+            res = self.node.resident(loop_id)
+            if res is not None and res.incarnation == row.incarnation:
+                self._remember_owner(loop_id, res.incarnation, owner)
+        if owner[0] != group_id or (agent_id is not None and owner[1] != agent_id):
             raise NotFound("no such Loop")
+
+    # issue 16: the owner (group, agent) of a Loop resident here, known without a store read. A Loop's group and
+    # agent never change; the entry is used only while the incarnation it was read for is resident, so a Loop
+    # that was deleted (and so unloaded) is read again. The admission re-checks the locked row in any case.
+    def _resident_owner(self, loop_id: str) -> tuple[str, str] | None:
+        known = self._owners.get(loop_id)
+        if known is None:
+            return None
+        res = self.node.resident(loop_id)
+        if res is None or res.incarnation != known[0]:
+            del self._owners[loop_id]
+            return None
+        return known[1]
+
+    def _remember_owner(self, loop_id: str, incarnation: int, owner: tuple[str, str]) -> None:
+        if len(self._owners) > 2 * self.node.resident_count + 64:  # drop the entries of Loops unloaded since
+            residents = {res.loop_id for res in self.node.residents()}
+            self._owners = {k: v for k, v in self._owners.items() if k in residents}
+        self._owners[loop_id] = (incarnation, owner)
 
     # ------------------------------------------------------------------ §10.1 / §10.2
 
@@ -130,15 +187,139 @@ class Intake:
                                     idempotency_keys=idempotency_keys, delivery_ids=delivery_ids)
         if lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
-        async with self.node.store.tx() as tx:
-            answer = await self._admit(tx, loop_id, event, source, secret_sha256, group_id, agent_id)
+
+        # issue 16: group commit — concurrent admissions share one transaction; answered after it commits
+        answer, handed = await self._admit_grouped(_Admission(loop_id, event, source, secret_sha256, group_id,
+                                                              agent_id))
         if not answer["duplicate"]:
-            self.signal(loop_id)
+            if not handed:
+                self.signal(loop_id)
             self.node.instruments.admitted(loop_id)  # after each commit of a new event (§10.2)
         return answer
 
+    async def _admit_grouped(self, adm: _Admission) -> tuple[dict[str, Any], bool]:
+        """Admissions waiting meanwhile are checked together by one unit of the store's group commit, with a
+        fixed number of statements per batch instead of per event (``_admit_many``); a batch that fails for a
+        reason other than an event's own refusal is retried event by event (``_admit``), so a fault of one
+        event cannot fail the others."""
+        if (self._collecting is None or self._collecting[0].done()  # (a unit that failed before it ran: done)
+                or len(self._collecting[1]) >= BATCH_EVENTS):
+            taken: list[_Admission] = []
+
+            async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+                if self._collecting is not None and self._collecting[1] is taken:
+                    self._collecting = None  # closed: admissions from now on go to the next unit
+                return await self._admit_many(tx, taken)  # (a rerun of the unit admits the same ones)
+
+            self._collecting = (asyncio.ensure_future(self.node.store.grouped(unit)), taken)
+        task, collected = self._collecting
+        collected.append(adm)
+        try:
+            outcomes = await asyncio.shield(task)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            log.info("batch admission failed (%s); admitting %s alone", type(exc).__name__, adm.loop_id)
+
+            async def alone(tx: Tx) -> tuple[dict[str, Any], bool]:
+                return await self._admit(tx, adm.loop_id, adm.event, adm.source, adm.secret_sha256, adm.group_id,
+                                         adm.agent_id)
+
+            single: tuple[dict[str, Any], bool] = await self.node.store.grouped(alone, key=adm.loop_id)
+            return single
+        outcome = outcomes[adm.index]
+        if isinstance(outcome, HarnessError):
+            raise outcome
+        return outcome
+
+    async def _admit_many(self, tx: Tx, batch: list[_Admission]) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+        """``_admit`` for many events at once, with the same checks in the same order and the same answers:
+        each Loop row is read (and locked, in id order) once, and the dedup, pending, backlog and ordering
+        figures are read once for the batch and then carried forward in memory, event by event."""
+        for n, adm in enumerate(batch):
+            adm.index = n
+        loop_ids = sorted({a.loop_id for a in batch})
+        lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
+            L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
+            L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)))}
+        live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
+        known: dict[tuple[str, str], str] = {}
+        pending: dict[str, list[str]] = {i: [] for i in live}
+        backlog: dict[str, int] = {}
+        last: dict[str, int] = {}
+        if live:
+            pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
+            known = {(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
+                E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))}
+            for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
+                    E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
+                pending[r.loop_id].append(r.event_id)
+            group_ids = sorted({lrows[i].group_id for i in live})
+            backlog = {r.group_id: int(r.n) for r in await tx.execute(sa.select(
+                E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
+                E.join(L, L.c.id == E.c.loop_id)).where(
+                E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))}
+            probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
+                E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
+                for status in ("pending", "acked", "discarded")))
+            for r in await tx.execute(probes):
+                if r.r is not None:
+                    last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
+        limits = self.node.config.limits
+        now = await tx.now_ms()
+        outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
+        rows: list[dict[str, Any]] = []
+        for adm in batch:
+            try:
+                outcomes.append(self._admit_one(tx, adm, lrows.get(adm.loop_id), known, pending, backlog, last,
+                                                now, limits, rows))
+            except HarnessError as exc:
+                outcomes.append(exc)
+        if rows:
+            dialect_mod: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
+            await tx.execute(dialect_mod.insert(E).on_conflict_do_nothing(), rows)
+        return outcomes
+
+    def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
+                   pending: dict[str, list[str]], backlog: dict[str, int], last: dict[str, int], now: int,
+                   limits: Any, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        loop_id, event = adm.loop_id, adm.event
+        if (row is None or (adm.group_id is not None and row.group_id != adm.group_id)
+                or (adm.agent_id is not None and row.agent_id != adm.agent_id)
+                or (adm.secret_sha256 is not None and row.webhook_secret_sha256 != adm.secret_sha256)):
+            raise NotFound("no such Loop")  # step 1
+        if row.state != lc.ACTIVE:  # step 2
+            raise LoopNotActive(f"Loop {loop_id} is {row.state}", state=row.state, pause_reason=row.pause_reason)
+        stored = known.get((loop_id, event.event_id))
+        if stored is not None:  # step 3
+            return _accepted(event.event_id, True, stored != event.payload_sha256), False
+        waiting = pending[loop_id]
+        if len(waiting) >= limits.pending_events:  # step 4
+            raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
+                              retry_after_s=MAILBOX_RETRY_S)
+        held = backlog.get(row.group_id, 0)
+        if held + event.envelope_bytes > limits.group_backlog_bytes:  # step 5
+            raise GroupBacklogFull(f"the group's pending events would exceed {limits.group_backlog_bytes} bytes",
+                                   retry_after_s=BACKLOG_RETRY_S)
+        before = last.get(loop_id)
+        received = now if before is None or now > before else before + 1
+        rows.append({
+            "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
+            "payload": event.payload_text, "payload_sha256": event.payload_sha256,
+            "envelope_bytes": event.envelope_bytes, "status": "pending", "source": adm.source, "received_ms": received,
+        })
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
+        known[(loop_id, event.event_id)] = event.payload_sha256
+        waiting.append(event.event_id)
+        backlog[row.group_id] = held + event.envelope_bytes
+        last[loop_id] = received
+        return _accepted(event.event_id, False, False), handed  # step 6
+
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
-                     secret_sha256: str | None, group_id: str | None, agent_id: str | None) -> dict[str, Any]:
+                     secret_sha256: str | None, group_id: str | None,
+                     agent_id: str | None) -> tuple[dict[str, Any], bool]:
+        """One admission inside a (group) transaction → (the answer, whether the event is handed to the resident
+        object right after the commit). Every refusal is raised before anything is written (``Store.grouped``)."""
         row = await loops.find_loop(tx, loop_id, for_update=True)
         if (row is None or (group_id is not None and row.group_id != group_id)
                 or (agent_id is not None and row.agent_id != agent_id)
@@ -149,11 +330,13 @@ class Intake:
         known = (await tx.execute(sa.select(E.c.payload_sha256).where(
             E.c.loop_id == loop_id, E.c.event_id == event.event_id))).first()
         if known is not None:  # step 3: any status; the stored payload is kept
-            return _accepted(event.event_id, True, known.payload_sha256 != event.payload_sha256)
+            return _accepted(event.event_id, True, known.payload_sha256 != event.payload_sha256), False
         limits = self.node.config.limits
-        pending = (await tx.execute(sa.select(sa.func.count().label("n"))
-                                    .where(E.c.loop_id == loop_id, E.c.status == "pending"))).one()
-        if int(pending.n) >= limits.pending_events:  # step 4
+        # the pending ids (at most the bound): their number is step 4, and whether they all reached the resident
+        # object decides the in-memory hand-off below
+        pending = list((await tx.execute(sa.select(E.c.event_id).where(
+            E.c.loop_id == loop_id, E.c.status == "pending").limit(limits.pending_events))).scalars())
+        if len(pending) >= limits.pending_events:  # step 4
             raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
                               retry_after_s=MAILBOX_RETRY_S)
         backlog = await _group_backlog(tx, row.group_id)
@@ -168,7 +351,67 @@ class Intake:
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
             "envelope_bytes": event.envelope_bytes, "status": "pending", "source": source, "received_ms": received,
         })
-        return _accepted(event.event_id, not inserted, False)  # step 6
+        handed = inserted and self._plan_hand_off(tx, loop_id, row.incarnation, pending, event)
+        return _accepted(event.event_id, not inserted, False), handed  # step 6
+
+    # issue 16: delivery without a store round trip. The event goes to the resident object straight after the
+    # commit when every older pending event of the Loop has reached that object already (or is handed to it
+    # just before, in this same transaction), so the order stays (received_ms, event_id); otherwise the usual
+    # signal → replay reads the pending events from the store.
+    def _plan_hand_off(self, tx: Tx, loop_id: str, incarnation: int, pending: list[str],
+                       event: eventbody.NormalEvent) -> bool:
+        res = self.node.resident(loop_id)
+        if res is None or res.incarnation != incarnation:
+            return False
+        planned: dict[str, set[str]] = tx.shared.setdefault("intake.hand_off", {})
+        ahead = planned.setdefault(loop_id, set())
+        if any(i not in res.delivered and i not in ahead for i in pending):
+            return False
+        ahead.add(event.event_id)
+        tx.after_commit(lambda: self._hand_off(res, event))
+        return True
+
+    def _hand_off(self, res: Resident, event: eventbody.NormalEvent) -> None:
+        node = self.node
+        if node.resident(res.loop_id) is not res or event.event_id in res.delivered:
+            self.signal(res.loop_id)
+            return
+        try:
+            done = node.runtime.deliver_nowait(res.object_id, event.event_id, event.topic,
+                                               jsontext.decode(event.payload_text))
+        except (RuntimeMailboxFull, Busy, ObjectNotFound, InvalidParams):
+            self.signal(res.loop_id)  # the store path delivers it later, in order (§11: stop at the first refusal)
+            return
+        if done.duplicate:  # an id the object took for a repeat: the replay path decides (reload, §11)
+            self.signal(res.loop_id)
+            return
+        res.delivered.add(event.event_id)
+        res.delivered_ns.setdefault(event.event_id, node.clock.monotonic_ns())
+        self._stamps.setdefault(res.loop_id, []).append(event.event_id)
+        if not self._stamping:
+            self._stamping = True
+            node.spawn(self._stamp())
+
+    # §11: the first delivery stamps first_delivered_ms and deadline_ms, for all handed-off events in one unit
+    async def _stamp(self) -> None:
+        try:
+            deadline_ms = self.node.config.limits.ack_deadline_s * 1000
+            while self._stamps:
+                batch, self._stamps = self._stamps, {}
+
+                async def unit(tx: Tx, batch: dict[str, list[str]] = batch) -> None:
+                    now = await tx.now_ms()
+                    for loop_id, ids in batch.items():
+                        await tx.execute(sa.update(E).where(
+                            E.c.loop_id == loop_id, E.c.event_id.in_(ids), E.c.first_delivered_ms.is_(None),
+                        ).values(first_delivered_ms=now, deadline_ms=now + deadline_ms))
+
+                try:
+                    await self.node.store.grouped(unit)
+                except StoreUnavailable as exc:
+                    log.warning("delivery stamps of %d Loops not written: %s", len(batch), exc.message)
+        finally:
+            self._stamping = False
 
     async def send(self, loop_id: str, topic: str, payload: Any = None, event_id: str | None = None, *,
                    agent_id: str | None = None, source: str = "operator") -> dict[str, Any]:

@@ -107,7 +107,8 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
-    async with store.tx() as tx:
+
+    async def unit(tx: Tx) -> dict[str, Any]:  # refusals before the write: one unit of a group commit (issue 16)
         await lc.fenced_loop(tx, loop_id, incarnation)
         stmt = tx.for_update(sa.select(E.c.status).where(E.c.loop_id == loop_id, E.c.event_id == event_id))
         status = (await tx.execute(stmt)).scalar_one_or_none()
@@ -118,7 +119,9 @@ async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[s
         await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id).values(
             status="acked", acked_ms=await tx.now_ms(), acked_incarnation=incarnation,
         ))
-    return {"status": "acked", "event_id": event_id, "duplicate": False}
+        return {"status": "acked", "event_id": event_id, "duplicate": False}
+
+    return await store.grouped(unit, key=loop_id)
 
 
 # §9.6 loop.log: ≤ 1024 chars, stored with source "loop.log" (the 10/s bound is kept by the dispatcher)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -32,6 +32,7 @@ from wakeful.harness.store.engine import (
     parse_url,
     unavailable_from,
 )
+from wakeful.harness.store.group import GroupCommit
 
 if TYPE_CHECKING:
     from wakeful.harness.store.migrations import MigrationOutcome
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Store", "Tx"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 WRITER_WAIT_S = 5.0  # the longest wait for the SQLite write turn: the busy timeout it replaces (SQLITE_PRAGMAS)
 
 
@@ -51,6 +53,7 @@ class Tx:
         self.dialect = store.dialect
         self._now_ms: int | None = None
         self._after_commit: list[Callable[[], None]] = []
+        self.shared: dict[str, Any] = {}  # state the units of one group-commit transaction share (Store.grouped)
 
     def after_commit(self, action: Callable[[], None]) -> None:
         """Run ``action`` once this transaction has committed (never on rollback); its errors are logged."""
@@ -100,6 +103,10 @@ class Store:
         self._writer: asyncio.Lock | None = None
         self._writer_loop: asyncio.AbstractEventLoop | None = None
         self.writers_waiting = 0  # write transactions queued for the single SQLite writer
+        self.commits = 0  # write transactions committed by this Store (a group-commit batch counts once)
+        # awaited inside every write transaction right before its COMMIT (tests hold a commit here)
+        self.before_commit: list[Callable[[Tx], Awaitable[None]]] = []
+        self.grouping = GroupCommit(self)
 
     @classmethod
     async def open(
@@ -136,6 +143,15 @@ class Store:
     @property
     def sqlite_path(self) -> Path | None:
         return self.target.sqlite_path
+
+    async def grouped(self, work: Callable[[Tx], Awaitable[T]], *, key: str = "") -> T:
+        """Run ``work(tx)`` in a write transaction shared with the other units queued meanwhile (group commit,
+        see ``store.group``); returns its result — or raises its error — only after that transaction committed.
+        ``work`` raises its typed refusals (``HarnessError``) before writing anything, and may be run twice (a
+        batch that fails for another reason is retried unit by unit). ``key``: units are run in key order
+        (arrival order within a key), e.g. the id of the row they lock."""
+        result: T = await self.grouping.submit(work, key)
+        return result
 
     @asynccontextmanager
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
@@ -182,8 +198,13 @@ class Store:
                 await conn.begin()
                 tx = Tx(self, conn)
                 yield tx
+                if not readonly:
+                    for hook in list(self.before_commit):
+                        await hook(tx)
                 # harness.md §3: no success before commit returns; a commit error is unavailable
                 await conn.commit()
+            if not readonly:
+                self.commits += 1
             tx._committed()
         except HarnessError:
             raise

@@ -1,0 +1,144 @@
+"""Group commit (issue 16, benchmarks.md §2.2): concurrent small write units of one store share one transaction.
+
+``await store.grouped(work, key=...)`` queues ``work(tx)``; one committer task takes everything queued, runs each
+unit in arrival order (stably sorted by ``key``, so row locks are always taken in one order) inside one write
+transaction, commits, and only then resolves each caller with its own result. Units that arrive while a batch
+commits form the next batch, so batching adds no wait of its own: under load the batches grow, alone a unit
+commits at once.
+
+Per-unit outcomes: a ``HarnessError`` raised by a unit is that unit's own answer and the others still commit —
+so a unit must raise its typed refusals before it writes anything. Any other failure (a driver error, a lost
+connection, a failed commit) rolls the whole batch back, and each unit of it is then run again alone in a
+transaction of its own, so one bad unit fails alone and nothing is answered before its own commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wakeful.harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from wakeful.harness.store.core import Store, Tx
+
+__all__ = ["GroupCommit", "MAX_BATCH", "PAUSE_ENV"]
+
+log = logging.getLogger(__name__)
+MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
+# test-only pause points (tests/integration/harness_ingress/test_harness_ingress_group_kill.py): a directory in
+# which a file ``hold-before`` / ``hold-after`` stops the next batch right before / right after its COMMIT (the
+# batch writes ``held-before`` / ``held-after`` there) until the file is removed. Unset: no file system access.
+PAUSE_ENV = "WAKEFUL_TEST_GROUP_COMMIT_PAUSE_DIR"
+_PAUSE_POLL_S = 0.02
+
+
+@dataclass
+class _Unit:
+    work: Callable[[Tx], Awaitable[Any]]
+    key: str
+    future: asyncio.Future[Any] = field(repr=False)
+
+
+class GroupCommit:
+    """The group committer of one ``Store`` (``store.grouping``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.batches = 0  # batch transactions committed (each unit answered from one of them)
+        self.units = 0  # units answered from a committed batch (refusals included)
+        self.largest = 0  # the largest batch so far
+        self._queue: list[_Unit] = []
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        pause = os.environ.get(PAUSE_ENV)
+        self._pause_dir = Path(pause) if pause else None
+
+    async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "") -> Any:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
+            self._queue, self._task, self._loop = [], None, loop
+        unit = _Unit(work, key, loop.create_future())
+        self._queue.append(unit)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        return await unit.future
+
+    @property
+    def queued(self) -> int:
+        """Units waiting for the next batch (not counting the one committing)."""
+        return len(self._queue)
+
+    async def _run(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            batch = [u for u in batch if not u.future.done()]  # a caller that gave up before its batch began
+            if not batch:
+                continue
+            try:
+                await self._commit(sorted(batch, key=lambda u: u.key))
+            except BaseException as exc:  # never leave a caller waiting (cancellation at shutdown included)
+                for unit in batch:
+                    _settle(unit, exc, failed=True)
+                if not isinstance(exc, Exception):
+                    raise
+
+    async def _commit(self, batch: list[_Unit]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            async with self.store.tx() as tx:
+                for unit in batch:
+                    mark = len(tx._after_commit)
+                    try:
+                        outcomes.append((False, await unit.work(tx)))
+                    except HarnessError as exc:  # this unit's typed refusal (it wrote nothing)
+                        del tx._after_commit[mark:]
+                        outcomes.append((True, exc))
+                await self._pause("before")
+        except Exception as exc:
+            if len(batch) == 1:
+                _settle(batch[0], exc, failed=True)
+                return
+            log.info("group commit of %d units failed (%s); running each alone", len(batch), type(exc).__name__)
+            await asyncio.gather(*(self._alone(unit) for unit in batch))
+            return
+        self.batches += 1
+        self.units += len(batch)
+        self.largest = max(self.largest, len(batch))
+        await self._pause("after")
+        for unit, (failed, value) in zip(batch, outcomes):
+            _settle(unit, value, failed=failed)
+
+    async def _alone(self, unit: _Unit) -> None:
+        if unit.future.done():
+            return
+        try:
+            async with self.store.tx() as tx:
+                value = await unit.work(tx)
+        except Exception as exc:
+            _settle(unit, exc, failed=True)
+            return
+        _settle(unit, value, failed=False)
+
+    async def _pause(self, point: str) -> None:
+        if self._pause_dir is None or not (self._pause_dir / f"hold-{point}").exists():
+            return
+        (self._pause_dir / f"held-{point}").write_text(str(os.getpid()))
+        while (self._pause_dir / f"hold-{point}").exists():
+            await asyncio.sleep(_PAUSE_POLL_S)
+
+
+def _settle(unit: _Unit, value: Any, *, failed: bool) -> None:
+    if unit.future.done():
+        return
+    if isinstance(value, asyncio.CancelledError):
+        unit.future.cancel()
+    elif failed:
+        unit.future.set_exception(value)
+    else:
+        unit.future.set_result(value)

@@ -1,0 +1,184 @@
+"""Group commit of admitted events (issue 16), on SQLite and PostgreSQL, in store and scheduler terms.
+
+Admissions queued while a batch commits go into the next transaction together: fewer commits than events, and
+each request still gets its own §10.2 answer — duplicates (with and without a payload mismatch), the mailbox
+bound, an inactive Loop, a Loop out of scope — exactly as if it had been admitted alone, and none before the
+transaction holding its event committed. With the Loop resident, the committed events reach the object without
+a replay read of the store, in admission order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
+from support.loops_harness import started, until
+
+from wakeful.harness.config import Limits
+from wakeful.harness.errors import LoopNotActive, MailboxFull, NotFound
+from wakeful.harness.intake import Intake
+from wakeful.harness.node import Node
+from wakeful.harness.store import Store, Tx
+
+
+class Gate:
+    """A ``before_commit`` hook that holds the first commit it sees until released."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = asyncio.Event(), asyncio.Event()
+        self.seen = 0
+
+    async def __call__(self, tx: Tx) -> None:
+        self.seen += 1
+        if self.seen == 1:
+            self.entered.set()
+            await self.release.wait()
+
+
+async def _until_waiting(intake: Intake, n: int) -> None:
+    while intake.waiting < n:
+        await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+
+
+async def _detached(store_url: str, clock: Any, data: Path, compile_c: Any) -> tuple[Store, Intake, dict[str, str]]:
+    """Two tenants' counter Loops (the second paused), then a node over the same store that runs none of them:
+    only admissions write, so every commit counted is an admission batch."""
+    h = await started(store_url, clock, data, limits=Limits(pending_events=4))
+    try:
+        group, _, _, loop_id = await counter_loop(h, compile_c, name="a1")
+        other_group, _, _, paused = await counter_loop(h, compile_c, name="b1")
+        await h.pause_loop(paused)
+    finally:
+        await h.stop()
+    store = await Store.open(store_url, clock=clock)
+    node = Node(store, h.config)
+    return store, Intake(node), {"group": group, "loop": loop_id, "other_group": other_group, "paused": paused}
+
+
+async def test_one_batch_answers_each_admission_on_its_own(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    store, intake, t = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    try:
+        loop_id, group = t["loop"], t["group"]
+
+        def admit(event_id: str, payload: Any = None, *, loop: str = loop_id, group_id: str | None = group) -> Any:
+            return asyncio.create_task(intake.admit(loop_id=loop, topic="t", payload=payload, event_id=event_id,
+                                                    source="api", group_id=group_id))
+
+        gate = Gate()
+        store.before_commit.append(gate)
+        first = admit("e0", {"n": 0})
+        await gate.entered.wait()
+        batch = [
+            admit("e1", {"n": 1}),
+            admit("e1", {"n": 1}),  # a duplicate of an event admitted earlier in the same transaction
+            admit("e1", {"n": 9}),  # … with another payload
+            admit("e2", {"n": 2}),
+            admit("e3", {"n": 3}),  # the 4th pending event: the bound
+            admit("e4", {"n": 4}),  # mailbox full
+            admit("e3", {"n": 3}),  # a duplicate is answered before the bound is checked (§10.2 step 3)
+            admit("p1", loop=t["paused"], group_id=t["other_group"]),  # not active
+            admit("x1", group_id=t["other_group"]),  # another group's Loop: not found
+            admit("e5", {"n": 5}),  # still full
+        ]
+        await _until_waiting(intake, len(batch))
+        commits = store.commits
+        assert not first.done() and not any(task.done() for task in batch)  # none answered before its commit
+        assert await event_rows(store, loop_id) == []
+        gate.release.set()
+        assert (await first)["duplicate"] is False
+        answers = await asyncio.gather(*batch, return_exceptions=True)
+        assert store.commits - commits == 2  # the held batch and one for the other ten
+        assert answers[:5] == [
+            {"status": "accepted", "event_id": "e1", "duplicate": False},
+            {"status": "accepted", "event_id": "e1", "duplicate": True},
+            {"status": "accepted", "event_id": "e1", "duplicate": True, "payload_mismatch": True},
+            {"status": "accepted", "event_id": "e2", "duplicate": False},
+            {"status": "accepted", "event_id": "e3", "duplicate": False},
+        ]
+        assert isinstance(answers[5], MailboxFull) and answers[5].details == {"retry_after_s": 5}
+        assert answers[6] == {"status": "accepted", "event_id": "e3", "duplicate": True}
+        assert isinstance(answers[7], LoopNotActive) and answers[7].details["state"] == "paused"
+        assert isinstance(answers[8], NotFound)
+        assert isinstance(answers[9], MailboxFull)
+        rows = await event_rows(store, loop_id)
+        assert [r.event_id for r in rows] == ["e0", "e1", "e2", "e3"]  # admission order kept in received_ms
+        assert len({r.received_ms for r in rows}) == 4
+        assert [r.payload for r in rows][1] == '{"n":1}'  # the first payload is kept
+        assert await event_rows(store, t["paused"]) == []
+    finally:
+        await store.close()
+
+
+async def test_a_refusal_in_a_batch_does_not_fail_the_others_and_a_lone_admission_commits_at_once(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    store, intake, t = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    try:
+        commits = store.commits
+        alone = await intake.admit(loop_id=t["loop"], topic="t", payload=None, event_id="solo", source="api")
+        assert alone["duplicate"] is False and store.commits - commits == 1  # no wait for company
+        results = await asyncio.gather(*(intake.admit(
+            loop_id=t["paused"] if n % 2 else t["loop"], topic="t", payload=n, event_id=f"m{n}", source="api")
+            for n in range(6)), return_exceptions=True)
+        assert [type(r).__name__ if isinstance(r, Exception) else r["event_id"] for r in results] == [
+            "m0", "LoopNotActive", "m2", "LoopNotActive", "m4", "LoopNotActive"]
+        assert {r.event_id for r in await event_rows(store, t["loop"])} == {"solo", "m0", "m2", "m4"}
+    finally:
+        await store.close()
+
+
+async def test_events_reach_a_resident_loop_in_order_without_a_replay_read(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.settle()
+        with counting_statements(h.store) as sql:
+            answers = await asyncio.gather(*(h.intake.admit(
+                loop_id=loop_id, topic="t", payload={"n": n}, event_id=f"r{n:02d}", source="api", group_id=group)
+                for n in range(12)))
+            assert all(a["duplicate"] is False for a in answers)
+
+            async def all_acked() -> bool:
+                return set((await statuses(h, loop_id)).values()) == {"acked"} and len(await seen(h, loop_id)) == 12
+
+            await until(all_acked)
+        rows = await event_rows(h, loop_id)
+        assert await seen(h, loop_id) == [r.event_id for r in rows]  # delivered in admission order
+        assert all(r.first_delivered_ms is not None and r.deadline_ms == r.first_delivered_ms + 900_000
+                   for r in rows)  # the delivery stamp of §11, written for the handed-off events
+        replay_reads = [s for s in sql if s.startswith("SELECT loop_event.event_id, loop_event.topic, loop_event.payload")]
+        assert replay_reads == []  # no pending-event read: every event was handed over after its commit
+    finally:
+        await h.stop()
+
+
+async def test_the_scope_check_of_a_resident_loop_reads_nothing_and_a_deleted_loop_is_read_again(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, agent, _, loop_id = await counter_loop(h, compile_c)
+        other_group, other_agent, _, _ = await counter_loop(h, compile_c, name="b1")
+        await h.intake.loop_in_scope(group, loop_id, agent)  # read once for the resident incarnation
+        with counting_statements(h.store) as sql:
+            await h.intake.loop_in_scope(group, loop_id, agent)
+            await h.intake.loop_in_scope(group, loop_id, None)
+            for wrong_group, wrong_agent in ((other_group, None), (group, other_agent)):
+                with pytest.raises(NotFound):
+                    await h.intake.loop_in_scope(wrong_group, loop_id, wrong_agent)
+        assert sql == []  # answered from what the node knows of its resident Loop
+        await h.delete_loop(loop_id)
+        await h.node.settle()
+        assert loop_id not in h.node.residents
+        with counting_statements(h.store) as sql, contextlib.suppress(NotFound):
+            await h.intake.loop_in_scope(group, loop_id, agent)
+        assert sql  # no longer resident: the store is asked again
+    finally:
+        await h.stop()
