@@ -275,6 +275,9 @@ def test_a_configured_capability_reaches_the_ci_and_wakes_the_agent(demo: Demo) 
     assert "status 200" in tested.stdout and '"path": "/runs/42"' in tested.stdout, tested.stdout
     assert [(s.path, s.headers.get("authorization")) for s in demo.ci.seen] == [("/runs/42", f"Bearer {CI_TOKEN}")]
 
+    listed = demo.sh(_quoted(r"wakeful capability\s+list"))
+    assert "ci.run.read" in listed.stdout and "Read one CI" in listed.stdout, listed.stdout
+
     (demo.folder / "ci_watch.c").write_text(CAPABILITY_LOOP)
     grant = json.loads(_quoted(r'\[\{"name": "ci\.run\.read".*?\}\]'))
     assert grant == [{"name": "ci.run.read", "arguments": {"run_id": 42}}, {"name": "agent.notify"}]
