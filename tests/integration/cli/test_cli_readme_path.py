@@ -226,10 +226,12 @@ def test_loop_list_in_the_folder_lists_the_demo_loops(demo: Demo) -> None:
 
 
 def _github_post(demo: Demo, url: str, body: bytes, delivery: str, signature: str) -> tuple[int, str]:
+    """POST as GitHub does; an empty ``signature`` sends no signature header."""
     (demo.folder / "push.json").write_bytes(body)
+    signed = f"-H 'X-Hub-Signature-256: {signature}' " if signature else ""
     reply = demo.sh(f"curl -sS -o reply.json -w '%{{http_code}}' -X POST -H 'Content-Type: application/json' "
                     f"-H 'X-GitHub-Event: push' -H 'X-GitHub-Delivery: {delivery}' "
-                    f"-H 'X-Hub-Signature-256: {signature}' --data-binary @push.json {shlex.quote(url)}")
+                    f"{signed}--data-binary @push.json {shlex.quote(url)}")
     return int(reply.stdout), (demo.folder / "reply.json").read_text()
 
 
@@ -245,10 +247,11 @@ def test_a_loop_from_source_takes_github_signed_webhooks(demo: Demo) -> None:
            lambda: (demo.loop(loop), demo.api(f"/v1/agent-groups/{demo.group}/loops/{loop}/logs")))
     assert demo.loop(loop)["state"] == "active"
 
-    hook = demo.sh(f"wakeful loop webhook {loop} enable")
+    hook = demo.sh(_quoted(r"wakeful loop webhook LOOP enable").replace("LOOP", loop))
     path = re.search(r"^url: (\S+)", hook.stdout, re.M)
     assert path, hook.stdout
-    url = path.group(1) if path.group(1).startswith("http") else demo.base + path.group(1)
+    url = path.group(1)  # a URL to hand the provider: the running node's address, not a bare path
+    assert url.startswith(f"{demo.base}/v1/loop-webhooks/"), hook.stdout
     (demo.folder / "gh.secret").write_text(GH_SECRET)
     verifier = _quoted(r"wakeful loop webhook-verifier LOOP github --secret-file gh\.secret")
     assert "verifier: github" in demo.sh(verifier.replace("LOOP", loop)).stdout
@@ -262,6 +265,8 @@ def test_a_loop_from_source_takes_github_signed_webhooks(demo: Demo) -> None:
     stored = demo.events(loop)
     assert [(e["event_id"], e["topic"]) for e in stored] == [(delivery, "push")], stored
 
+    status, text = _github_post(demo, url, body, "an-unsigned-delivery", "")
+    assert status == 401, text
     forged = "sha256=" + hmac.new(b"not the secret", body, hashlib.sha256).hexdigest()
     status, text = _github_post(demo, url, body, "a-forged-delivery", forged)
     assert status == 401, text
