@@ -99,15 +99,30 @@ def loop_webhook(
     from wakeful.harness.webhooks import webhook
 
     out = out_for(ctx, json_)
-    result = _either(out, lambda store, config: webhook(store, loop_id, action,
-                                                        public_base_url=config.public_base_url, actor=OPERATOR),
-                     lambda r: loop_remote.webhook(r, loop_id, action))
+
+    async def local(store: Store, config: Config) -> dict[str, Any]:
+        from wakeful.cli.nodefile import live_node
+
+        made = await webhook(store, loop_id, action, public_base_url=config.public_base_url, actor=OPERATOR)
+        node = live_node(config.data_dir)
+        return _absolute(made, node["url"] if node else None)
+
+    result = _either(out, local, lambda r: _absolute(loop_remote.webhook(r, loop_id, action), remote.server_url()))
     lines = [f"enabled: {str(result['enabled']).lower()}"]
     if result.get("url"):
         lines.append(f"url: {result['url']}  (shown once; rotate for a new one)")
     if result.get("hint"):
         lines.append(f"hint: …{result['hint']}")
     _show(out, result, lines)
+
+
+def _absolute(made: dict[str, Any], base: str | None) -> dict[str, Any]:
+    """issue 19: a URL to hand a provider. Without ``server.public_base_url`` the harness answers the bare path;
+    the node this command reaches (``--server``, or the one running on the data directory) supplies the rest."""
+    url = made.get("url")
+    if isinstance(url, str) and url.startswith("/") and base:
+        return {**made, "url": base.rstrip("/") + url}
+    return made
 
 
 # ---- pending events ----
