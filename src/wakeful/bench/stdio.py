@@ -48,7 +48,9 @@ def run_stdio(plan: StdioPlan, progress: Progress | None = None) -> dict[str, An
     except (BenchError, TimeoutError) as exc:
         client.kill()
         raise BenchError(f"stdio run failed: {exc}\n{client.stderr_tail()}") from None
-    exit_code = client.shutdown()
+    began = time.monotonic()
+    exit_code = client.shutdown()  # runtime-protocol.md §16: exits 0 within 2 s with every object still live
+    shutdown_ms = round((time.monotonic() - began) * 1000)
     if exit_code != 0:
         result["failures"].append(f"runtime exited {exit_code}: {client.stderr_tail(400)}")
     result["init"] = {
@@ -56,6 +58,7 @@ def run_stdio(plan: StdioPlan, progress: Progress | None = None) -> dict[str, An
         "session_id": init.get("session_id"),
         "execution_threads": 1,
         "exit_code": exit_code,
+        "shutdown_ms": shutdown_ms,
     }
     return result
 

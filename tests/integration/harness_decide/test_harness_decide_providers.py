@@ -173,7 +173,7 @@ async def test_slow_provider_times_out_at_the_budget_without_retry(
     result = await ask(decider(provider, timeout_ms=DecideSettings().timeout_ms))  # the 2,000 ms default
     elapsed = time.monotonic() - start
     assert code(result) == "timeout"
-    assert 1.9 <= elapsed < 5  # generous smoke bound around the 2 s budget
+    assert elapsed >= 1.9  # not before the 2 s budget (the answer "timeout" shows it ended before the 3 s reply)
     assert len(provider.seen) == 1
 
 
