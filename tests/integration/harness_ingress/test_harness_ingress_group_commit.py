@@ -176,7 +176,7 @@ async def test_the_scope_check_of_a_resident_loop_reads_nothing_and_a_deleted_lo
         assert sql == []  # answered from what the node knows of its resident Loop
         await h.delete_loop(loop_id)
         await h.node.settle()
-        assert loop_id not in h.node.residents
+        assert h.node.resident(loop_id) is None
         with counting_statements(h.store) as sql, contextlib.suppress(NotFound):
             await h.intake.loop_in_scope(group, loop_id, agent)
         assert sql  # no longer resident: the store is asked again
