@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 IN_CI = os.environ.get("CI") == "true"
+
+
+def _bytecode_cache_for_subprocesses() -> None:
+    """The suite starts hundreds of Python children (`wakeful serve`, the CLI, bench, cluster nodes) that inherit
+    this environment. Where ``PYTHONDONTWRITEBYTECODE`` is set (this machine kind sets it), each child compiled
+    every module of ``src/`` it imports from source again: about a quarter of a CLI child's CPU. The children
+    keep their bytecode in a cache of the suite's own under the temp directory instead (never in the work tree;
+    a stale file is recompiled, since Python checks the source's size and time). This process is unchanged.
+    ``WAKEFUL_TEST_PYCACHE=off`` keeps the environment as it was."""
+    if os.environ.get("WAKEFUL_TEST_PYCACHE") == "off" or "PYTHONPYCACHEPREFIX" in os.environ:
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "wakeful-test-pycache")
+
+
+_bytecode_cache_for_subprocesses()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """The control CLI in process for tests: ``Cli`` runs ``wakeful … --json`` through ``main()`` and parses its one
-JSON document; ``built_once`` (autouse where imported) builds the typer command tree once per test."""
+JSON document; ``built_once`` (autouse where imported) builds the typer command tree once per session."""
 
 from __future__ import annotations
 
@@ -11,15 +11,25 @@ import pytest
 
 from wakeful.cli.main import main
 
+_built: dict[int, Any] = {}
+
 
 @pytest.fixture(autouse=True)
 def built_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``main()`` as is, but the typer command tree is built once per test, not once per call (0.4 s each)."""
-    import functools
-
+    """``main()`` as is, but the typer command tree is built once per session, not once per call (0.4 s each):
+    the tree is the same for every call (options read the environment when a command runs, not when the tree is
+    built). Each test still gets the real ``get_command`` back afterwards."""
     import typer.main
 
-    monkeypatch.setattr(typer.main, "get_command", functools.cache(typer.main.get_command))
+    real = typer.main.get_command
+
+    def get_command(app: Any) -> Any:
+        key = id(app)
+        if key not in _built or _built[key][0] is not app:
+            _built[key] = (app, real(app))
+        return _built[key][1]
+
+    monkeypatch.setattr(typer.main, "get_command", get_command)
 
 
 GLOBAL_ENV = ("WAKEFUL_SERVER", "WAKEFUL_API_KEY", "WAKEFUL_DB_URL", "WAKEFUL_HOME", "WAKEFUL_CONFIG")

@@ -70,6 +70,9 @@ def hostile(routes: dict[str, Reply]) -> Iterator[tuple[str, list[tuple[str, dic
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    # the client has gone when the block ends: closing does not wait for a handler that still sleeps (a stream
+    # that stalls for 30 s would hold every such test for those 30 s)
+    server.block_on_close = False
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

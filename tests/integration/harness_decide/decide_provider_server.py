@@ -50,6 +50,7 @@ class FakeProvider:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
+        self.server.block_on_close = False  # closing does not wait out a delayed answer its client gave up on
 
     @property
     def url(self) -> str:

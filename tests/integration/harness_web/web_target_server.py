@@ -25,6 +25,7 @@ class TargetServer:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((host, 0), self._handler())
         self.server.daemon_threads = True
+        self.server.block_on_close = False  # closing does not wait out a /slow answer its client gave up on
 
     @property
     def base(self) -> str:
