@@ -99,12 +99,17 @@ def loop_webhook(
     action: Annotated[str, typer.Argument(help="enable, rotate or revoke.")], json_: JsonOpt = False,
 ) -> None:
     """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
-    from wakeful.harness.webhooks import webhook
+    from wakeful.cli import backend
 
     out = out_for(ctx, json_)
-    result = _either(out, lambda store, config: webhook(store, loop_id, action,
-                                                        public_base_url=config.public_base_url, actor=OPERATOR),
-                     lambda r: loop_remote.webhook(r, loop_id, action))
+
+    async def body(site: backend.Site) -> dict[str, Any]:  # one code path in both modes (issue 15)
+        group = await site.group(loop=loop_id)
+        answer: dict[str, Any] = await site.backend.call("webhooks.webhook", group_id=group, loop_id=loop_id,
+                                                         action=action)
+        return answer
+
+    result = backend.run(out, body)
     lines = [f"enabled: {str(result['enabled']).lower()}"]
     if result.get("url"):
         lines.append(f"url: {result['url']}  (shown once; rotate for a new one)")

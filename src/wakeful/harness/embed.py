@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -170,6 +170,45 @@ class Harness:
         if self._store is not None:
             await self._store.close()
         self._node = self._store = self._tools = self._intake = self._keys = None
+
+    # issue 15 (ops-loops): the local command line runs operations on the store without running a node
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def offline(cls, config: Config | None = None, *, db_url: str | None = None) -> AsyncIterator[Harness]:
+        """A harness on the store that runs no Loop (the local command line, interfaces.md §4.1): operations
+        write rows and a node running on the store adopts them — at once on PostgreSQL (``NOTIFY
+        wakeful_loops``), else at its next reconcile. Its ``node`` is never opened."""
+        h = cls(config, db_url=db_url, sweeps=False)
+        h._store = await Store.open(h.config.effective_store_url)
+        try:
+            h._node = Node(h._store, h.config, tools=h.registry)
+            h._tools = LoopTools(h._node, adopt=False)
+            yield h
+        finally:
+            await h._store.close()
+            h._node = h._store = h._tools = None
+
+    async def group_of(self, *, loop_id: str | None = None, agent_id: str | None = None) -> str:
+        """The group of a Loop or an agent (the operator names either without its group); ``NotFound``."""
+        from wakeful.harness.errors import AgentNotFound, NotFound
+        from wakeful.harness.store import loops
+        from wakeful.harness.store.ids import lookup_text
+
+        async with self.store.tx(readonly=True) as tx:
+            if loop_id is not None:
+                row = await loops.find_loop(tx, loop_id) if lookup_text(loop_id) and len(loop_id) <= 40 else None
+                if row is None:
+                    raise NotFound(f"Loop {loop_id[:40]} not found")
+                return row.group_id
+            found = await agents.find_agent(tx, agent_id) if agent_id and len(agent_id) <= 40 else None
+            if found is None:
+                raise AgentNotFound(f"agent {str(agent_id)[:40]} not found")
+            return found.group_id
+
+    async def group_ids(self) -> list[str]:
+        """Every group's id, oldest first."""
+        async with self.store.tx(readonly=True) as tx:
+            return [g.id for g in await groups.list_groups(tx)]
 
     async def run(self) -> None:
         """Start and run until cancelled."""

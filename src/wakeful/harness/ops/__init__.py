@@ -7,7 +7,7 @@ Faces (``api``, ``mcp``, ``cli``, the dashboard) parse, authenticate, call one o
 
 from __future__ import annotations
 
-from wakeful.harness.ops import loops
+from wakeful.harness.ops import loops, scope, webhooks
 from wakeful.harness.ops.backend import ApiCaller, Backend, HttpBackend, LocalBackend, Refused, SyncCaller
 from wakeful.harness.ops.table import OPERATIONS, Operation, operation
 from wakeful.harness.principal import OPERATOR, Principal
@@ -25,4 +25,6 @@ __all__ = [
     "SyncCaller",
     "loops",
     "operation",
+    "scope",
+    "webhooks",
 ]

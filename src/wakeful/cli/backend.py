@@ -1,0 +1,114 @@
+"""One code path per command over the harness operations (issue 15): a command body gets a :class:`Site` — the
+:class:`~wakeful.harness.ops.Backend` it calls and the group its operations name — and runs the same way in both
+modes of interfaces.md §4.1:
+
+- local mode: the operations run in this process as the operator (``LocalBackend(harness, OPERATOR)``) on a
+  ``Harness.offline`` of the configured store (no Loop runs here; a node on the store adopts what is written);
+- remote mode (``--server``): over the HTTP API with the key (``HttpBackend(SyncCaller(remote))``).
+
+The operator names a Loop or an agent without its group: locally the group is read from the store, remotely it
+is the key's group (an admin key names none: the agent's group, found through ``X-Wakeful-Agent``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from wakeful.cli import remote
+from wakeful.cli.output import Out, Unavailable
+from wakeful.errors import WakefulError
+
+if TYPE_CHECKING:
+    from wakeful.cli.remote import Remote
+    from wakeful.harness import Harness
+    from wakeful.harness.ops import Backend
+
+__all__ = ["Site", "loop_lines", "run", "shown_loop"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Site:
+    """Where one command runs: ``backend`` for its operations, ``harness`` (local) or ``server`` (remote)."""
+
+    backend: Backend
+    harness: Harness | None = None
+    server: Remote | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.harness is not None
+
+    async def group(self, *, loop: str | None = None, agent: str | None = None) -> str:
+        """The group whose routes name this Loop or agent."""
+        if self.harness is not None:
+            return await self.harness.group_of(loop_id=loop, agent_id=agent)
+        assert self.server is not None
+        if loop is not None:
+            remote.segment(loop, "Loop")  # "", "." or ".." is a usage error (exit 2), never a path
+        server = self.server
+        return await asyncio.to_thread(lambda: server.group(agent=agent))
+
+    async def groups(self, *, agent: str | None = None) -> list[str]:
+        """The groups a listing covers: the agent's, else every group (locally) or the key's (remotely)."""
+        if self.harness is None or agent is not None:
+            try:
+                return [await self.group(agent=agent)]
+            except WakefulError as exc:
+                if self.harness is not None and getattr(exc, "code", None) == "agent_not_found":
+                    return []  # an unknown agent has no Loops, as a key's listing answers
+                raise
+        return await self.harness.group_ids()
+
+
+def run(out: Out, body: Callable[[Site], Awaitable[T]]) -> T:
+    """Run ``body`` at the local store or the server; typed errors exit with their code (unavailable: 3)."""
+    if remote.server_url() is not None:
+        return remote.call(out, lambda: asyncio.run(_remote(body)))
+    from wakeful.harness.errors import StoreUnavailable
+
+    try:
+        return asyncio.run(_local(body))
+    except StoreUnavailable as exc:
+        out.fail(Unavailable(exc.message))
+    except WakefulError as exc:
+        out.fail(exc)
+
+
+async def _local(body: Callable[[Site], Awaitable[T]]) -> T:
+    from wakeful.cli.db_cmd import store_url
+    from wakeful.harness import Harness
+    from wakeful.harness.config import load_config
+    from wakeful.harness.ops import OPERATOR, LocalBackend
+
+    url = store_url()
+    async with Harness.offline(load_config(), db_url=url) as harness:
+        return await body(Site(LocalBackend(harness, OPERATOR), harness=harness))
+
+
+async def _remote(body: Callable[[Site], Awaitable[T]]) -> T:
+    from wakeful.harness.ops import HttpBackend, SyncCaller
+
+    server = remote.connect()
+    return await body(Site(HttpBackend(SyncCaller(server)), server=server))
+
+
+def shown_loop(view: dict[str, Any]) -> dict[str, Any]:
+    """The Loop object as the CLI prints it in both modes: ``runtime`` is the state word (``resident``,
+    ``loading``, …) and the API's runtime object is ``runtime_detail``."""
+    runtime = view.get("runtime")
+    if not isinstance(runtime, dict):
+        return view
+    return {**view, "runtime": runtime.get("state"), "runtime_detail": runtime}
+
+
+def loop_lines(view: dict[str, Any]) -> list[str]:
+    from wakeful.cli.tables import cell
+
+    keys = ("id", "name", "state", "pause_reason", "failure", "exit_code", "incarnation", "agent_id",
+            "session_id", "artifact_sha256", "pending_count", "runtime", "created_ms", "updated_ms")
+    return [f"{k}: {cell(k, view.get(k))}" for k in keys]
