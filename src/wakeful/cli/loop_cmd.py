@@ -156,7 +156,7 @@ def loop_create(
             ref = await _upload(site, group, agent, elf_bytes, lines)
         view = await site.backend.call("loops.create", group_id=group, agent_id=agent, session_id=session,
                                        artifact=ref, name=name, config=cfg, capabilities=caps)
-        signalled = site.harness is not None and site.harness.store.dialect == "postgresql"
+        signalled = site.harness is not None and site.harness.signals_nodes
         return view, signalled
 
     view, signalled = backend.run(out, body)

@@ -188,6 +188,12 @@ class Harness:
             await h._store.close()
             h._node = h._store = h._tools = None
 
+    @property
+    def signals_nodes(self) -> bool:
+        """Whether a change written here reaches the nodes on the store at once (PostgreSQL's ``NOTIFY``); on
+        SQLite a node sees it at its next reconcile."""
+        return self.store.dialect == "postgresql"
+
     async def group_of(self, *, loop_id: str | None = None, agent_id: str | None = None) -> str:
         """The group of a Loop or an agent (the operator names either without its group); ``NotFound``."""
         from wakeful.harness.errors import AgentNotFound, NotFound

@@ -72,3 +72,48 @@ def test_a_failed_build_creates_nothing(tenant: list[str], tmp_path: Path, capsy
     assert "build failed" in capsys.readouterr().err
     assert main(["--json", "loop", "list"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+FAULTING = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_handle cfg = sf_config();
+  sf_i64 at = 0;
+  wf_json_get_i64(cfg, "at", &at);
+  char *where = (char *)at; /* an address clang cannot see */
+  return (sf_i64)wf_u64_to_dec(12345, where, 8);
+}
+"""
+
+
+def test_a_loop_created_from_source_faults_naming_its_line(tenant: list[str], tmp_path: Path) -> None:
+    """issue 18/19: `loop create --source` stores the build's line table beside the ELF, so the Loop's fault (in
+    the node that adopts it) names `main.c:7`, as a Loop built with `loop.build` does."""
+    import asyncio
+
+    from support.loops_harness import loop_row, until
+
+    from wakeful.harness import Harness
+    from wakeful.harness.config import Config
+
+    (tmp_path / "dec.c").write_text(FAULTING)
+    (tmp_path / "cfg.json").write_text('{"at": 16}')
+    url = f"sqlite:///{tmp_path / 'home' / 'wakeful.db'}"
+    assert main(["--json", "--db", url, *tenant, "--source", "dec.c", "--config-file", "cfg.json"]) == 0
+
+    async def adopted_fault() -> str:
+        h = Harness(Config(data_dir=tmp_path / "node", store_url=url), sweeps=False)
+        await h.start()  # adopts the active Loop the command wrote
+        try:
+            (view,) = await h.list_loops()
+
+            async def faulted() -> bool:
+                await h.settle()
+                return (await loop_row(h, view["id"])).reload_count >= 1
+
+            await until(faulted)
+            return (await loop_row(h, view["id"])).failure or ""
+        finally:
+            await h.stop()
+
+    failure = asyncio.run(adopted_fault())
+    assert failure.startswith("main.c:7: ") and failure.endswith(" (in wf_u64_to_dec)"), failure
