@@ -95,10 +95,10 @@ def test_a_loop_created_from_source_faults_naming_its_line(tenant: list[str], tm
     from wakeful.harness import Harness
     from wakeful.harness.config import Config
 
-    (tmp_path / "dec.c").write_text(FAULTING)
+    (tmp_path / "main.c").write_text(FAULTING)  # the line table names the file as given
     (tmp_path / "cfg.json").write_text('{"at": 16}')
     url = f"sqlite:///{tmp_path / 'home' / 'wakeful.db'}"
-    assert main(["--json", "--db", url, *tenant, "--source", "dec.c", "--config-file", "cfg.json"]) == 0
+    assert main(["--json", "--db", url, *tenant, "--source", "main.c", "--config-file", "cfg.json"]) == 0
 
     async def adopted_fault() -> str:
         h = Harness(Config(data_dir=tmp_path / "node", store_url=url), sweeps=False)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 VOLATILE = ("id", "loop_id", "name", "created_ms", "updated_ms", "activated_ms", "runtime", "node", "node_id",
             "object_id", "url", "hint")
-SPEC = {"scheme": "hmac-sha256", "secret": "s3cret-s3cret", "header": "X-Sig", "encoding": "base64"}
+SPEC = {"scheme": "hmac-sha256", "secret": "s3cret-s3cret-s3cret-0123", "header": "X-Sig", "encoding": "base64"}
 
 
 class Caller:
