@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from wakeful.harness import Harness
     from wakeful.harness.ops import Backend
 
-__all__ = ["Site", "loop_lines", "run", "shown_loop"]
+__all__ = ["Site", "every_item", "loop_lines", "run", "shown_loop"]
 
 T = TypeVar("T")
+MAX_PAGES = 1000  # of one listing: a server naming a next page forever is refused, not followed forever
 
 
 @dataclass
@@ -44,9 +45,10 @@ class Site:
         return self.harness is not None
 
     async def group(self, *, loop: str | None = None, agent: str | None = None) -> str:
-        """The group whose routes name this Loop or agent."""
+        """The group whose routes name this Loop or agent (locally ``""`` when there is none: the operation then
+        answers its own refusal — ``not_found``, or an ``invalid_request`` it checks first)."""
         if self.harness is not None:
-            return await self.harness.group_of(loop_id=loop, agent_id=agent)
+            return await self.harness.group_of(loop_id=loop, agent_id=agent) or ""
         assert self.server is not None
         if loop is not None:
             remote.segment(loop, "Loop")  # "", "." or ".." is a usage error (exit 2), never a path
@@ -55,14 +57,33 @@ class Site:
 
     async def groups(self, *, agent: str | None = None) -> list[str]:
         """The groups a listing covers: the agent's, else every group (locally) or the key's (remotely)."""
-        if self.harness is None or agent is not None:
-            try:
-                return [await self.group(agent=agent)]
-            except WakefulError as exc:
-                if self.harness is not None and getattr(exc, "code", None) == "agent_not_found":
-                    return []  # an unknown agent has no Loops, as a key's listing answers
-                raise
-        return await self.harness.group_ids()
+        if self.harness is None:
+            return [await self.group(agent=agent)]
+        if agent is None:
+            return await self.harness.group_ids()
+        group = await self.harness.group_of(agent_id=agent)
+        return [] if group is None else [group]  # an unknown agent has no Loops, as a key's listing answers
+
+
+async def every_item(site: Site, name: str, **arguments: Any) -> list[Any]:
+    """Every item of a paged operation (``{items, next_cursor}``), following cursors; a page that is not one, or
+    names itself (or pages without end) as the next, is ``invalid_response`` (a server's answer, never the
+    store's)."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await site.backend.call(name, **arguments, limit=200, cursor=cursor)
+        if not isinstance(page, dict) or not isinstance(page.get("items"), list):
+            raise remote.RemoteError("invalid_response", f"{name} did not answer a page", status=200)
+        items.extend(page["items"])
+        following = page.get("next_cursor")
+        if not following:
+            return items
+        if not isinstance(following, str) or following == cursor:
+            raise remote.RemoteError("invalid_response", f"{name} answered a page naming itself or no cursor as "
+                                     "the next", status=200)
+        cursor = following
+    raise remote.RemoteError("invalid_response", f"{name} named more than {MAX_PAGES} pages", status=200)
 
 
 def run(out: Out, body: Callable[[Site], Awaitable[T]]) -> T:

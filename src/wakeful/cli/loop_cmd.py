@@ -192,15 +192,8 @@ def loop_list(
     async def body(site: Site) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for group in await site.groups(agent=agent):
-            cursor = None
-            for _ in range(MAX_PAGES):
-                page = await site.backend.call("loops.list", group_id=group, agent_id=agent, state=state,
-                                               limit=200, cursor=cursor)
-                found.extend(backend.shown_loop(v) for v in page["items"])
-                following = page.get("next_cursor")
-                if not following or following == cursor:
-                    break
-                cursor = following
+            items = await backend.every_item(site, "loops.list", group_id=group, agent_id=agent, state=state)
+            found.extend(backend.shown_loop(v) for v in items)
         return sorted(found, key=lambda v: (v.get("created_ms") or 0, str(v["id"])))
 
     views = backend.run(out, body)

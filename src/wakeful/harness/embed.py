@@ -194,22 +194,18 @@ class Harness:
         SQLite a node sees it at its next reconcile."""
         return self.store.dialect == "postgresql"
 
-    async def group_of(self, *, loop_id: str | None = None, agent_id: str | None = None) -> str:
-        """The group of a Loop or an agent (the operator names either without its group); ``NotFound``."""
-        from wakeful.harness.errors import AgentNotFound, NotFound
+    async def group_of(self, *, loop_id: str | None = None, agent_id: str | None = None) -> str | None:
+        """The group of a Loop (or else of an agent), which the operator names without its group; ``None`` when
+        there is no such Loop or agent (the operation then answers its own ``not_found``)."""
         from wakeful.harness.store import loops
         from wakeful.harness.store.ids import lookup_text
 
         async with self.store.tx(readonly=True) as tx:
             if loop_id is not None:
                 row = await loops.find_loop(tx, loop_id) if lookup_text(loop_id) and len(loop_id) <= 40 else None
-                if row is None:
-                    raise NotFound(f"Loop {loop_id[:40]} not found")
-                return row.group_id
+                return None if row is None else row.group_id
             found = await agents.find_agent(tx, agent_id) if agent_id and len(agent_id) <= 40 else None
-            if found is None:
-                raise AgentNotFound(f"agent {str(agent_id)[:40]} not found")
-            return found.group_id
+            return None if found is None else found.group_id
 
     async def group_ids(self) -> list[str]:
         """Every group's id, oldest first."""

@@ -66,6 +66,19 @@ def test_local_create_names_the_running_node(tenant: list[str], tmp_path: Path,
     assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 60 s" in err
 
 
+def test_local_create_gives_the_nodes_own_reconcile_period(tenant: list[str], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 19: the wait named is the running node's (its node file), not this command's configuration."""
+    from wakeful.cli import nodefile
+
+    home = tmp_path / "home"
+    nodefile.write(home, url="http://127.0.0.1:9", store_url=f"sqlite:///{home / 'wakeful.db'}", node_name="n",
+                   reconcile_s=5)
+    assert main([*tenant, "--source", "p.c"]) == 0
+    assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 5 s" in (
+        capsys.readouterr().err)
+
+
 def test_a_failed_build_creates_nothing(tenant: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.c").write_text("#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return undefined_name; }\n")
     assert main([*tenant, "--source", "bad.c"]) == 1

@@ -30,6 +30,8 @@ VERIFIER_KEYS = ("scheme", "secret", "tolerance_s", "fields", "header", "encodin
 async def webhook(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
                   action: str) -> dict[str, Any]:
     """``enable`` (the URL shown once), ``rotate`` (a new URL, the old one stops) or ``revoke``."""
+    if action not in hooks.ACTIONS:  # checked first, as the route's body model does
+        raise InvalidRequest(f"action must be one of {', '.join(hooks.ACTIONS)}", field="action")
     await loop_in_scope(harness, principal, group_id, loop_id)
     return await hooks.webhook(harness.store, loop_id, action, public_base_url=harness.config.public_base_url,
                                actor=principal.actor)
