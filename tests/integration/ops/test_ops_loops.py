@@ -151,22 +151,33 @@ async def test_a_loop_created_offline_is_adopted_at_once_on_postgresql(
     from wakeful.harness import Harness
     from wakeful.harness.config import Config
     from wakeful.harness.ops import OPERATOR
+    from wakeful.harness.placement import signals
 
     node = await started(store_url, None, tmp_path / "node")  # sweeps=False: only a signal can adopt now
+    heard: list[tuple[str, str]] = []  # NOTIFY is database-wide: other tests' nodes may signal too, so the
+    ears = signals.Listener(node.store, lambda channel, text: heard.append((channel, text)))  # Loop's own id
+    ears.start()
     try:
+        await ears.connected.wait()
         group = await node.create_group("g")
         agent = await node.create_agent(group.id, "a")
         session = await node.create_session(agent.id)
         art = (await node.upload(agent.id, compile_c(COUNTER_C, name="counter.c")))["artifact"]
         async with Harness.offline(Config(data_dir=tmp_path / "cli", store_url=store_url)) as cli:
+            assert cli.signals_nodes
             made = await LocalBackend(cli, OPERATOR).call("loops.create", group_id=group.id, agent_id=agent.id,
                                                            session_id=session.id, artifact=art)
         assert made["runtime"]["state"] == "loading" and made["creator"] == "operator"  # nothing ran here
+
+        async def signalled() -> bool:
+            return any(c == signals.LOOPS and t.startswith(made["id"] + " cli-") for c, t in heard)
 
         async def resident() -> bool:
             await node.settle()
             return made["id"] in node.node.residents
 
-        await until(resident)
+        await until(signalled)  # the command named this Loop on wakeful_loops …
+        await until(resident)  # … and the node, which runs no tick of its own, adopted it
     finally:
+        await ears.stop()
         await node.stop()
