@@ -146,7 +146,7 @@ async def test_a_loop_created_offline_is_adopted_at_once_on_postgresql(
     """issue 19: the local command line (``Harness.offline``, no runtime) creates a Loop; a node on the same
     PostgreSQL store that runs no periodic tick adopts it, woken by ``NOTIFY wakeful_loops`` rather than its
     next reconcile. (On SQLite no signal reaches the node: the CLI says how long its reconcile takes.)"""
-    from support.loops_harness import started, until
+    from support.loops_harness import loop_row, started, until
 
     from wakeful.harness import Harness
     from wakeful.harness.config import Config
@@ -172,9 +172,10 @@ async def test_a_loop_created_offline_is_adopted_at_once_on_postgresql(
         async def signalled() -> bool:
             return any(c == signals.LOOPS and t.startswith(made["id"] + " cli-") for c, t in heard)
 
-        async def resident() -> bool:
+        async def resident() -> bool:  # in store terms: an incarnation began on the node
             await node.settle()
-            return made["id"] in node.node.residents
+            row = await loop_row(node, made["id"])
+            return row.incarnation >= 1 and row.node_id == node.node.node_id
 
         await until(signalled)  # the command named this Loop on wakeful_loops …
         await until(resident)  # … and the node, which runs no tick of its own, adopted it
