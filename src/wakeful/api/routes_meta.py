@@ -59,7 +59,9 @@ async def info(request: Request, principal: AnyPrincipal) -> dict[str, Any]:
         "compiler_available": _compiler_available(),
         "limits": dataclasses.asdict(harness.config.limits),
         "recent_refusals": {**request.app.state.refusals.counts(), "window_s": 3600},
-        "principal": {"role": principal.role, "kind": principal.kind, "group_id": principal.group_id,
+        # the group the principal works in: an admin key acting as an agent (X-Wakeful-Agent) is the agent's
+        "principal": {"role": principal.role, "kind": principal.kind,
+                      "group_id": principal.group_id or principal.agent_group_id,
                       "agent_id": principal.agent_id, "key_id": principal.key_id},
     }
 

@@ -1,7 +1,7 @@
 """`wakeful loop webhook|events|retry|discard|send|tail` and `wakeful session watch` (interfaces.md §4.2).
 
 events, retry, discard and send call the harness operations (``wakeful.harness.ops.events``) through one
-``Backend`` (``ops_backend``): locally as the operator on the store — what they write is picked up by the running
+``Backend`` (``cli/backend.py``): locally as the operator on the store — what they write is picked up by the running
 node at its next tick — or over ``--server`` with the key. In remote mode send posts the payload file's own text
 (``loop_remote.send``) and webhook calls the HTTP API (``loop_remote``); watch follows the session's SSE stream
 (``session_remote``); tail refuses (exit 2): the API has no stream of a Loop's logs. `loop tail` and `session
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
-from wakeful.cli import loop_remote, ops_backend, remote
+from wakeful.cli import backend, loop_remote, remote
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import Out, Unavailable, UsageError, escape, out_for, shown
 from wakeful.errors import WakefulError
@@ -96,18 +96,22 @@ def loop_webhook(
     action: Annotated[str, typer.Argument(help="enable, rotate or revoke.")], json_: JsonOpt = False,
 ) -> None:
     """Manage the Loop's secret webhook URL (shown once, at enable or rotate)."""
-    from wakeful.harness.webhooks import webhook
 
     out = out_for(ctx, json_)
 
-    async def local(store: Store, config: Config) -> dict[str, Any]:
-        from wakeful.cli.nodefile import live_node
+    async def body(site: backend.Site) -> dict[str, Any]:  # one code path in both modes (issue 15)
+        group = await site.group(loop=loop_id)
+        answer: dict[str, Any] = await site.backend.call("webhooks.webhook", group_id=group, loop_id=loop_id,
+                                                         action=action)
+        if site.local:
+            from wakeful.cli.nodefile import live_node
+            from wakeful.harness.config import load_config
 
-        made = await webhook(store, loop_id, action, public_base_url=config.public_base_url, actor=OPERATOR)
-        node = live_node(config.data_dir)
-        return _absolute(made, node["url"] if node else None)
+            node = live_node(load_config().data_dir)
+            return _absolute(answer, node["url"] if node else None)
+        return _absolute(answer, remote.server_url())
 
-    result = _either(out, local, lambda r: _absolute(loop_remote.webhook(r, loop_id, action), remote.server_url()))
+    result = backend.run(out, body)
     lines = [f"enabled: {str(result['enabled']).lower()}"]
     if result.get("url"):
         lines.append(f"url: {result['url']}  (shown once; rotate for a new one)")
@@ -151,7 +155,7 @@ def loop_events(
         return {"loop_id": loop_id, "events": page.get("items", []), "next_cursor": page.get("next_cursor"),
                 "pending_count": page.get("pending_count")}
 
-    result = ops_backend.run(out, body)
+    result = backend.run_plain(out, body)
     lines = [_event_line(e) for e in result["events"]] or ["no events"]
     _show(out, result, [*lines, f"pending: {result['pending_count']}"])
 
@@ -171,7 +175,7 @@ def loop_retry(
 ) -> None:
     """Clear deadlines of pending events; an active Loop is reloaded by its node at a new incarnation."""
     out = out_for(ctx, json_)
-    result = ops_backend.run(out, _settle("retry", loop_id, events or None))
+    result = backend.run_plain(out, _settle("retry", loop_id, events or None))
     _show(out, result, [f"retried: {', '.join(result['retried']) or 'none'}",
                         f"loop: {result['loop']['state']}  incarnation {result['loop']['incarnation']}"])
 
@@ -183,7 +187,7 @@ def loop_discard(
 ) -> None:
     """Discard pending events (their ids stay known for dedup)."""
     out = out_for(ctx, json_)
-    result = ops_backend.run(out, _settle("discard", loop_id, events or None))
+    result = backend.run_plain(out, _settle("discard", loop_id, events or None))
     _show(out, result, [f"discarded: {', '.join(result['discarded']) or 'none'}"])
 
 
@@ -208,7 +212,7 @@ def loop_send(
             return dict(await backend.call("events.send", group_id=group, loop_id=loop_id, topic=topic,
                                            payload=value, event_id=event_id))
 
-        result = ops_backend.run(out, send)
+        result = backend.run_plain(out, send)
     dup = " (duplicate)" if result["duplicate"] else ""
     mismatch = "; payload differs from the stored one" if result.get("payload_mismatch") else ""
     _show(out, result, [f"accepted {result['event_id']}{dup}{mismatch}"])

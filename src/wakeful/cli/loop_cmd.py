@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
-from wakeful.cli import loop_remote, remote, session_remote
+from wakeful.cli import backend, loop_remote, remote, session_remote
+from wakeful.cli.backend import Site
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
 from wakeful.cli.tables import cell, record_lines, table_lines
@@ -30,6 +31,7 @@ __all__ = ["agent_app", "apps", "group_app", "key_app", "loop_app", "session_app
 
 T = TypeVar("T")
 OPERATOR = "operator"
+MAX_PAGES = 500  # of one listing (200 items a page): a store or server naming pages forever is not followed
 
 loop_app = typer.Typer(help="Durable Loops: create, inspect and steer (harness.md §4).", no_args_is_help=True)
 group_app = typer.Typer(help="Tenants (groups).", no_args_is_help=True)
@@ -94,12 +96,6 @@ def _loop_line(view: dict[str, Any]) -> str:
     return f"{view['id']}  {view['name']}  {state}  incarnation {view['incarnation']}  agent {view['agent_id']}"
 
 
-def _loop_lines(view: dict[str, Any]) -> list[str]:
-    keys = ("id", "name", "state", "pause_reason", "failure", "exit_code", "incarnation", "agent_id",
-            "session_id", "artifact_sha256", "pending_count", "runtime", "created_ms", "updated_ms")
-    return [f"{k}: {cell(k, view.get(k))}" for k in keys]
-
-
 def _read_json(path: Path | None, what: str) -> Any:
     if path is None:
         return None
@@ -114,6 +110,10 @@ def _done(code: int = 0) -> None:
 
 
 # ---- wakeful loop … ----
+
+
+# one code path per command: the harness operations through a Backend, locally as the operator or over
+# --server with the key (wakeful.cli.backend, issue 15)
 
 
 @loop_app.command("create", epilog="\b\nExamples:\n  wakeful loop create --agent AGT --session SES --source ex/heartbeat.c"
@@ -133,7 +133,8 @@ def loop_create(
 ) -> None:
     """Create a Loop from C source (--source), a built ELF (--elf) or a stored artifact (--artifact).
 
-    Locally the running node loads it on its next reconcile; over --server the node adopts it at once.
+    Locally a node running on the store adopts it (at once on PostgreSQL, else at its next reconcile); over
+    --server the node adopts it at once.
     """
     from wakeful.cli import loop_input
 
@@ -144,23 +145,38 @@ def loop_create(
         loop_input.check_artifact(artifact)
     cfg, caps = _read_json(config, "config"), _read_json(capabilities, "capabilities")
     elf_bytes = loop_input.read_elf(elf) if elf is not None else None
+    lines = None
     if source:
-        elf_bytes = loop_input.elf_from_source(out, source, None)
+        elf_bytes, lines = loop_input.elf_from_source(out, source, None)
 
-    async def body(tools: LoopTools) -> dict[str, Any]:
+    async def body(site: Site) -> tuple[dict[str, Any], bool]:
+        group = await site.group(agent=agent)
         ref = artifact
         if elf_bytes is not None:
-            ref = (await tools.upload(agent_id=agent, elf=elf_bytes, creator=OPERATOR))["artifact"]
-        assert ref is not None
-        return await tools.create(agent_id=agent, session_id=session, artifact=ref, config=cfg,
-                                  capabilities=caps, name=name, creator=OPERATOR)
+            ref = await _upload(site, group, agent, elf_bytes, lines)
+        view = await site.backend.call("loops.create", group_id=group, agent_id=agent, session_id=session,
+                                       artifact=ref, name=name, config=cfg, capabilities=caps)
+        signalled = site.harness is not None and site.harness.signals_nodes
+        return view, signalled
 
-    view = _either(out, body, lambda r: loop_remote.create(
-        r, agent=agent, session=session, artifact=artifact, elf=elf_bytes, config=cfg, capabilities=caps,
-        name=name))
-    _show(out, view, _loop_lines)
+    view, signalled = backend.run(out, body)
+    _show(out, backend.shown_loop(view), backend.loop_lines)
     if remote.server_url() is None:
-        loop_input.adoption_note(out, view)
+        loop_input.adoption_note(out, view, signalled=signalled)
+
+
+async def _upload(site: Site, group: str, agent: str, elf: bytes, lines: Any) -> str:
+    """The ELF stored as an artifact of the agent (with ``--source``, its line table beside it locally, so the
+    Loop's faults name ``main.c:N``); the artifact reference."""
+    if site.harness is not None:
+        stored = await site.harness.loops.upload(agent_id=agent, elf=elf, creator=OPERATOR, lines=lines)
+        return str(stored["artifact"])
+    server = site.server
+    assert server is not None
+    uploaded = await asyncio.to_thread(lambda: server.request(
+        "POST", f"/v1/agent-groups/{group}/artifacts", params={"agent_id": agent}, content=elf,
+        headers={"Content-Type": "application/octet-stream"}))
+    return str(uploaded["artifact"])
 
 
 @loop_app.command("list")
@@ -172,22 +188,28 @@ def loop_list(
 ) -> None:
     """List Loops, oldest first."""
     out = out_for(ctx, json_)
-    views = _either(out, lambda tools: tools.list(agent_id=agent, state=state),
-                    lambda r: loop_remote.list_loops(r, agent=agent, state=state))
+
+    async def body(site: Site) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for group in await site.groups(agent=agent):
+            items = await backend.every_item(site, "loops.list", group_id=group, agent_id=agent, state=state)
+            found.extend(backend.shown_loop(v) for v in items)
+        return sorted(found, key=lambda v: (v.get("created_ms") or 0, str(v["id"])))
+
+    views = backend.run(out, body)
     _show(out, views, lambda vs: [_loop_line(v) for v in vs] or ["no Loops"])
 
 
 def _steer(ctx: typer.Context, loop_id: str, json_: bool, op: str) -> None:
     out = out_for(ctx, json_)
 
-    async def body(tools: LoopTools) -> dict[str, Any]:
-        if op == "get":
-            return await tools.get(loop_id)
-        method: Callable[..., Awaitable[dict[str, Any]]] = getattr(tools, op)
-        return await method(loop_id, actor=OPERATOR)
+    async def body(site: Site) -> dict[str, Any]:
+        group = await site.group(loop=loop_id)
+        answer = await site.backend.call(f"loops.{op}", group_id=group, loop_id=loop_id)
+        return {"loop_id": loop_id, "deleted": True} if op == "delete" else backend.shown_loop(answer)
 
-    result = _either(out, body, lambda r: loop_remote.steer(r, loop_id, op))
-    _show(out, result, _loop_lines if "state" in result else record_lines)
+    result = backend.run(out, body)
+    _show(out, result, backend.loop_lines if "state" in result else record_lines)
 
 
 @loop_app.command("get")
@@ -219,14 +241,21 @@ def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
     """Stored log lines of a Loop, oldest first."""
     out = out_for(ctx, json_)
 
-    async def body(tools: LoopTools) -> list[dict[str, Any]]:
-        from wakeful.harness.store import loops
+    async def body(site: Site) -> list[dict[str, Any]]:
+        group = await site.group(loop=loop_id)
+        lines: list[dict[str, Any]] = []
+        after = 0
+        for _ in range(MAX_PAGES):
+            page = await site.backend.call("loops.logs", group_id=group, loop_id=loop_id, after_seq=after,
+                                           limit=200)
+            lines.extend(page["items"])
+            following = page.get("next_after_seq")
+            if len(page["items"]) < 200 or not isinstance(following, int) or following == after:
+                break
+            after = following
+        return lines
 
-        async with tools.store.tx(readonly=True) as tx:
-            await loops.get_loop(tx, loop_id)
-            return [line.__dict__ for line in await loops.list_logs(tx, loop_id)]
-
-    found = _either(out, body, lambda r: loop_remote.logs(r, loop_id))
+    found = backend.run(out, body)
     _show(out, found, lambda ls: [f"{cell('at_ms', x['at_ms'])} #{x['incarnation']} {x['source']}: {x['text']}"
                                   for x in ls])
 

@@ -16,12 +16,13 @@ ELF_MAGIC = b"\x7fELF"
 MAX_ELF_READ = 1 << 20  # the loader's largest max_elf_bytes: a larger file is refused unread
 
 
-def elf_from_source(out: Out, paths: list[Path], entry: str | None) -> bytes:
-    """Build the C bundle of ``paths`` (build.md §1); a failed build prints its diagnostics and exits 1."""
+def elf_from_source(out: Out, paths: list[Path], entry: str | None) -> tuple[bytes, Any]:
+    """Build the C bundle of ``paths`` (build.md §1): the ELF and its line table (uploaded beside it, so the
+    Loop's faults name ``main.c:N``, issue 18); a failed build prints its diagnostics and exits 1."""
     from wakeful.cli.program import build_elf, bundle_from_paths
 
     files, entry_key = bundle_from_paths(paths, entry)
-    return build_elf(out, files, entry_key)[0]  # the line table is not uploaded with --source yet
+    return build_elf(out, files, entry_key)
 
 
 def read_elf(path: Path) -> bytes:
@@ -51,20 +52,28 @@ def check_artifact(artifact: str) -> None:
                      f"agent's /path): {hint}")
 
 
-def adoption_note(out: Out, view: dict[str, Any]) -> None:
-    """A local create: the Loop waits for a node; say which and how long (placement.reconcile_s)."""
-    if view.get("runtime") not in ("loading", "none", None):
+def adoption_note(out: Out, view: dict[str, Any], *, signalled: bool = False) -> None:
+    """A local create: the Loop waits for a node; say which and how long (the node's reconcile period, from its
+    node file, else placement.reconcile_s) — or that the nodes of a PostgreSQL store were asked to adopt it now."""
+    runtime = view.get("runtime")
+    if (runtime.get("state") if isinstance(runtime, dict) else runtime) not in ("loading", "none", None):
         return
     from wakeful.cli.nodefile import live_node
     from wakeful.harness.config import load_config
 
     cfg = load_config()
+    if signalled:
+        out.note(escape("asked the nodes on this store to adopt it now (NOTIFY wakeful_loops); a node that misses "
+                        f"the signal adopts it at its next reconcile, up to {cfg.placement.reconcile_s} s"))
+        return
     node = live_node(cfg.data_dir)
     if node is None:
         out.note(escape(f"no node runs on {cfg.data_dir}: the Loop starts when `wakeful serve` runs on it"))
         return
+    every = node.get("reconcile_s")
+    within = every if isinstance(every, int | float) and not isinstance(every, bool) else cfg.placement.reconcile_s
     out.note(escape(f"waiting for the node at {node['url']} to adopt it: its next reconcile, up to "
-                    f"{cfg.placement.reconcile_s} s (placement.reconcile_s; `--server` adopts at once)"))
+                    f"{within:g} s (placement.reconcile_s; `--server` adopts at once)"))
 
 
 def _source_hint(path: Path, data: bytes) -> str:

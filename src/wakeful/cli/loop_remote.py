@@ -1,4 +1,6 @@
-"""`wakeful loop …` and `wakeful session messages` in remote mode: the HTTP API of interfaces.md §2.2 with the key.
+"""`wakeful loop events|retry|discard|send` and `wakeful session messages` in remote mode: the HTTP API of
+interfaces.md §2.2 with the key (`loop create|list|get|pause|resume|delete|logs|webhook|webhook-verifier` run one
+code path over the harness operations in both modes: `wakeful.cli.backend`).
 
 Each function answers what the local command prints, in the local `--json` shape where the API returns the same
 data (pages are followed into one list); the differences are written down in docs/decisions-cli-remote.md.
@@ -10,79 +12,15 @@ import json
 from typing import Any
 
 from wakeful.cli.output import UsageError
-from wakeful.cli.remote import Remote, RemoteError, segment
+from wakeful.cli.remote import Remote, segment
 
-__all__ = [
-    "create", "delete", "get", "list_loops", "logs", "messages", "send", "steer", "webhook",
-]
-
-MAX_LOG_PAGES = 500  # 200 lines a page: the stored log of a Loop is bounded well below this
+__all__ = ["messages", "send"]
 
 
 def _loop(r: Remote, loop_id: str, tail: str = "") -> str:
     return f"{r.prefix()}/loops/{segment(loop_id, 'Loop')}{tail}"
 
 
-def create(r: Remote, *, agent: str, session: str, artifact: str | None, elf: bytes | None, config: Any,
-           capabilities: Any, name: str | None) -> dict[str, Any]:
-    """``POST G/artifacts`` (with ``--elf``) then ``POST G/loops``: the Loop object."""
-    ref = artifact
-    if elf is not None:
-        uploaded = r.request("POST", f"{r.prefix()}/artifacts", params={"agent_id": agent}, content=elf,
-                             headers={"Content-Type": "application/octet-stream"})
-        ref = str(uploaded["artifact"])
-    body: dict[str, Any] = {"agent_id": agent, "session_id": session, "artifact": ref}
-    body.update({k: v for k, v in (("name", name), ("config", config), ("capabilities", capabilities))
-                 if v is not None})
-    return dict(r.request("POST", f"{r.prefix()}/loops", json=body))
-
-
-def list_loops(r: Remote, *, agent: str | None, state: str | None) -> list[dict[str, Any]]:
-    """Every page of ``GET G/loops`` as one list (the local command prints a list)."""
-    return r.pages(f"{r.prefix()}/loops", agent_id=agent, state=state)
-
-
-def get(r: Remote, loop_id: str) -> dict[str, Any]:
-    """``GET G/loops/{id}``: the Loop object."""
-    return dict(r.get(_loop(r, loop_id)))
-
-
-def steer(r: Remote, loop_id: str, op: str) -> dict[str, Any]:
-    """``get``, ``pause``, ``resume`` or ``delete`` of one Loop."""
-    if op == "get":
-        return get(r, loop_id)
-    if op == "delete":
-        return delete(r, loop_id)
-    return dict(r.request("POST", _loop(r, loop_id, f"/{op}")))
-
-
-def delete(r: Remote, loop_id: str) -> dict[str, Any]:
-    """``DELETE G/loops/{id}`` (204) as the local answer ``{loop_id, deleted: true}``; an absent Loop is the API's
-    ``404 loop_not_found`` (locally, ``deleted: false``)."""
-    r.request("DELETE", _loop(r, loop_id))
-    return {"loop_id": loop_id, "deleted": True}
-
-
-def logs(r: Remote, loop_id: str) -> list[dict[str, Any]]:
-    """Every stored log line (``GET G/loops/{id}/logs``, followed by ``after_seq``), oldest first."""
-    lines: list[dict[str, Any]] = []
-    after: int | None = None
-    for _ in range(MAX_LOG_PAGES):
-        page = r.get(_loop(r, loop_id, "/logs"), after_seq=after, limit=200)
-        items = page.get("items") if isinstance(page, dict) else None
-        if not isinstance(items, list):
-            raise RemoteError("invalid_response", "GET …/logs did not answer {items}", status=200)
-        lines.extend(items)
-        following = page.get("next_after_seq")
-        if len(items) < 200 or not isinstance(following, int) or following == after:
-            break
-        after = following
-    return lines
-
-
-def webhook(r: Remote, loop_id: str, action: str) -> dict[str, Any]:
-    """``POST G/loops/{id}/webhook``: ``{enabled, url?, hint?}``."""
-    return dict(r.request("POST", _loop(r, loop_id, "/webhook"), json={"action": action}))
 
 
 def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str | None) -> dict[str, Any]:

@@ -19,11 +19,14 @@ FILE = "node.json"
 MAX_READ = 64 << 10  # bytes: the file is a few hundred; a larger one is not ours
 
 
-def write(data_dir: Path, *, url: str, store_url: str, node_name: str) -> Path:
-    """Record this process as the node of ``data_dir`` (mode 0600: the store URL may carry a password)."""
+def write(data_dir: Path, *, url: str, store_url: str, node_name: str, reconcile_s: float | None = None) -> Path:
+    """Record this process as the node of ``data_dir`` (mode 0600: the store URL may carry a password), with
+    its reconcile period (a local ``loop create`` says how long until the node adopts the Loop)."""
     path = data_dir / FILE
-    record = {"url": url, "pid": os.getpid(), "data_dir": str(data_dir), "store_url": store_url,
-              "node_name": node_name}
+    record: dict[str, Any] = {"url": url, "pid": os.getpid(), "data_dir": str(data_dir), "store_url": store_url,
+                              "node_name": node_name}
+    if reconcile_s is not None:
+        record["reconcile_s"] = reconcile_s
     tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -153,16 +153,24 @@ class Remote:
         found = self.get("/v1/info")
         return found if isinstance(found, dict) else {}
 
-    def group(self) -> str:
-        """The key's group (``/v1/info``); an admin key names none and cannot use the group routes here."""
+    def group(self, agent: str | None = None) -> str:
+        """The key's group (``/v1/info``). An admin key names none: given the ``agent`` a command acts on, its
+        group (``/v1/info`` with ``X-Wakeful-Agent``, issue 19); else the group routes refuse (forbidden)."""
         if self._group is None:
             principal = self.info().get("principal")
             group = principal.get("group_id") if isinstance(principal, dict) else None
+            if (not isinstance(group, str) or not group) and agent is not None:
+                group = self._agent_group(agent)
             if not isinstance(group, str) or not group:
                 raise RemoteError("forbidden", "this command needs a group or agent key (an admin key names no "
                                   "group)", status=403)
             self._group = segment(group, "group")  # the server's text goes into paths as one segment too
         return self._group
+
+    def _agent_group(self, agent: str) -> Any:
+        found = self.request("GET", "/v1/info", headers={AGENT_HEADER: agent})
+        principal = found.get("principal") if isinstance(found, dict) else None
+        return principal.get("group_id") if isinstance(principal, dict) else None
 
     def prefix(self) -> str:
         """``/v1/agent-groups/{group_id}`` of the key's group."""

@@ -135,7 +135,8 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
         print(f"wakeful serve: listening on {base_url} (node {cfg.node_name}, store "
               f"{harness.store.dialect}, data {cfg.data_dir})", flush=True)
         # issue 19: the CLI and doctor find this node (and its store) through <data>/node.json
-        nodefile.write(cfg.data_dir, url=base_url, store_url=cfg.effective_store_url, node_name=cfg.node_name or "")
+        nodefile.write(cfg.data_dir, url=base_url, store_url=cfg.effective_store_url, node_name=cfg.node_name or "",
+                       reconcile_s=harness.reconcile_s)
         if demo:
             from wakeful.api.demo import demo_lines, set_up_demo
 

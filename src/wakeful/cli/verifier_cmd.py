@@ -1,5 +1,6 @@
 """`wakeful loop webhook-verifier LOOP_ID [SCHEME]`: show, set or clear a Loop webhook's signature verifier
-(issue 19), in local mode on the store as the operator, in remote mode through ``G/loops/{id}/webhook/verifier``.
+(issue 19): the ``webhooks.*_verifier`` operations, locally on the store as the operator or over --server
+(``G/loops/{id}/webhook/verifier``), one code path (``wakeful.cli.backend``).
 
 The secret comes from a file (``-`` for standard input) or an environment variable, never from the command
 line (other users of the machine can read argv), and is never printed: answers show its fingerprint.
@@ -10,15 +11,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from wakeful.cli.events_cmd import OPERATOR, JsonOpt, _either, _show
+from wakeful.cli import backend
+from wakeful.cli.backend import Site
+from wakeful.cli.events_cmd import JsonOpt, _show
 from wakeful.cli.output import UsageError, out_for
-
-if TYPE_CHECKING:
-    from wakeful.cli.remote import Remote
 
 __all__ = ["loop_webhook_verifier", "register"]
 
@@ -45,10 +45,10 @@ def _secret(secret_file: Path | None, secret_env: str | None) -> str:
     return text.strip()
 
 
-def _remote(r: Remote, loop_id: str, method: str, spec: dict[str, Any] | None) -> dict[str, Any]:
-    from wakeful.cli.loop_remote import _loop
-
-    answer = r.request(method, _loop(r, loop_id, "/webhook/verifier"), json=spec)
+async def _call(site: Site, loop_id: str, op: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One verifier operation on the Loop: the same code path locally and over --server (issue 15)."""
+    group = await site.group(loop=loop_id)
+    answer = await site.backend.call(f"webhooks.{op}", group_id=group, loop_id=loop_id, **spec)
     return {"loop_id": loop_id, "verifier": None} if answer is None else dict(answer)
 
 
@@ -82,19 +82,15 @@ def loop_webhook_verifier(
 
     Example: wakeful loop webhook-verifier lp_… github --secret-file gh.secret --field action --field repository.full_name
     """
-    from wakeful.harness import verifiers
-
     out = out_for(ctx, json_)
     if clear and scheme is not None:
         out.fail(UsageError("--clear takes no SCHEME"))
     if clear:
-        result = _either(out, lambda store, config: verifiers.clear_verifier(store, loop_id, actor=OPERATOR),
-                         lambda r: _remote(r, loop_id, "DELETE", None))
+        result = backend.run(out, lambda site: _call(site, loop_id, "clear_verifier", {}))
         _show(out, result, _lines(result))
         return
     if scheme is None:
-        result = _either(out, lambda store, config: verifiers.show_verifier(store, loop_id),
-                         lambda r: _remote(r, loop_id, "GET", None))
+        result = backend.run(out, lambda site: _call(site, loop_id, "get_verifier", {}))
         _show(out, result, _lines(result))
         return
     try:
@@ -105,6 +101,5 @@ def loop_webhook_verifier(
         ("scheme", scheme), ("secret", secret), ("tolerance_s", tolerance), ("fields", field or None),
         ("header", header), ("encoding", encoding), ("prefix", prefix), ("id_header", id_header),
         ("topic_header", topic_header)) if value is not None}
-    result = _either(out, lambda store, config: verifiers.set_verifier(store, loop_id, spec, actor=OPERATOR),
-                     lambda r: _remote(r, loop_id, "PUT", spec))
+    result = backend.run(out, lambda site: _call(site, loop_id, "set_verifier", spec))
     _show(out, result, _lines(result))

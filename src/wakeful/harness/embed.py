@@ -209,6 +209,30 @@ class Harness:
             self._identity.release()
             self._identity = None
 
+    @property
+    def signals_nodes(self) -> bool:
+        """Whether a change written here reaches the nodes on the store at once (PostgreSQL's ``NOTIFY``); on
+        SQLite a node sees it at its next reconcile."""
+        return self.store.dialect == "postgresql"
+
+    async def group_of(self, *, loop_id: str | None = None, agent_id: str | None = None) -> str | None:
+        """The group of a Loop (or else of an agent), which the operator names without its group; ``None`` when
+        there is no such Loop or agent (the operation then answers its own ``not_found``)."""
+        from wakeful.harness.store import loops
+        from wakeful.harness.store.ids import lookup_text
+
+        async with self.store.tx(readonly=True) as tx:
+            if loop_id is not None:
+                row = await loops.find_loop(tx, loop_id) if lookup_text(loop_id) and len(loop_id) <= 40 else None
+                return None if row is None else row.group_id
+            found = await agents.find_agent(tx, agent_id) if agent_id and len(agent_id) <= 40 else None
+            return None if found is None else found.group_id
+
+    async def group_ids(self) -> list[str]:
+        """Every group's id, oldest first."""
+        async with self.store.tx(readonly=True) as tx:
+            return [g.id for g in await groups.list_groups(tx)]
+
     async def run(self) -> None:
         """Start and run until cancelled."""
         async with self:

@@ -138,6 +138,26 @@ class LoopTools:
         # the change is committed: a load that cannot reach the store is retried by the next tick
         if self.adopt:
             await self.node.try_load(loop_id)
+        else:
+            await self.ring(loop_id)
+
+    async def ring(self, loop_id: str) -> bool:
+        """Without a runtime here (the local command line): ask the nodes on a PostgreSQL store to adopt the Loop
+        now — ``NOTIFY wakeful_loops`` with the Loop (its agent's lease holder loads it) and ``*`` (a node sweeps
+        for agents nobody holds) — instead of at their next reconcile. False on SQLite (no signal reaches the
+        node: its reconcile adopts it) or when the store refused; the row is committed either way."""
+        if self.store.dialect != "postgresql":
+            return False
+        from wakeful.harness.errors import StoreUnavailable
+        from wakeful.harness.placement import signals
+
+        sender = f"cli-{self.node.node_id}"[:40]
+        try:
+            await signals.notify(self.store, signals.LOOPS, f"{loop_id} {sender}")
+            await signals.notify(self.store, signals.LOOPS, f"* {sender}")
+        except StoreUnavailable:
+            return False
+        return True
 
     def _verify(self, elf: bytes, error: type[HarnessError]) -> None:
         """§8: the runtime's loader and verifier must accept the bytes in a dry load."""

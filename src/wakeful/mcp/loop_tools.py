@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wakeful.harness.errors import HarnessError
 from wakeful.mcp.contracts import ANY_JSON, contract
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable
 
@@ -14,6 +15,19 @@ __all__ = ["register"]
 
 DEFAULT_PATH = "/loops/main.elf"
 ID = {"type": "string", "minLength": 1, "maxLength": 40}
+VERIFIER = {  # the body of PUT G/loops/{id}/webhook/verifier (issue 19)
+    "scheme": {"type": "string", "enum": ["github", "stripe", "slack", "standard-webhooks", "hmac-sha256"],
+               "description": "the provider's signing scheme"},
+    "secret": {"type": "string", "description": "the provider's signing secret; stored, never shown again"},
+    "tolerance_s": {"type": "integer", "description": "stripe, slack, standard-webhooks: seconds of clock skew "
+                                                      "accepted (default 300)"},
+    "fields": {"type": "array", "items": {"type": "string"}, "description": "dotted paths to keep of each payload"},
+    "header": {"type": "string", "description": "hmac-sha256: the signature header"},
+    "encoding": {"type": "string", "enum": ["hex", "base64"], "description": "hmac-sha256 (default hex)"},
+    "prefix": {"type": "string", "description": "hmac-sha256: text before the signature, e.g. sha256="},
+    "id_header": {"type": "string", "description": "hmac-sha256: header holding the delivery id"},
+    "topic_header": {"type": "string", "description": "hmac-sha256: header holding the event type"},
+}
 LOOP_ID = {**ID, "description": "the Loop's id (lp_…)"}
 
 
@@ -64,6 +78,7 @@ async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
 
 
 # ---------------------------------------------------------------------- loop.create / list / get
+# one code path: ``ctx.backend`` runs the harness operation in process or over the HTTP API (issue 15)
 
 
 async def loop_create(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -71,116 +86,76 @@ async def loop_create(args: dict[str, Any], ctx: McpContext) -> Any:
     if session_id is None:
         raise ToolRefusal("invalid_request", "no session_id given and this connection has no default session",
                           field="session_id")
-    artifact = args.get("artifact", DEFAULT_PATH)
-    if ctx.harness is None:
-        body: dict[str, Any] = {"agent_id": ctx.agent_id, "session_id": session_id, "artifact": artifact}
-        body.update({k: args[k] for k in ("name", "config", "capabilities") if k in args})
-        return await _api(ctx).request("POST", ctx.group_path + "/loops", json=body)
-    await _own_session(ctx, session_id)
-    return await _loop_object_of(ctx, await ctx.harness.loops.create(
-        agent_id=ctx.agent_id, session_id=session_id, artifact=artifact, config=args.get("config"),
-        capabilities=args.get("capabilities"), name=args.get("name"), creator=ctx.principal,
-    ))
-
-
-async def _own_session(ctx: McpContext, session_id: str) -> None:
-    from wakeful.harness.store import sessions
-
-    assert ctx.harness is not None
-    if not isinstance(session_id, str) or not 1 <= len(session_id) <= 40:
-        raise ToolRefusal("invalid_request", "session_id must be an id string", field="session_id")
-    async with ctx.harness.store.tx(readonly=True) as tx:
-        found = await sessions.get_session(tx, session_id)
-    if found.agent_id != ctx.agent_id:
-        raise ToolRefusal("session_not_found", f"session {session_id} not found")
+    given = {k: args[k] for k in ("name", "config", "capabilities") if k in args}
+    return await ctx.backend.call("loops.create", group_id=ctx.group_id, agent_id=ctx.agent_id,
+                                  session_id=session_id, artifact=args.get("artifact", DEFAULT_PATH), **given)
 
 
 async def loop_list(args: dict[str, Any], ctx: McpContext) -> Any:
-    limit = int(args.get("limit", 50))
-    if not 1 <= limit <= 200:
+    limit = args.get("limit", 50)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
         raise ToolRefusal("invalid_request", "limit must be 1..200", field="limit")
-    if ctx.harness is None:
-        params = {"agent_id": ctx.agent_id, "limit": limit,
-                  **{k: args[k] for k in ("state", "cursor") if args.get(k) is not None}}
-        page = await _api(ctx).request("GET", ctx.group_path + "/loops", params=params)
-        return {"loops": page.get("items", []), "next_cursor": page.get("next_cursor")}
-    rows = await ctx.harness.loops.list(agent_id=ctx.agent_id, state=args.get("state"))
-    rows.sort(key=lambda row: row["id"])
-    cursor = args.get("cursor")
-    if cursor is not None:
-        rows = [row for row in rows if row["id"] > cursor]
-    page = rows[:limit]
-    return {"loops": await _loop_objects(ctx, page), "next_cursor": page[-1]["id"] if len(rows) > limit else None}
+    page = await ctx.backend.call("loops.list", group_id=ctx.group_id, agent_id=ctx.agent_id, limit=limit,
+                                  state=args.get("state"), cursor=args.get("cursor"))
+    return {"loops": page.get("items", []), "next_cursor": page.get("next_cursor")}
 
 
 async def loop_get(args: dict[str, Any], ctx: McpContext) -> Any:
-    include = args.get("include") or []
-    if ctx.harness is None:
-        params = {"include": ",".join(include)} if include else None
-        return await _api(ctx).request("GET", f"{ctx.group_path}/loops/{args['loop_id']}", params=params)
-    view = await _loop_object_of(ctx, await ctx.harness.loops.get(args["loop_id"], agent_id=ctx.agent_id))
-    if include:
-        view = {**view, **await _detail(ctx, args["loop_id"], include)}
-    return view
-
-
-async def _detail(ctx: McpContext, loop_id: str, include: list[str]) -> dict[str, Any]:
-    from wakeful.harness.store import loops
-
-    assert ctx.harness is not None
-    out: dict[str, Any] = {}
-    async with ctx.harness.store.tx(readonly=True) as tx:
-        row = await loops.get_loop(tx, loop_id)
-        if "checkpoint" in include:
-            out["checkpoint"] = row.checkpoint
-        if "logs" in include:
-            lines = await loops.list_logs(tx, loop_id)
-            out["logs"] = [{"seq": ln.seq, "at_ms": ln.at_ms, "incarnation": ln.incarnation, "source": ln.source,
-                            "text": ln.text} for ln in lines[-50:]]
-    if "pending" in include:
-        page = await ctx.harness.events(loop_id, "list", status="pending", agent_id=ctx.agent_id)
-        out["pending"] = page.get("events", [])
-    return out
+    include = ",".join(args.get("include") or []) or None
+    return await ctx.backend.call("loops.get", group_id=ctx.group_id, loop_id=args["loop_id"], include=include)
 
 
 # ---------------------------------------------------------------------- pause / resume / delete
 
 
 async def loop_pause(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/pause")
-    return await _loop_object_of(ctx, await ctx.harness.loops.pause(args["loop_id"], agent_id=ctx.agent_id,
-                                                                     actor=ctx.principal))
+    return await ctx.backend.call("loops.pause", group_id=ctx.group_id, loop_id=args["loop_id"])
 
 
 async def loop_resume(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/resume")
-    return await _loop_object_of(ctx, await ctx.harness.loops.resume(args["loop_id"], agent_id=ctx.agent_id,
-                                                                      actor=ctx.principal))
+    return await ctx.backend.call("loops.resume", group_id=ctx.group_id, loop_id=args["loop_id"])
 
 
 async def loop_delete(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:  # idempotent as in-process: a Loop that is gone (or not yours) did not exist
-        try:
-            await _api(ctx).request("DELETE", f"{ctx.group_path}/loops/{args['loop_id']}")
-        except ToolRefusal as refusal:
-            if refusal.code != "not_found":
-                raise
-            return {"loop_id": args["loop_id"], "deleted": True, "existed": False}
-        return {"loop_id": args["loop_id"], "deleted": True, "existed": True}
-    out = await ctx.harness.loops.delete(args["loop_id"], agent_id=ctx.agent_id, actor=ctx.principal)
-    return {"loop_id": args["loop_id"], "deleted": True, "existed": bool(out.get("deleted"))}
+    """Idempotent: a Loop that is gone (or not yours) did not exist."""
+    try:
+        await ctx.backend.call("loops.delete", group_id=ctx.group_id, loop_id=args["loop_id"])
+    except (ToolRefusal, HarnessError) as refusal:
+        if refusal.code != "not_found":
+            raise
+        return {"loop_id": args["loop_id"], "deleted": True, "existed": False}
+    return {"loop_id": args["loop_id"], "deleted": True, "existed": True}
 
 
 # ---------------------------------------------------------------------- webhook / events / send
 
 
+WEBHOOK_ACTIONS = ("enable", "rotate", "revoke", "set_verifier", "get_verifier", "clear_verifier")
+
+
 async def loop_webhook(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        return await _api(ctx).request("POST", f"{ctx.group_path}/loops/{args['loop_id']}/webhook",
-                                       json={"action": args["action"]})
-    return await ctx.harness.webhook(args["loop_id"], args["action"], agent_id=ctx.agent_id)
+    """The URL (enable / rotate / revoke) or its signature verifier (set / get / clear), as the HTTP routes."""
+    loop_id, action = args["loop_id"], args["action"]
+    scope = {"group_id": ctx.group_id, "loop_id": loop_id}
+    if action in ("enable", "rotate", "revoke"):
+        if "verifier" in args:
+            raise ToolRefusal("invalid_request", "verifier goes with action set_verifier", field="verifier")
+        return await ctx.backend.call("webhooks.webhook", action=action, **scope)
+    if action not in WEBHOOK_ACTIONS:
+        raise ToolRefusal("invalid_request", f"action must be one of {', '.join(WEBHOOK_ACTIONS)}", field="action")
+    spec = args.get("verifier")
+    if action == "set_verifier":
+        if not isinstance(spec, dict):
+            raise ToolRefusal("invalid_request", "set_verifier needs verifier: {scheme, secret, …}",
+                              field="verifier")
+        answer = await ctx.backend.call("webhooks.set_verifier", **spec, **scope)
+    elif action == "get_verifier":
+        answer = await ctx.backend.call("webhooks.get_verifier", **scope)
+    else:
+        await ctx.backend.call("webhooks.clear_verifier", **scope)
+        answer = {"loop_id": loop_id, "verifier": None}
+    loop = await ctx.backend.call("loops.get", **scope)
+    return {**answer, "enabled": bool(loop.get("webhook_enabled"))}
 
 
 async def loop_events(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -252,11 +227,17 @@ def register(table: ToolTable) -> None:
         ("loop.delete", loop_delete, loop_only,
          "Delete a Loop and everything it holds (events, webhook, logs). Cannot be undone; idempotent."),
         ("loop.webhook", loop_webhook, _schema({"loop_id": LOOP_ID, "action": {
-            "type": "string", "enum": ["enable", "rotate", "revoke"],
-            "description": "enable (shows the URL once), rotate (a new URL) or revoke (no URL)"}},
+            "type": "string", "enum": list(WEBHOOK_ACTIONS),
+            "description": "enable (shows the URL once), rotate (a new URL), revoke (no URL); set_verifier, "
+                           "get_verifier, clear_verifier: the signature check of requests to the URL"},
+            "verifier": {"type": "object", "required": ["scheme", "secret"], "properties": VERIFIER,
+                         "additionalProperties": False,
+                         "description": "set_verifier only: how requests to the URL are signed"}},
             ("loop_id", "action")),
          "Give a Loop a secret webhook URL outside systems can POST JSON to. enable shows the URL once (later "
-         "calls give only a hint); rotate replaces it; revoke removes it."),
+         "calls give only a hint); rotate replaces it; revoke removes it. set_verifier makes the URL refuse "
+         "requests not signed the provider's way (github, stripe, slack, standard-webhooks, or hmac-sha256 with "
+         "header and encoding); the secret is stored and never shown again."),
         ("loop.events", loop_events, _schema({
             "loop_id": LOOP_ID, "action": {"type": "string", "enum": ["list", "retry", "discard"],
                                            "description": "default list"},

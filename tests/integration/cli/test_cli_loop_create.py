@@ -66,9 +66,67 @@ def test_local_create_names_the_running_node(tenant: list[str], tmp_path: Path,
     assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 60 s" in err
 
 
+def test_local_create_gives_the_nodes_own_reconcile_period(tenant: list[str], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 19: the wait named is the running node's (its node file), not this command's configuration."""
+    from wakeful.cli import nodefile
+
+    home = tmp_path / "home"
+    nodefile.write(home, url="http://127.0.0.1:9", store_url=f"sqlite:///{home / 'wakeful.db'}", node_name="n",
+                   reconcile_s=5)
+    assert main([*tenant, "--source", "p.c"]) == 0
+    assert "waiting for the node at http://127.0.0.1:9 to adopt it: its next reconcile, up to 5 s" in (
+        capsys.readouterr().err)
+
+
 def test_a_failed_build_creates_nothing(tenant: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.c").write_text("#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { return undefined_name; }\n")
     assert main([*tenant, "--source", "bad.c"]) == 1
     assert "build failed" in capsys.readouterr().err
     assert main(["--json", "loop", "list"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+FAULTING = """#include <wakeful.h>
+SF_MAIN sf_i64 main(void) {
+  sf_handle cfg = sf_config();
+  sf_i64 at = 0;
+  wf_json_get_i64(cfg, "at", &at);
+  char *where = (char *)at; /* an address clang cannot see */
+  return (sf_i64)wf_u64_to_dec(12345, where, 8);
+}
+"""
+
+
+def test_a_loop_created_from_source_faults_naming_its_line(tenant: list[str], tmp_path: Path) -> None:
+    """issue 18/19: `loop create --source` stores the build's line table beside the ELF, so the Loop's fault (in
+    the node that adopts it) names `main.c:7`, as a Loop built with `loop.build` does."""
+    import asyncio
+
+    from support.loops_harness import loop_row, until
+
+    from wakeful.harness import Harness
+    from wakeful.harness.config import Config
+
+    (tmp_path / "main.c").write_text(FAULTING)  # the line table names the file as given
+    (tmp_path / "cfg.json").write_text('{"at": 16}')
+    url = f"sqlite:///{tmp_path / 'home' / 'wakeful.db'}"
+    assert main(["--json", "--db", url, *tenant, "--source", "main.c", "--config-file", "cfg.json"]) == 0
+
+    async def adopted_fault() -> str:
+        h = Harness(Config(data_dir=tmp_path / "node", store_url=url), sweeps=False)
+        await h.start()  # adopts the active Loop the command wrote
+        try:
+            (view,) = await h.list_loops()
+
+            async def faulted() -> bool:
+                await h.settle()
+                return (await loop_row(h, view["id"])).reload_count >= 1
+
+            await until(faulted)
+            return (await loop_row(h, view["id"])).failure or ""
+        finally:
+            await h.stop()
+
+    failure = asyncio.run(adopted_fault())
+    assert failure.startswith("main.c:7: ") and failure.endswith(" (in wf_u64_to_dec)"), failure

@@ -183,3 +183,22 @@ def test_local_mode_is_unchanged_and_config_is_read(node: Node, tmp_path: Path) 
     config.write_text("[nonsense]\nx = 1\n")
     refused = wakeful(node.home, "--config", str(config), "loop", "list", "--json")
     assert refused.returncode == 1 and "nonsense" in doc(refused)["message"]  # the file really was read
+
+
+def test_an_admin_key_creates_a_loop_for_a_named_agent(node: Node) -> None:
+    """issue 19: with an admin key (no group of its own) `loop create --agent` finds the agent's group through
+    the API (`/v1/info` with X-Wakeful-Agent) instead of answering forbidden; a command naming no agent still
+    needs a group key."""
+    admin = doc(wakeful(node.home, "key", "create", "--role", "admin", "--json"))
+    made = node.remote("loop", "create", "--agent", node.agent, "--session", node.session, "--elf", str(node.elf),
+                       "--name", "by-admin", "--json", key=admin["key"])
+    assert made.returncode == 0, made.stderr + made.stdout
+    view = doc(made)
+    assert view["name"] == "by-admin" and view["group_id"] == node.group and view["creator"] == f"key:{admin['id']}"
+    listed = doc(node.remote("loop", "list", "--agent", node.agent, "--json", key=admin["key"]))
+    assert view["id"] in {v["id"] for v in listed}
+    refused = node.remote("loop", "list", "--json", key=admin["key"])
+    assert refused.returncode == 1 and doc(refused)["error"] == "forbidden"
+    missing = node.remote("loop", "create", "--agent", "agt_nobody", "--session", node.session, "--elf",
+                          str(node.elf), "--json", key=admin["key"])
+    assert missing.returncode == 1 and doc(missing)["error"] == "not_found", missing.stdout

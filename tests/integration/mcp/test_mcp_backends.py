@@ -17,6 +17,7 @@ from wakeful.mcp.table import McpContext, ToolRefusal, ToolTable, check_argument
 
 pytestmark = pytest.mark.integration
 
+VERIFIER = {"scheme": "github", "secret": "a-github-webhook-secret", "fields": ["action"]}
 LOOP_OBJECT = {"id", "loop_id", "state", "pause_reason", "node", "artifact", "wakes", "reloads", "runtime",
                "pending_count", "incarnation", "webhook_enabled"}
 
@@ -45,6 +46,10 @@ async def walk(table: ToolTable, ctx: McpContext) -> dict[str, Any]:
     seen["send again"] = await call(table, ctx, "loop.send", event)
     seen["events"] = await call(table, ctx, "loop.events", {"loop_id": loop_id, "include_payloads": True})
     seen["enable"] = await call(table, ctx, "loop.webhook", {"loop_id": loop_id, "action": "enable"})
+    seen["verify"] = await call(table, ctx, "loop.webhook", {"loop_id": loop_id, "action": "set_verifier",
+                                                             "verifier": VERIFIER})
+    seen["verifier"] = await call(table, ctx, "loop.webhook", {"loop_id": loop_id, "action": "get_verifier"})
+    seen["unverify"] = await call(table, ctx, "loop.webhook", {"loop_id": loop_id, "action": "clear_verifier"})
     seen["revoke"] = await call(table, ctx, "loop.webhook", {"loop_id": loop_id, "action": "revoke"})
     seen["pause"] = await call(table, ctx, "loop.pause", {"loop_id": loop_id})
     seen["discard"] = await call(table, ctx, "loop.events", {"loop_id": loop_id, "action": "discard",
@@ -89,6 +94,11 @@ async def test_both_backends_answer_every_loop_tool_alike(harness_runner: Any, t
         assert isinstance(seen["events"]["pending_count"], int)
         assert seen["enable"]["enabled"] is True and "/v1/loop-webhooks/" in seen["enable"]["url"]
         assert seen["revoke"]["enabled"] is False
+        # issue 19 via MCP: the webhook's verifier is set, shown (never its secret) and cleared like over HTTP
+        for step in ("verify", "verifier"):
+            assert seen[step]["enabled"] is True and seen[step]["verifier"]["scheme"] == "github", seen[step]
+            assert VERIFIER["secret"] not in str(seen[step]) and seen[step]["verifier"]["fields"] == ["action"]
+        assert seen["unverify"] == {"loop_id": seen["create"]["id"], "verifier": None, "enabled": True}
         assert seen["pause"]["state"] == "paused" and seen["resume"]["state"] == "active"
         assert set(seen["discard"]) == {"discarded"}
         assert seen["delete"]["deleted"] is True and seen["delete"]["existed"] is True

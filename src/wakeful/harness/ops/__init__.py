@@ -7,7 +7,18 @@ Faces (``api``, ``mcp``, ``cli``, the dashboard) parse, authenticate, call one o
 
 from __future__ import annotations
 
-from wakeful.harness.ops import artifacts, builds, events, local, loops, nodes, scripts, store_admin
+from wakeful.harness.ops import (
+    artifacts,
+    builds,
+    events,
+    local,
+    loops,
+    nodes,
+    scope,
+    scripts,
+    store_admin,
+    webhooks,
+)
 from wakeful.harness.ops.backend import ApiCaller, Backend, HttpBackend, LocalBackend, Refused, SyncCaller
 from wakeful.harness.ops.pages import decode_cursor, encode_cursor, page
 from wakeful.harness.ops.scope import agent_in_scope, loop_in_scope
@@ -43,4 +54,6 @@ __all__ = [
     "scripts",
     "store_admin",
     "operation",
+    "scope",
+    "webhooks",
 ]
