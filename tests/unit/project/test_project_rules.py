@@ -44,6 +44,9 @@ def test_the_harness_checks_and_defaults_read_the_table() -> None:
     assert AGENT_LIMITS["checkpoint_bytes"] == checkpoint.MAX_CHECKPOINT_BYTES
     assert eventbody.MAX_ENVELOPE_BYTES == AGENT_LIMITS["event_envelope_bytes"] == MAX_ENVELOPE_BYTES == VALUE_BYTES
     assert RuntimeOptions().slice_insns == SLICE_INSNS
+    from wakeful.harness.ops import builds
+
+    assert builds.SPEC_LIMITS is AGENT_LIMITS  # what loop.sdk answers as "limits" on every face
 
 
 def _number(value: int) -> str:

@@ -21,6 +21,7 @@ from wakeful.errors import BuildBusy, BuildUnavailable, BundleError, InvalidPara
 from wakeful.harness.errors import HarnessBusy, HarnessError, InvalidRequest, NotFound
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import check_group
+from wakeful.sdk.rules import AGENT_LIMITS
 
 if TYPE_CHECKING:
     from wakeful.build.lines import LineTable
@@ -34,15 +35,10 @@ __all__ = [
 
 G = "/v1/agent-groups/{group_id}"
 DEFAULT_PATH = "/loops/main.elf"
-SPEC_LIMITS = {  # harness.md §20, as an agent needs them while writing a Loop (a node's own replace the first four)
-    "active_loops_per_agent": 20, "pending_events": 32, "event_envelope_bytes": 16_384, "config_bytes": 16_384,
-    "checkpoint_bytes": 16_384, "elf_bytes": 65_536, "wakes_per_10_min": 6, "wake_content_bytes": 8192,
-    "dedup_key_bytes": 128, "ack_deadline_s": 900, "host_calls_in_flight": 4, "capabilities": 32,
-    "ingress_per_loop_per_min": 60,
-}
+SPEC_LIMITS = AGENT_LIMITS  # harness.md §20, one table (wakeful.sdk.rules); a node's own replace the first four
 TEST_TIMEOUT_S = 5.0
 MAX_TEST_TIMEOUT_S = 30.0
-MAX_TEST_EVENTS = 32  # harness.md §20 pending events
+MAX_TEST_EVENTS = AGENT_LIMITS["pending_events"]  # harness.md §20 pending events
 TEST_RUNS_PER_NODE = 2  # a test runs a guest in the node's process: at most two at once per harness
 _runs: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
