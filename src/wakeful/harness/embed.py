@@ -206,6 +206,11 @@ class Harness:
                 log.exception("harness sweep failed")
 
     @property
+    def started(self) -> bool:
+        """Whether the harness is started (its store open): the faces answer ``unavailable`` until it is."""
+        return self._store is not None
+
+    @property
     def node(self) -> Node:
         """The running ``Node`` (residents, dispatch, tools); ``RuntimeError`` before ``start``."""
         if self._node is None:

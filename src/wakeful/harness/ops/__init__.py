@@ -7,7 +7,7 @@ Faces (``api``, ``mcp``, ``cli``, the dashboard) parse, authenticate, call one o
 
 from __future__ import annotations
 
-from wakeful.harness.ops import loops
+from wakeful.harness.ops import agents, groups, keys, loops, messages, sessions
 from wakeful.harness.ops.backend import ApiCaller, Backend, HttpBackend, LocalBackend, Refused, SyncCaller
 from wakeful.harness.ops.table import OPERATIONS, Operation, operation
 from wakeful.harness.principal import OPERATOR, Principal
@@ -23,6 +23,11 @@ __all__ = [
     "Principal",
     "Refused",
     "SyncCaller",
+    "agents",
+    "groups",
+    "keys",
     "loops",
+    "messages",
     "operation",
+    "sessions",
 ]
