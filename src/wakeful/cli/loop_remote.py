@@ -1,4 +1,4 @@
-"""`wakeful loop …` and `wakeful session messages` in remote mode: the HTTP API of interfaces.md §2.2 with the key.
+"""`wakeful loop …` in remote mode: the HTTP API of interfaces.md §2.2 with the key.
 
 Each function answers what the local command prints, in the local `--json` shape where the API returns the same
 data (pages are followed into one list); the differences are written down in docs/decisions-cli-remote.md.
@@ -13,7 +13,7 @@ from wakeful.cli.output import UsageError
 from wakeful.cli.remote import Remote, RemoteError, segment
 
 __all__ = [
-    "create", "delete", "discard", "events", "get", "list_loops", "logs", "messages", "retry", "send", "steer",
+    "create", "delete", "discard", "events", "get", "list_loops", "logs", "retry", "send", "steer",
     "webhook",
 ]
 
@@ -122,8 +122,3 @@ def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str |
         body = body[:-1] + b',"payload":' + text.strip().encode() + b"}"
     return dict(r.request("POST", _loop(r, loop_id, "/events"), content=body,
                           headers={"Content-Type": "application/json"}))
-
-
-def messages(r: Remote, session_id: str) -> list[dict[str, Any]]:
-    """Every page of ``GET G/sessions/{id}/messages`` (at most 1000, as locally), oldest first."""
-    return r.pages(f"{r.prefix()}/sessions/{segment(session_id, 'session')}/messages", cap=1000)

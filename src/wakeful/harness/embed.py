@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -170,6 +170,21 @@ class Harness:
         if self._store is not None:
             await self._store.close()
         self._node = self._store = self._tools = self._intake = self._keys = None
+
+    @contextlib.asynccontextmanager
+    async def offline(self) -> AsyncIterator[Harness]:
+        """The harness over its store for operations only (the local command line, ``wakeful.harness.ops``): no
+        node runs here — no Loop is adopted or run, no node lock, no sweeps; Loops written here are adopted by the
+        running node on its next placement tick (interfaces.md §4.1)."""
+        self._store = await Store.open(self.config.effective_store_url, clock=self.clock)
+        self._keys = KeyCache(self._store)
+        try:
+            self._node = Node(self._store, self.config, clock=self.clock, tools=self.registry)
+            self._tools = LoopTools(self._node, adopt=False)
+            yield self
+        finally:
+            store, self._node, self._store, self._tools, self._keys = self._store, None, None, None, None
+            await store.close()
 
     async def run(self) -> None:
         """Start and run until cancelled."""

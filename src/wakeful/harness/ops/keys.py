@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 from wakeful.harness.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from wakeful.harness.ops.pages import page
 from wakeful.harness.ops.table import operation
-from wakeful.harness.principal import Principal, require_person
+from wakeful.harness.principal import Principal, require_admin, require_person
 from wakeful.harness.store import agents, groups
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
 
-__all__ = ["authenticate", "create", "key_view", "known", "list_keys", "revoke"]
+__all__ = ["admin_keys", "authenticate", "create", "create_admin", "find", "key_view", "known", "list_keys", "revoke",
+           "revoke_admin"]
 
 ROLES = ("group", "agent")  # the roles a group's keys take over the API (admin keys are made on the node)
 
@@ -94,6 +95,50 @@ async def revoke(harness: Harness, principal: Principal, *, group_id: str, key_i
     require_person(principal, group_id)
     async with harness.store.tx() as tx:
         if key_id not in {k.id for k in await groups.list_keys(tx, group_id=group_id)}:
+            raise NotFound(f"key {key_id[:40]} not found")
+        await groups.revoke_key(tx, key_id)
+    harness.keys.forget(key_id)
+
+
+# ---- admin keys (no group): the operator's, in process only — the HTTP API makes no admin key (harness.md §2.1)
+
+
+def _operator_only(principal: Principal) -> None:
+    if not principal.operator:
+        raise Forbidden("admin keys are made and revoked on the node (wakeful key …)")
+
+
+async def find(harness: Harness, principal: Principal, key_id: str) -> dict[str, Any]:
+    """One key's record by id alone (an admin key has ``group_id`` None) — in process, for the operator."""
+    require_admin(principal)
+    async with harness.store.tx(readonly=True) as tx:
+        found = {k.id: k for k in await groups.list_keys(tx)}.get(key_id)
+    if found is None:
+        raise NotFound(f"key {key_id[:40]} not found")
+    return key_view(found)
+
+
+async def create_admin(harness: Harness, principal: Principal, *, label: str | None = None) -> dict[str, Any]:
+    """A new admin key (every group): its record and, this once, its text (``key``)."""
+    _operator_only(principal)
+    async with harness.store.tx() as tx:
+        key, text = await groups.create_key(tx, role="admin", label=label)
+    return {**key_view(key), "key": text}
+
+
+async def admin_keys(harness: Harness, principal: Principal) -> list[dict[str, Any]]:
+    """Every admin key's record, oldest first (never a secret)."""
+    _operator_only(principal)
+    async with harness.store.tx(readonly=True) as tx:
+        return [key_view(k) for k in await groups.list_keys(tx) if k.group_id is None]
+
+
+async def revoke_admin(harness: Harness, principal: Principal, *, key_id: str) -> None:
+    """Revoke an admin key; the node's key cache forgets it at once."""
+    _operator_only(principal)
+    async with harness.store.tx() as tx:
+        found = {k.id: k for k in await groups.list_keys(tx)}.get(key_id)
+        if found is None or found.group_id is not None:
             raise NotFound(f"key {key_id[:40]} not found")
         await groups.revoke_key(tx, key_id)
     harness.keys.forget(key_id)
