@@ -32,30 +32,30 @@ class Both:
     def __init__(self, live: LiveApi, key: str) -> None:
         self.live, self.key = live, key
 
-    async def _local(self, name: str, args: dict[str, Any]) -> Any:
+    async def _local(self, name: str, args: dict[str, Any], /) -> Any:
         assert self.live.harness is not None
         principal = await ops.keys.authenticate(self.live.harness, self.key)
         return await LocalBackend(self.live.harness, principal).call(name, **args)
 
-    async def _remote(self, name: str, args: dict[str, Any]) -> Any:
+    async def _remote(self, name: str, args: dict[str, Any], /) -> Any:
         caller = Caller(self.live.url, self.key)
         try:
             return await HttpBackend(caller).call(name, **args)
         finally:
             await caller.http.aclose()
 
-    def local(self, name: str, **args: Any) -> Any:
+    def local(self, name: str, /, **args: Any) -> Any:
         return self.live.run(self._local(name, dict(args)))
 
-    def remote(self, name: str, **args: Any) -> Any:
+    def remote(self, name: str, /, **args: Any) -> Any:
         return self.live.run(self._remote(name, dict(args)))
 
-    def alike(self, name: str, **args: Any) -> Any:
+    def alike(self, name: str, /, **args: Any) -> Any:
         local, remote = self.local(name, **args), self.remote(name, **args)
         assert local == remote, name
         return local
 
-    def refused(self, name: str, **args: Any) -> tuple[str, str, int]:
+    def refused(self, name: str, /, **args: Any) -> tuple[str, str, int]:
         with pytest.raises(HarnessError) as local:
             self.local(name, **args)
         with pytest.raises(Refused) as remote:
