@@ -1,5 +1,6 @@
-"""Authentication and scope for the HTTP face: ``Authorization: Bearer wk_<key_id>_<secret>`` verified through
-the harness key cache (harness.md §2.1, ≤ 5 s cache), and the principals of interfaces.md §1.
+"""Authentication and scope for the HTTP face: ``Authorization: Bearer wk_<key_id>_<secret>`` (or the dashboard's
+session cookie) turned into a principal by ``wakeful.harness.ops.keys.authenticate`` — the key cache (harness.md
+§2.1, ≤ 5 s) and the acting-agent lookup live there, shared with ``/mcp`` — and the principals of interfaces.md §1.
 
 An **agent** principal is an ``agent`` key, or a ``group``/``admin`` key with ``X-Wakeful-Agent: agt_…``; a
 **person** principal is a ``group``/``admin`` key without that header. Resources outside a key's scope are
@@ -13,13 +14,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from wakeful.api.context import harness_of
-from wakeful.api.errors import CsrfRequired, Forbidden, Unauthorized
+from wakeful.api.errors import CsrfRequired, Forbidden
 from wakeful.api.ui_sessions import COOKIE, CSRF_HEADER, UiSessions
+from wakeful.harness import ops
 from wakeful.harness.errors import NotFound
 from wakeful.harness.principal import Principal
 from wakeful.harness.principal import check_agent as check_agent
-from wakeful.harness.store import agents
-from wakeful.harness.store.keycache import KeyCache
 
 __all__ = [
     "AdminPrincipal",
@@ -29,18 +29,12 @@ __all__ = [
     "Principal",
     "authenticate",
     "check_agent",
-    "key_cache",
     "require_admin",
     "require_group",
     "require_member",
 ]
 
 AGENT_HEADER = "x-wakeful-agent"
-
-
-def key_cache(request: Request) -> KeyCache:
-    """The node's key cache (``Harness.keys``: one per node, shared with ``/mcp``, flushed by the node)."""
-    return harness_of(request).keys
 
 
 def bearer_text(request: Request) -> str | None:
@@ -81,31 +75,9 @@ def same_origin(request: Request) -> bool:
 
 async def authenticate(request: Request) -> Principal:
     """``401 unauthorized`` for a missing, malformed, unknown or revoked key (bearer first, then the dashboard's
-    session cookie, which stands for the key it was opened with)."""
+    session cookie, which stands for the key it was opened with); the rest is ``ops.keys.authenticate``."""
     token = bearer_text(request) or session_key(request)
-    if token is None:
-        raise Unauthorized("an Authorization: Bearer wk_… key is required")
-    key = await key_cache(request).verify(token)
-    if key is None:
-        raise Unauthorized("the key is unknown or revoked")
-    acting = request.headers.get(AGENT_HEADER)
-    if key.role == "agent":
-        if acting is not None and acting != key.agent_id:
-            raise Forbidden("an agent key acts only as its own agent")
-        return Principal("agent", key.id, key.group_id, key.agent_id, key.group_id)
-    if acting is None:
-        return Principal(key.role, key.id, key.group_id, None)
-    agent = await _find_agent(request, acting)
-    if agent is None or (key.role == "group" and agent.group_id != key.group_id):
-        raise NotFound(f"agent {acting[:40]} not found", field="x-wakeful-agent")
-    return Principal(key.role, key.id, key.group_id, agent.id, agent.group_id)
-
-
-async def _find_agent(request: Request, agent_id: str) -> agents.Agent | None:
-    if not 1 <= len(agent_id) <= 40:
-        return None
-    async with harness_of(request).store.tx(readonly=True) as tx:
-        return await agents.find_agent(tx, agent_id)
+    return await ops.keys.authenticate(harness_of(request), token, request.headers.get(AGENT_HEADER))
 
 
 AnyPrincipal = Annotated[Principal, Depends(authenticate)]

@@ -2,7 +2,7 @@
 the page's script reads its CSRF token from, and the static page shell, CSS and script shipped as package data.
 
 A thin face: every page's data comes from the JSON API (``/v1/…``) with the session cookie standing for the key
-(``api/auth.session_key``); nothing here reads the store except verifying the key through the node's key cache.
+(``api/auth.session_key``); nothing here reads the store except verifying the key (``ops.keys.known``, through the node's key cache).
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from wakeful.api.auth import Principal, authenticate, key_cache, same_origin
+from wakeful.api.auth import Principal, authenticate, same_origin
+from wakeful.api.context import harness_of
 from wakeful.api.errors import CsrfRequired, Unauthorized
 from wakeful.api.ui_sessions import COOKIE, CSRF_HEADER, UiSessions
+from wakeful.harness import ops
 
 __all__ = ["ASSETS", "install_ui", "router", "sessions_of"]
 
@@ -75,7 +77,7 @@ async def login_page(request: Request, code: str | None = None) -> Response:
     if code is None:
         return _page("login.html")
     key = sessions_of(request.app).redeem(code)
-    if key is None or await key_cache(request).verify(key) is None:
+    if key is None or not await ops.keys.known(harness_of(request), key):
         return _see("/ui/login?failed=code")
     # a page that moves on by itself: the cookie is then sent by a same-site navigation (SameSite=Strict)
     return _signed_in(request, key, _page("signed-in.html"))
@@ -88,7 +90,7 @@ async def login(request: Request) -> Response:
         raise CsrfRequired("the login form must be posted from this dashboard")
     body = (await request.body()).decode("utf-8", "replace")
     key = (urllib.parse.parse_qs(body).get("key") or [""])[0].strip()
-    if not key or await key_cache(request).verify(key) is None:
+    if not key or not await ops.keys.known(harness_of(request), key):
         return _see("/ui/login?failed=key")
     return _signed_in(request, key, _see("/ui/"))
 

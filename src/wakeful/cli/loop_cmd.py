@@ -1,9 +1,9 @@
-"""`wakeful loop | group | agent | session | key …` in local mode: the command opens the store as the operator.
+"""`wakeful loop …` in local mode: the command opens the store as the operator (and the command groups
+`group | agent | session | key`, whose commands are `admin_cmd`'s).
 
 interfaces.md §4.1–4.2. Rows written here (a Loop created or resumed) are adopted by the running node on its
 next placement tick, or by the next `wakeful serve`; this process never runs a Loop itself. In remote mode
-(`--server` / `$WAKEFUL_SERVER`) the `loop` commands and `session messages` call the HTTP API (`loop_remote`),
-and `group`, `key`, `agent` and `session create|list` theirs (`session_remote`).
+(`--server` / `$WAKEFUL_SERVER`) the `loop` commands call the HTTP API (`loop_remote`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
-from wakeful.cli import backend, loop_remote, remote, session_remote
+from wakeful.cli import backend, remote
 from wakeful.cli.backend import Site
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
-from wakeful.cli.tables import cell, record_lines, table_lines
+from wakeful.cli.tables import cell, record_lines
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
@@ -258,150 +258,3 @@ def loop_logs(ctx: typer.Context, loop_id: str, json_: JsonOpt = False) -> None:
     found = backend.run(out, body)
     _show(out, found, lambda ls: [f"{cell('at_ms', x['at_ms'])} #{x['incarnation']} {x['source']}: {x['text']}"
                                   for x in ls])
-
-
-# ---- wakeful group / agent / session / key ----
-
-
-async def _tx(tools: LoopTools, fn: Callable[[Any], Awaitable[T]]) -> T:
-    async with tools.store.tx() as tx:
-        return await fn(tx)
-
-
-def _record(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_record(v) for v in value]
-    return dict(value.__dict__) if hasattr(value, "__dict__") else value
-
-
-def _admin(ctx: typer.Context, json_: bool, fn: Callable[[Any], Awaitable[Any]],
-           remote_fn: Callable[[Remote], Any] | None = None) -> None:
-    """``fn`` in a store transaction; in remote mode ``remote_fn`` against the server (``session_remote``)."""
-    out = out_for(ctx, json_)
-    if remote_fn is not None and remote.server_url() is not None:
-        value = remote.call(out, lambda: remote_fn(remote.connect()))
-    else:
-        value = _record(_run(out, lambda tools: _tx(tools, fn)))
-    # issue 19: a list is a table, one record key: value lines, times ISO-8601 (tables.py)
-    _show(out, value, lambda v: table_lines(v) if isinstance(v, list) else record_lines(v))
-
-
-@group_app.command("create")
-def group_create(ctx: typer.Context, name: str, json_: JsonOpt = False) -> None:
-    """Create a group."""
-    from wakeful.harness.store import groups
-
-    _admin(ctx, json_, lambda tx: groups.create_group(tx, name=name), lambda r: session_remote.group_create(r, name))
-
-
-@group_app.command("list")
-def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
-    """List groups."""
-    from wakeful.harness.store import groups
-
-    _admin(ctx, json_, groups.list_groups, session_remote.group_list)
-
-
-@agent_app.command("create")
-def agent_create(ctx: typer.Context, name: str,
-                 group: Annotated[str, typer.Option("--group", help="Group id.")], json_: JsonOpt = False) -> None:
-    """Create an agent in a group."""
-    from wakeful.harness.store import agents
-
-    _admin(ctx, json_, lambda tx: agents.create_agent(tx, group_id=group, name=name),
-           lambda r: session_remote.agent_create(r, name=name, group=group))
-
-
-@agent_app.command("list")
-def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
-               json_: JsonOpt = False) -> None:
-    """List agents."""
-    from wakeful.harness.store import agents
-
-    _admin(ctx, json_, lambda tx: agents.list_agents(tx, group_id=group), lambda r: session_remote.agent_list(r, group))
-
-
-@agent_app.command("archive")
-def agent_archive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
-    """Archive an agent: its active Loops become paused(archive)."""
-    out = out_for(ctx, json_)
-    _show(out, _either(out, lambda tools: tools.archive_agent(agent_id, actor=OPERATOR),
-                       lambda r: session_remote.agent_archive(r, agent_id)),
-          record_lines)
-
-
-@agent_app.command("unarchive")
-def agent_unarchive(ctx: typer.Context, agent_id: str, json_: JsonOpt = False) -> None:
-    """Unarchive an agent: its archived Loops are re-admitted within quota, oldest first."""
-    out = out_for(ctx, json_)
-    _show(out, _either(out, lambda tools: tools.unarchive_agent(agent_id, actor=OPERATOR),
-                       lambda r: session_remote.agent_unarchive(r, agent_id)),
-          record_lines)
-
-
-@session_app.command("create")
-def session_create(ctx: typer.Context, agent: Annotated[str, typer.Option("--agent")],
-                   title: Annotated[str, typer.Option("--title")] = "", json_: JsonOpt = False) -> None:
-    """Create a session (an inbox) for an agent."""
-    from wakeful.harness.store import sessions
-
-    _admin(ctx, json_, lambda tx: sessions.create_session(tx, agent_id=agent, title=title),
-           lambda r: session_remote.session_create(r, agent=agent, title=title))
-
-
-@session_app.command("list")
-def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("--agent")] = None,
-                 json_: JsonOpt = False) -> None:
-    """List sessions."""
-    from wakeful.harness.store import sessions
-
-    _admin(ctx, json_, lambda tx: sessions.list_sessions(tx, agent_id=agent),
-           lambda r: session_remote.session_list(r, agent))
-
-
-@session_app.command("messages")
-def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False) -> None:
-    """Messages of a session, oldest first."""
-    if remote.server_url() is not None:
-        out = out_for(ctx, json_)
-        found = remote.call(out, lambda: loop_remote.messages(remote.connect(), session_id))
-        _show(out, found, table_lines)
-        return
-    from wakeful.harness.store import sessions
-
-    _admin(ctx, json_, lambda tx: sessions.list_messages(tx, session_id=session_id, limit=1000))
-
-
-@key_app.command("create")
-def key_create(ctx: typer.Context, role: Annotated[Literal["admin", "group", "agent"], typer.Option("--role", help="What the key may do.")],
-               group: Annotated[str | None, typer.Option("--group")] = None,
-               agent: Annotated[str | None, typer.Option("--agent")] = None,
-               label: Annotated[str | None, typer.Option("--label")] = None, json_: JsonOpt = False) -> None:
-    """Create an API key; its text is printed once."""
-    from wakeful.harness.store import groups
-
-    async def make(tx: Any) -> dict[str, Any]:
-        key, text = await groups.create_key(tx, role=role, group_id=group, agent_id=agent, label=label)
-        return {**key.__dict__, "key": text}
-
-    _admin(ctx, json_, make, lambda r: session_remote.key_create(r, role=role, group=group, agent=agent, label=label))
-
-
-@key_app.command("list")
-def key_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
-             json_: JsonOpt = False) -> None:
-    """List API keys (never their secrets)."""
-    from wakeful.harness.store import groups
-
-    _admin(ctx, json_, lambda tx: groups.list_keys(tx, group_id=group), lambda r: session_remote.key_list(r, group))
-
-
-@key_app.command("revoke")
-def key_revoke(ctx: typer.Context, key_id: str, json_: JsonOpt = False) -> None:
-    """Revoke an API key."""
-    from wakeful.harness.store import groups
-
-    async def revoke(tx: Any) -> dict[str, Any]:
-        return {"key_id": key_id, "revoked": await groups.revoke_key(tx, key_id)}
-
-    _admin(ctx, json_, revoke, lambda r: session_remote.key_revoke(r, key_id))

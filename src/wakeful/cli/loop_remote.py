@@ -1,6 +1,6 @@
-"""`wakeful loop events|retry|discard|send` and `wakeful session messages` in remote mode: the HTTP API of
-interfaces.md §2.2 with the key (`loop create|list|get|pause|resume|delete|logs|webhook|webhook-verifier` run one
-code path over the harness operations in both modes: `wakeful.cli.backend`).
+"""`wakeful loop send` in remote mode: the HTTP API of interfaces.md §2.2 with the key (the other `loop`,
+`session`, `agent`, `group` and `key` commands run one code path over the harness operations in both modes:
+`wakeful.cli.backend`).
 
 Each function answers what the local command prints, in the local `--json` shape where the API returns the same
 data (pages are followed into one list); the differences are written down in docs/decisions-cli-remote.md.
@@ -14,7 +14,7 @@ from typing import Any
 from wakeful.cli.output import UsageError
 from wakeful.cli.remote import Remote, segment
 
-__all__ = ["messages", "send"]
+__all__ = ["send"]
 
 
 def _loop(r: Remote, loop_id: str, tail: str = "") -> str:
@@ -40,8 +40,3 @@ def send(r: Remote, loop_id: str, *, topic: str, payload: bytes, event_id: str |
         body = body[:-1] + b',"payload":' + text.strip().encode() + b"}"
     return dict(r.request("POST", _loop(r, loop_id, "/events"), content=body,
                           headers={"Content-Type": "application/json"}))
-
-
-def messages(r: Remote, session_id: str) -> list[dict[str, Any]]:
-    """Every page of ``GET G/sessions/{id}/messages`` (at most 1000, as locally), oldest first."""
-    return r.pages(f"{r.prefix()}/sessions/{segment(session_id, 'session')}/messages", cap=1000)

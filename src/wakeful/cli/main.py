@@ -14,6 +14,7 @@ import typer
 
 from wakeful import __version__
 from wakeful.cli import (
+    admin_cmd,
     build_cmd,
     capability_cmd,
     config_cmd,
@@ -64,6 +65,7 @@ db_app = typer.Typer(help="The store: init, schema version and upgrade, backup, 
 app.add_typer(db_app, name="db")
 for _name, _sub in loop_cmd.apps().items():
     app.add_typer(_sub, name=_name)
+admin_cmd.register(loop_cmd.group_app, loop_cmd.agent_app, loop_cmd.session_app, loop_cmd.key_app)
 events_cmd.register(loop_cmd.loop_app, loop_cmd.session_app)  # loop webhook|events|…|tail, session watch
 verifier_cmd.register(loop_cmd.loop_app)  # loop webhook-verifier: a webhook's signature check (issue 19)
 serve_cmd.register(app)

@@ -1,8 +1,8 @@
-"""`wakeful group | key | agent | session …` in remote mode: the administration and agent routes of interfaces.md
-§2.2, and `session watch` over the SSE stream `G/sessions/{id}/stream` (resumed with `Last-Event-ID`).
+"""`wakeful session watch` in remote mode: the SSE stream `G/sessions/{id}/stream` of interfaces.md §2.2
+(resumed with `Last-Event-ID`). The other `group | key | agent | session` commands run one code path over a
+harness backend in both modes (`admin_cmd`).
 
-Records keep the local `--json` shapes where the API returns the same data; the differences are written down in
-docs/decisions-cli-remote.md.
+Records keep the local `--json` shapes; docs/decisions-cli-remote.md.
 """
 
 from __future__ import annotations
@@ -16,92 +16,13 @@ from typing import Any
 from wakeful.cli.output import Unavailable
 from wakeful.cli.remote import Remote, RemoteError, answer, read_bounded, segment
 
-__all__ = [
-    "agent_archive", "agent_create", "agent_list", "agent_unarchive", "group_create", "group_list", "key_create",
-    "key_list", "key_revoke", "session_create", "session_list", "watch",
-]
+__all__ = ["watch"]
 
 READ_IDLE_S = 45.0  # the stream sends a comment every 15 s: this long with nothing read is a dead connection
 RECONNECTS = 10  # consecutive failed reconnects (1 s apart) before the watch gives up (exit 3)
 START_PAGES = 1000  # pages of 200 read to find a session's newest message (the watch starts after it)
 MAX_LINE = 1 << 20  # characters of one stream line: a message's content is at most 8 KiB (harness.md limits)
 _CURSOR = re.compile(r"[\x21-\x7e]{1,512}")  # an event id sent back as Last-Event-ID: a plain header value
-
-
-def _groups(r: Remote, group_id: str | None) -> str:
-    """``/v1/agent-groups/{id}`` of the named group, else of the key's own."""
-    return f"/v1/agent-groups/{segment(group_id, 'group')}" if group_id else r.prefix()
-
-
-def _group_of(r: Remote, group_id: str | None) -> str:
-    return segment(group_id, "group") if group_id else r.group()
-
-
-# ---- groups and keys
-
-
-def group_create(r: Remote, name: str) -> dict[str, Any]:
-    """``POST /v1/groups`` (an admin key): the group."""
-    return dict(r.request("POST", "/v1/groups", json={"name": name}))
-
-
-def group_list(r: Remote) -> list[dict[str, Any]]:
-    """Every page of ``GET /v1/groups`` (an admin key)."""
-    return r.pages("/v1/groups")
-
-
-def key_create(r: Remote, *, role: str, group: str | None, agent: str | None, label: str | None) -> dict[str, Any]:
-    """``POST /v1/groups/{id}/keys`` (the key's own group by default): the key record with its text, once."""
-    body = {k: v for k, v in (("role", role), ("agent_id", agent), ("label", label)) if v is not None}
-    return dict(r.request("POST", f"/v1/groups/{_group_of(r, group)}/keys", json=body))
-
-
-def key_list(r: Remote, group: str | None) -> list[dict[str, Any]]:
-    """Every page of ``GET /v1/groups/{id}/keys`` (never secrets)."""
-    return r.pages(f"/v1/groups/{_group_of(r, group)}/keys")
-
-
-def key_revoke(r: Remote, key_id: str) -> dict[str, Any]:
-    """``DELETE /v1/groups/{id}/keys/{key_id}`` of the key's group (204) as ``{key_id, revoked: true}``."""
-    r.request("DELETE", f"/v1/groups/{r.group()}/keys/{segment(key_id, 'key')}")
-    return {"key_id": key_id, "revoked": True}
-
-
-# ---- agents and sessions
-
-
-def agent_create(r: Remote, *, name: str, group: str) -> dict[str, Any]:
-    """``POST G/agents`` (a group or admin key): the agent."""
-    return dict(r.request("POST", f"{_groups(r, group)}/agents", json={"name": name}))
-
-
-def agent_list(r: Remote, group: str | None) -> list[dict[str, Any]]:
-    """Every page of ``GET G/agents`` (an agent key sees itself)."""
-    return r.pages(f"{_groups(r, group)}/agents")
-
-
-def agent_archive(r: Remote, agent_id: str) -> dict[str, Any]:
-    """``POST G/agents/{id}/archive``: ``{agent, paused_loops}``."""
-    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/archive"))
-
-
-def agent_unarchive(r: Remote, agent_id: str) -> dict[str, Any]:
-    """``POST G/agents/{id}/unarchive``: ``{agent, resumed, quota_paused}``."""
-    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/unarchive"))
-
-
-def session_create(r: Remote, *, agent: str, title: str) -> dict[str, Any]:
-    """``POST G/agents/{id}/sessions``: the session."""
-    return dict(r.request("POST", f"{r.prefix()}/agents/{segment(agent, 'agent')}/sessions", json={"title": title}))
-
-
-def session_list(r: Remote, agent: str | None) -> list[dict[str, Any]]:
-    """The agent's sessions, or (no ``--agent``) those of every agent the key sees."""
-    agents = [agent] if agent else [str(a["id"]) for a in agent_list(r, None)]
-    found: list[dict[str, Any]] = []
-    for agent_id in agents:
-        found += r.pages(f"{r.prefix()}/agents/{segment(agent_id, 'agent')}/sessions")
-    return found
 
 
 # ---- session watch

@@ -268,16 +268,17 @@ class Harness:
                 log.exception("harness sweep failed")
 
     @property
+    def started(self) -> bool:
+        """Whether the harness is started (its store open): the faces answer ``unavailable`` until it is."""
+        return self._store is not None
+
+    @property
     def node(self) -> Node:
         """The running ``Node`` (residents, dispatch, tools); ``RuntimeError`` before ``start``."""
         if self._node is None:
             raise RuntimeError("the harness is not started")
         return self._node
 
-    @property
-    def started(self) -> bool:
-        """True from ``start`` until ``stop`` (the store is open and ``node``, ``store``, ``keys`` answer)."""
-        return self._store is not None
 
     @property
     def control_if_running(self) -> Any:

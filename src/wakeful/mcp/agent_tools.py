@@ -19,60 +19,21 @@ ID = {"type": "string", "minLength": 1, "maxLength": 40}
 
 
 async def session_messages(args: dict[str, Any], ctx: McpContext) -> Any:
+    """One path in process and over the API: the ``messages.list`` / ``messages.handled`` operations as this
+    agent (another agent's session is ``session_not_found``)."""
     session_id = args.get("session_id") or ctx.session_id
     if session_id is None:
         raise ToolRefusal("invalid_request", "no session_id given and this connection has no default session",
                           field="session_id")
+    where = {"group_id": ctx.group_id, "session_id": session_id}
     if args.get("action", "list") == "handled":
-        return await _handled(ctx, session_id, args.get("message_ids"), args.get("up_to"))
-    limit = int(args.get("limit", 50))
-    if ctx.harness is None:
-        params = {"limit": limit, "unhandled": "true" if args.get("unhandled") else "false",
-                  **({"after": args["after"]} if args.get("after") else {})}
-        page = await _api(ctx).request("GET", f"{ctx.group_path}/sessions/{session_id}/messages", params=params)
-        return {"session_id": session_id, "messages": page.get("items", []), "next_cursor": page.get("next_cursor")}
-    from wakeful.harness.inbox import message_cursor, message_view, messages_after, parse_message_cursor
-
-    start = parse_message_cursor(args.get("after"), field="after")
-    async with ctx.harness.store.tx(readonly=True) as tx:
-        await _own_session(ctx, tx, session_id)
-        found = await messages_after(tx, session_id, start, unhandled=bool(args.get("unhandled")), limit=limit + 1)
-    items = found[:limit]
-    return {"session_id": session_id, "messages": [message_view(m) for m in items],
-            "next_cursor": message_cursor(items[-1]) if len(found) > limit else None}
-
-
-async def _handled(ctx: McpContext, session_id: str, message_ids: list[str] | None, up_to: str | None) -> Any:
-    if ctx.harness is None:
-        body = {"message_ids": message_ids} if message_ids is not None else {"up_to": up_to}
-        out = await _api(ctx).request("POST", f"{ctx.group_path}/sessions/{session_id}/messages/handled", json=body)
+        chosen = {"message_ids": args["message_ids"]} if args.get("message_ids") is not None else {
+            "up_to": args.get("up_to")}
+        out = await ctx.backend.call("messages.handled", **where, **chosen)
         return {"session_id": session_id, "handled": out.get("handled", [])}
-    from wakeful.harness.inbox import mark_handled
-
-    async with ctx.harness.store.tx() as tx:
-        await _own_session(ctx, tx, session_id)
-        handled = await mark_handled(tx, session_id, message_ids=message_ids, up_to=up_to,
-                                     handled_by=ctx.principal)
-    return {"session_id": session_id, "handled": handled}
-
-
-# the agent's own sessions only (as the HTTP API: another agent's session is not found)
-async def _own_session(ctx: McpContext, tx: Any, session_id: str) -> None:
-    from wakeful.harness.errors import SessionNotFound
-    from wakeful.harness.store import sessions
-
-    try:
-        found = await sessions.get_session(tx, session_id)
-    except SessionNotFound:
-        found = None
-    if found is None or found.agent_id != ctx.agent_id:
-        raise ToolRefusal("session_not_found", f"session {session_id[:40]} not found")
-
-
-def _api(ctx: McpContext) -> Any:
-    if ctx.api is None:
-        raise ToolRefusal("unavailable", "this MCP server has neither a harness nor an API connection")
-    return ctx.api
+    page = await ctx.backend.call("messages.list", **where, limit=int(args.get("limit", 50)),
+                                  unhandled=bool(args.get("unhandled")), after=args.get("after") or None)
+    return {"session_id": session_id, "messages": page.get("items", []), "next_cursor": page.get("next_cursor")}
 
 
 # ---------------------------------------------------------------------- loop.test

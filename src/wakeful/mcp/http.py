@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from wakeful.harness.ops import Principal
-from wakeful.harness.store import agents
+from wakeful.harness import ops
+from wakeful.harness.errors import HarnessError
 from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
 
@@ -83,25 +83,19 @@ class McpHttpApp:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ToolRefusal("unauthorized", "an Authorization: Bearer wk_… agent key is required")
-        if self.harness._store is None:
+        if not self.harness.started:
             raise ToolRefusal("unavailable", "the node is starting or stopping")
-        key = await self.harness.keys.verify(token.strip())
-        if key is None:
-            raise ToolRefusal("unauthorized", "the key is unknown or revoked")
-        acting = headers.get("x-wakeful-agent")
-        agent_id = key.agent_id if key.role == "agent" else acting
-        if key.role == "agent" and acting is not None and acting != key.agent_id:
-            raise ToolRefusal("forbidden", "an agent key acts only as its own agent")
-        if agent_id is None:
+        try:
+            principal = await ops.keys.authenticate(self.harness, token.strip(), headers.get("x-wakeful-agent"))
+        except HarnessError as exc:  # unauthorized, forbidden (another agent), not_found (outside the key's group)
+            raise ToolRefusal(exc.code, exc.message) from None
+        if principal.agent_id is None or principal.agent_group_id is None:
             raise ToolRefusal("forbidden", "MCP needs an agent principal: an agent key, or X-Wakeful-Agent")
-        async with self.harness.store.tx(readonly=True) as tx:
-            agent = await agents.find_agent(tx, agent_id) if 1 <= len(agent_id) <= 40 else None
-        if agent is None or (key.role != "admin" and agent.group_id != key.group_id):
-            raise ToolRefusal("not_found", f"agent {agent_id[:40]} not found")
-        return McpContext(agent_id=agent.id, group_id=agent.group_id, principal=f"agent:{agent.id}",
+        agent_id, group_id = principal.agent_id, principal.agent_group_id
+        return McpContext(agent_id=agent_id, group_id=group_id, principal=f"agent:{agent_id}",
                           session_id=headers.get("x-wakeful-session") or None,
-                          mcp_session=headers.get("mcp-session-id") or f"{key.id}:{agent.id}", harness=self.harness,
-                          who=Principal(key.role, key.id, key.group_id, agent.id, agent.group_id))
+                          mcp_session=headers.get("mcp-session-id") or f"{principal.key_id}:{agent_id}",
+                          harness=self.harness, who=principal)
 
     async def _resolve(self, ctx: Any) -> McpContext:
         request = getattr(ctx, "request", None)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from mcp.server.stdio import stdio_server
 
+from wakeful.harness import ops
 from wakeful.harness.ops import OPERATOR
-from wakeful.harness.store import agents, sessions
 from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
 
@@ -66,15 +66,14 @@ async def serve_stdio(server: Any) -> None:
 
 async def run_embedded(harness: Harness, *, agent_id: str, session_id: str | None, tool_names: str) -> None:
     """A started harness, the operator acting as ``agent_id`` (interfaces.md §3.1)."""
-    async with harness.store.tx(readonly=True) as tx:
-        agent = await agents.get_agent(tx, agent_id)
-        if session_id is not None:
-            session = await sessions.get_session(tx, session_id)
-            if session.agent_id != agent.id:
-                raise ToolRefusal("session_not_found", f"session {session_id} is not the agent's")
-    ctx = McpContext(agent_id=agent.id, group_id=agent.group_id, principal="operator", session_id=session_id,
+    agent = await ops.agents.find(harness, OPERATOR, agent_id)
+    if session_id is not None:
+        session = await ops.sessions.find(harness, OPERATOR, session_id)
+        if session["agent_id"] != agent["id"]:
+            raise ToolRefusal("session_not_found", f"session {session_id} is not the agent's")
+    ctx = McpContext(agent_id=agent["id"], group_id=agent["group_id"], principal="operator", session_id=session_id,
                      mcp_session=f"stdio-{os.getpid()}", harness=harness,
-                     who=OPERATOR.acting_as(agent.id, agent.group_id))
+                     who=OPERATOR.acting_as(agent["id"], agent["group_id"]))
 
     async def resolve(_: Any) -> McpContext:
         return ctx
