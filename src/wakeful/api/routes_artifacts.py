@@ -83,7 +83,7 @@ async def build(group_id: str, body: BuildIn, request: Request, principal: Membe
     except BuildBusy as exc:
         raise ApiError("busy", exc.message, retry_after_s=1) from None
     if result.state != "succeeded" or result.elf is None:
-        return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+        return {"state": "failed", "kind": "build_failed", "failure": result.failure, "error": result.error,
                 "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
     stored = await harness.loops.upload(agent_id=agent_id, elf=result.elf, path=path, creator=principal.actor,
                                         origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,

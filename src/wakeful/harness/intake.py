@@ -19,8 +19,8 @@ from wakeful.harness import eventbody
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import (
     GroupBacklogFull,
+    LoopMailboxFull,
     LoopNotActive,
-    MailboxFull,
     NotFound,
     RateLimited,
     StoreUnavailable,
@@ -123,7 +123,7 @@ class Intake:
         """§10.1 normalisation, then §10.2 admission in one transaction with the Loop row locked.
 
         Returns the ``202`` body ``{status: "accepted", event_id, duplicate[, payload_mismatch]}``. Raises
-        ``InvalidEvent``, ``PayloadTooLarge``, ``NotFound``, ``LoopNotActive``, ``MailboxFull``,
+        ``InvalidEvent``, ``PayloadTooLarge``, ``NotFound``, ``LoopNotActive``, ``LoopMailboxFull``,
         ``GroupBacklogFull`` or ``StoreUnavailable`` — and then nothing was written.
         """
         if source not in SOURCES:
@@ -160,7 +160,7 @@ class Intake:
         pending = (await tx.execute(sa.select(sa.func.count().label("n"))
                                     .where(E.c.loop_id == loop_id, E.c.status == "pending"))).one()
         if int(pending.n) >= limits.pending_events:  # step 4
-            raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
+            raise LoopMailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
                               retry_after_s=MAILBOX_RETRY_S)
         backlog = await _group_backlog(tx, row.group_id)
         if backlog + event.envelope_bytes > limits.group_backlog_bytes:  # step 5

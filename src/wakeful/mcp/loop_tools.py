@@ -88,7 +88,7 @@ async def loop_build(args: dict[str, Any], ctx: McpContext) -> Any:
     except BuildBusy as exc:
         raise ToolRefusal("busy", f"the build queue is full: {exc.message}") from None
     if result.state != "succeeded" or result.elf is None:  # a tool error (isError: true) with the whole report
-        return Failed({"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+        return Failed({"state": "failed", "kind": "build_failed", "failure": result.failure, "error": result.error,
                 "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated})
     stored = await h.loops.upload(agent_id=ctx.agent_id, elf=result.elf, path=path, creator=ctx.principal,
                                   origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
