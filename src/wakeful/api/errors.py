@@ -1,6 +1,6 @@
 """The HTTP face's error rendering: the JSON body ``{error, message, …details}`` every refusal gets, with
-``Retry-After`` from ``retry_after_s``, at the status the one table gives (``wakeful.error_codes``; interfaces.md
-§2.1, spec README "Error codes"). A new code is a row of that table, not a registration here.
+``Retry-After`` from ``retry_after_s``, at the status of the one table, ``wakeful.errors.ERROR_CODES``
+(interfaces.md §2.1, spec README "Error codes"). A new code is a row of that table, not a registration here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from wakeful.error_codes import CODES, status_for
-from wakeful.errors import WakefulError
+from wakeful.errors import ERROR_CODES, WakefulError, status_for
 from wakeful.harness.errors import Forbidden, HarnessError, Unauthorized
 
 __all__ = [
@@ -29,15 +28,15 @@ __all__ = [
 
 log = logging.getLogger("wakeful.api")
 
-# code -> HTTP status of the codes a face answers: a read-only view of the one table (wakeful.error_codes)
-STATUS: dict[str, int] = {row.code: row.http for row in CODES.values() if row.http is not None}
+# code -> HTTP status of the codes a face answers: a read-only view of the one table (wakeful.errors.ERROR_CODES)
+STATUS: dict[str, int] = {row.code: row.http for row in ERROR_CODES.values() if row.http is not None}
 
 
 def register_status(code: str, status: int) -> None:
-    """Confirm that ``code`` answers ``status``: codes and statuses are rows of ``wakeful.error_codes``."""
-    row = CODES.get(code)
+    """Confirm that ``code`` answers ``status``: codes and statuses are rows of ``wakeful.errors.ERROR_CODES``."""
+    row = ERROR_CODES.get(code)
     if row is None or row.http != status:
-        known = "is not in wakeful.error_codes" if row is None else f"already maps to {row.http}"
+        known = "is not in wakeful.errors.ERROR_CODES" if row is None else f"already maps to {row.http}"
         raise ValueError(f"code {code!r} {known}")
 
 

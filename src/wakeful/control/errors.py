@@ -2,14 +2,14 @@
 
 A ``HarnessError`` subclass, so faces map it like any other code; the statuses (interfaces.md §2.2:
 ``invalid_command`` 400; ``forbidden``, ``not_registered``, ``excluded`` 403; ``not_found`` 404; ``unavailable``
-503; the rest 409) are rows of the one table, ``wakeful.error_codes``.
+503; the rest 409) are rows of the one table, ``wakeful.errors.ERROR_CODES``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from wakeful.error_codes import status_for
+from wakeful.errors import status_for
 from wakeful.harness.errors import HarnessError
 
 __all__ = ["CODES", "ControlRefused", "http_status"]
@@ -39,5 +39,5 @@ class ControlRefused(HarnessError):
 
 
 def http_status(code: str) -> int:
-    """interfaces.md §2.2: the HTTP status of a kernel refusal code (a row of ``wakeful.error_codes``)."""
+    """interfaces.md §2.2: the HTTP status of a kernel refusal code (a row of ``wakeful.errors.ERROR_CODES``)."""
     return status_for(code)

@@ -1,7 +1,7 @@
 """The harness's typed refusals, each carrying a stable lowercase code from README.md's error table.
 
-Their place in the one tree is drawn in ``wakeful.errors``; their HTTP statuses are in the one table of
-``wakeful.error_codes`` (the CLI exits 3 for ``unavailable``, else 1).
+Their place in the one tree is drawn in ``wakeful.errors``, and their HTTP statuses are rows of its one table,
+``ERROR_CODES`` (the CLI exits 3 for ``unavailable``, else 1).
 """
 
 from __future__ import annotations

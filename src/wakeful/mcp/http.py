@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from wakeful.error_codes import status_for
+from wakeful.errors import status_for
 from wakeful.harness.ops import Principal
 from wakeful.harness.store import agents
 from wakeful.mcp.server import build_table, make_server

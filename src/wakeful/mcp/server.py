@@ -3,7 +3,7 @@
 
 Results are structured JSON (checked by clients against each tool's ``outputSchema``) and the same JSON, whole, as
 text; refusals and failed builds are tool errors (``isError: true``) whose content is ``{error, message, …}`` or the
-failed report (interfaces.md §3.1); the MCP column of ``wakeful.error_codes`` says which codes are bugs (logged,
+failed report (interfaces.md §3.1); the MCP column of ``wakeful.errors.ERROR_CODES`` says which codes are bugs (logged,
 answered ``internal``). The SDK texts are resources and the watch set-up is a prompt (mcp/resources.py).
 """
 
@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from wakeful.error_codes import mcp_treatment
-from wakeful.errors import WakefulError
+from wakeful.errors import WakefulError, mcp_treatment
 from wakeful.mcp import resources
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable, check_arguments
 

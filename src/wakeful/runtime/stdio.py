@@ -379,7 +379,7 @@ class Session:
     def _failure(method: str, exc: Exception) -> dict[str, Any]:
         """The error response (id filled in later) for a method that raised (§5)."""
         if isinstance(exc, WakefulError) and exc.code != "internal":
-            kind = exc.wire_code  # the §5 kind of the error's code (wakeful.error_codes)
+            kind = exc.wire_code  # the §5 kind of the error's code (wakeful.errors)
             return error_frame(None, kind if kind is not None and kind in RPC_CODES else "INTERNAL", str(exc))
         log.error("internal error in %s", method, exc_info=exc)  # a wakeful bug: answered, never a dead session
         return error_frame(None, "INTERNAL", f"internal error: {type(exc).__name__}")
