@@ -229,6 +229,14 @@ def test_every_literal_code_is_in_the_table() -> None:
     assert missing == []
 
 
+def test_the_code_lists_of_each_area_are_rows_of_the_table() -> None:
+    """The kernel's refusal codes (control-plane.md §4.1) and decide's outcomes (harness.md §16.5)."""
+    from wakeful.control.errors import CODES as CONTROL
+    from wakeful.harness.decide.errors import CODES as DECIDE
+
+    assert sorted((CONTROL | DECIDE) - set(ERROR_CODES)) == []
+
+
 # ---------------------------------------------------------------- the checks can fail
 
 
