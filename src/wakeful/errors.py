@@ -51,6 +51,8 @@ spinfoam v1 kind and JSON-RPC code put on the wire (runtime-protocol.md §5; ``w
     │   │   ├── AgentNotFound             agent_not_found
     │   │   ├── SessionNotFound           session_not_found
     │   │   └── ArtifactNotFound          artifact_not_found
+    │   ├── Unauthorized                  unauthorized           (a missing, unknown or revoked key)
+    │   ├── Forbidden                     forbidden              (inside its scope, without the role)
     │   ├── Conflict                      conflict
     │   │   ├── LoopNotActive             loop_not_active
     │   │   ├── AlreadyActive             already_active
@@ -73,9 +75,8 @@ spinfoam v1 kind and JSON-RPC code put on the wire (runtime-protocol.md §5; ``w
     │   ├── HostCallRefused               [a harness.md §9.4 reason]
     │   ├── CompilerUnavailable           compiler_unavailable   (harness.scripts)
     │   ├── SignatureRefused              unauthorized           (harness.webhook_verify)
+    │   ├── Refused                       [the remote node's code] (harness.ops.backend)
     │   ├── ApiError                      [any code]             (api.errors)
-    │   ├── Unauthorized                  unauthorized           (api.errors)
-    │   ├── Forbidden                     forbidden              (api.errors)
     │   ├── CsrfRequired                  csrf_required          (api.errors)
     │   └── ControlRefused                [control-plane.md §4.1 code] (control.errors)
     ├── ArtifactProblem                   internal               (harness.integrity; .failure)
