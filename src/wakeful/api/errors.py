@@ -1,7 +1,6 @@
-"""The HTTP face's one error table: stable code → HTTP status (interfaces.md §2.1, spec README "Error codes"),
-and the JSON body ``{error, message, …details}`` every refusal gets, with ``Retry-After`` from ``retry_after_s``.
-
-Other areas add their codes with ``register_status(code, status)`` at import time of their router module.
+"""The HTTP face's error rendering: the JSON body ``{error, message, …details}`` every refusal gets, with
+``Retry-After`` from ``retry_after_s``, at the status of the one table, ``wakeful.errors.ERROR_CODES``
+(interfaces.md §2.1, spec README "Error codes"). A new code is a row of that table, not a registration here.
 """
 
 from __future__ import annotations
@@ -13,8 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from wakeful.errors import WakefulError
-from wakeful.harness.errors import HTTP_STATUS as HARNESS_STATUS
+from wakeful.errors import ERROR_CODES, WakefulError, status_for
 from wakeful.harness.errors import Forbidden, HarnessError, Unauthorized
 
 __all__ = [
@@ -30,39 +28,16 @@ __all__ = [
 
 log = logging.getLogger("wakeful.api")
 
-# code -> HTTP status: the harness table, plus the codes only faces and the kernel raise (listed once).
-STATUS: dict[str, int] = {
-    **HARNESS_STATUS,
-    "invalid_command": 400,
-    "forbidden": 403,
-    "csrf_required": 403,  # the dashboard's cookie without its CSRF token (docs/decisions-ui.md)
-    "not_registered": 403,
-    "excluded": 403,
-    "method_not_allowed": 405,
-    "throttled": 429,
-    "draining": 503,
-}
-
-# the runtime/build layer's upper-case codes as they surface at a face (README "Error codes")
-_WAKEFUL_CODES: dict[str, tuple[str, int]] = {
-    "INVALID_PARAMS": ("invalid_request", 400),
-    "BUSY": ("busy", 429),
-    "SANDBOX_UNAVAILABLE": ("compiler_unavailable", 503),
-    "INVALID_OBJECT": ("invalid_artifact", 400),
-}
+# code -> HTTP status of the codes a face answers: a read-only view of the one table (wakeful.errors.ERROR_CODES)
+STATUS: dict[str, int] = {row.code: row.http for row in ERROR_CODES.values() if row.http is not None}
 
 
 def register_status(code: str, status: int) -> None:
-    """Add (or confirm) the HTTP status of a code; a code may not change status once set."""
-    known = STATUS.get(code)
-    if known is not None and known != status:
-        raise ValueError(f"code {code!r} already maps to {known}")
-    STATUS[code] = status
-
-
-def status_for(code: str) -> int:
-    """The status of a code; an unknown code is a bug in the raiser, reported as 500."""
-    return STATUS.get(code, 500)
+    """Confirm that ``code`` answers ``status``: codes and statuses are rows of ``wakeful.errors.ERROR_CODES``."""
+    row = ERROR_CODES.get(code)
+    if row is None or row.http != status:
+        known = "is not in wakeful.errors.ERROR_CODES" if row is None else f"already maps to {row.http}"
+        raise ValueError(f"code {code!r} {known}")
 
 
 class ApiError(HarnessError):
@@ -99,18 +74,10 @@ def error_response(code: str, message: str, *, status: int | None = None, detail
 
 def _wakeful_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WakefulError)
-    if isinstance(exc, HarnessError):
-        code, details = exc.code, dict(exc.details)
-        status = status_for(code)
-    else:
-        code, status = _WAKEFUL_CODES.get(exc.code, ("internal", 500))
-        details = {}
-        rule = getattr(exc, "rule", None)
-        if isinstance(rule, str):
-            details["rule"] = rule
+    status = status_for(exc.code)
     if status == 500:
         return internal_response(request, exc)
-    return error_response(code, exc.message, status=status, details=details)
+    return error_response(exc.code, exc.message, status=status, details=exc.details)
 
 
 def internal_response(request: Request | None, exc: BaseException | None, request_id: str = "") -> JSONResponse:

@@ -81,5 +81,5 @@ HARNESS_SCHEMA: dict[str, Any] = {
 
 
 def validate_harness(doc: Any) -> None:
-    """Raise ``SchemaError`` naming the first JSON path that does not match the harness schema."""
+    """Raise ``BenchSchemaError`` naming the first JSON path that does not match the harness schema."""
     validate(doc, HARNESS_SCHEMA)

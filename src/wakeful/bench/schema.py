@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DENSITY_SCHEMA", "HEADER_PROPERTIES", "SchemaError", "validate"]
+from wakeful.errors import WakefulError
+
+__all__ = ["DENSITY_SCHEMA", "HEADER_PROPERTIES", "BenchSchemaError", "validate"]
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -181,7 +183,7 @@ DENSITY_SCHEMA: dict[str, Any] = {
 }
 
 
-class SchemaError(ValueError):
+class BenchSchemaError(WakefulError, ValueError):
     """The document does not match the schema; the message names the JSON path."""
 
 
@@ -203,17 +205,17 @@ def _is(value: Any, name: str) -> bool:
 
 
 def validate(value: Any, schema: dict[str, Any] | None = None, path: str = "$") -> None:
-    """Raise ``SchemaError`` at the first mismatch of ``value`` with ``schema`` (default: the density schema)."""
+    """Raise ``BenchSchemaError`` at the first mismatch of ``value`` with ``schema`` (default: the density schema)."""
     schema = DENSITY_SCHEMA if schema is None else schema
     if "const" in schema and value != schema["const"]:
-        raise SchemaError(f"{path}: expected {schema['const']!r}")
+        raise BenchSchemaError(f"{path}: expected {schema['const']!r}")
     if "enum" in schema and value not in schema["enum"]:
-        raise SchemaError(f"{path}: {value!r} not one of {schema['enum']}")
+        raise BenchSchemaError(f"{path}: {value!r} not one of {schema['enum']}")
     types = schema.get("type")
     if types is not None:
         names = types if isinstance(types, list) else [types]
         if not any(_is(value, n) for n in names):
-            raise SchemaError(f"{path}: expected {' or '.join(names)}, got {type(value).__name__}")
+            raise BenchSchemaError(f"{path}: expected {' or '.join(names)}, got {type(value).__name__}")
     if isinstance(value, dict):
         _validate_object(value, schema, path)
     if isinstance(value, list) and "items" in schema:
@@ -224,7 +226,7 @@ def validate(value: Any, schema: dict[str, Any] | None = None, path: str = "$") 
 def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> None:
     for key in schema.get("required", ()):
         if key not in value:
-            raise SchemaError(f"{path}: missing {key!r}")
+            raise BenchSchemaError(f"{path}: missing {key!r}")
     properties = schema.get("properties", {})
     extra = schema.get("additionalProperties")
     for key, item in value.items():

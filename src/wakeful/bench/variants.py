@@ -27,7 +27,7 @@ Variant = Callable[[int], bytes]
 class BenchError(WakefulError):
     """The benchmark could not run as benchmarks.md §1 describes (a missing marker, a failed build, a lost ack)."""
 
-    code = "BENCH_FAILED"
+    code = "bench_failed"
 
 
 def density_source() -> str:

@@ -34,7 +34,7 @@ from wakeful.build.helper import STAGING_PREFIX, HelperClient, HelperDied, Limit
 from wakeful.build.hints import sdk_names
 from wakeful.build.lines import MAX_DEBUG_OBJECT_BYTES, LineTable, build_line_table
 from wakeful.build.scan import check_preprocessed, forbidden_predefined, scan_bundle
-from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject
+from wakeful.errors import BuildBusy, BuildUnavailable, InvalidObject, WakefulError
 from wakeful.vm.linked import VerifyReport
 
 # build.md §2 fingerprint: 2 since the error text puts the wakeful: rules first (issue 18), so a cached failure
@@ -169,7 +169,7 @@ class BuildResult:
                 "lines": self.lines.to_json() if self.lines is not None else None}
 
 
-class _Failed(Exception):
+class _Failed(WakefulError):
     """Internal: ends the pipeline with a failure kind and text."""
 
     def __init__(self, failure: str, text: str, truncated: bool = False) -> None:
@@ -690,7 +690,7 @@ def report_from_json(data: dict[str, Any]) -> VerifyReport:
     )
 
 
-class _ProbeError(Exception):
+class _ProbeError(WakefulError):
     pass
 
 

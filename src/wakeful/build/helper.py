@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from wakeful.build import sandbox
+from wakeful.errors import WakefulError
 
 CAPTURE_BYTES = 65_536  # build.md §5.2: 64 KiB kept per stream
 MiB = 1 << 20
@@ -346,7 +347,7 @@ def main() -> None:
 # =========================================================================== the client (runtime side)
 
 
-class HelperDied(Exception):
+class HelperDied(WakefulError):
     """The build helper exited while a step was in flight (build.md §5.2: ``internal``)."""
 
 

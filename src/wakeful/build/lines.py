@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from wakeful.errors import InvalidObject
+from wakeful.errors import InvalidObject, WakefulError
 from wakeful.vm import elf
 
 TABLE_FORMAT = 1
@@ -95,7 +95,7 @@ class LineTable:
         return LineTable(str(data["elf_sha256"]), rows, functions)
 
 
-class _Bad(Exception):
+class _Bad(WakefulError):
     """The debug object is not what this reader understands."""
 
 

@@ -1,6 +1,6 @@
 """Landlock through raw syscalls with ctypes (build.md §5.3): rulesets for the build helper and each compile.
 
-Stdlib only; used inside the build-helper process and its forked children, never by the runtime itself.
+Stdlib (and the layer-0 ``wakeful.errors``) only; used inside the build-helper process and its forked children, never by the runtime itself.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import platform
 import signal
 import struct
 from collections.abc import Iterable
+
+from wakeful.errors import WakefulError
 
 # linux/landlock.h; the syscall numbers are shared by every architecture that has them
 SYS_CREATE_RULESET = 444
@@ -48,8 +50,13 @@ WRITE = READ | WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | TRU
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 
-class LandlockError(OSError):
+class LandlockError(WakefulError, OSError):
     """Landlock is missing or refused a call; ``str()`` is the one-line reason reported as ``sandbox_reason``."""
+
+    def __init__(self, err: int, message: str) -> None:
+        OSError.__init__(self, err, message)  # errno and strerror, as an OSError: str() is "[Errno …] …"
+        self.message = message
+        self.details = {}
 
 
 def _libc() -> ctypes.CDLL:

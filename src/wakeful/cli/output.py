@@ -40,7 +40,9 @@ def shown(text: str) -> str:
 
 
 class CliExit(Exception):
-    """Ends a command with ``code`` after its output was written (raised, never printed)."""
+    """Ends a command with ``code`` after its output was written (raised, never printed).
+
+    Not an error but a signal (``wakeful.errors.SIGNALS``): it must pass through every ``except WakefulError``."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
@@ -55,17 +57,6 @@ class Unavailable(WakefulError):
     """A part of wakeful this command needs is not installed or cannot start (exit code 3)."""
 
     code = "unavailable"
-
-
-# issue 19: one spelling per error at every face — a malformed argument is `invalid_request`, as the HTTP face
-# answers it (api/errors.py) and the harness raises it; the stdio protocol keeps INVALID_PARAMS
-# (runtime-protocol.md §5), which the CLI never prints. The load-time codes (INVALID_OBJECT, …) are unchanged.
-FACE_CODES = {"INVALID_PARAMS": "invalid_request"}
-
-
-def face_code(error: WakefulError) -> str:
-    """The code the CLI prints for ``error``."""
-    return FACE_CODES.get(error.code, error.code)
 
 
 def exit_code_for(error: WakefulError) -> int:
@@ -130,27 +121,12 @@ class Out:
 
     def error(self, error: WakefulError, *, extra: dict[str, Any] | None = None) -> None:
         """Print a typed error without exiting."""
-        detail = {"error": face_code(error), "message": error.message, **_details(error), **(extra or {})}
+        # one spelling per error at every face: the lowercase code and details the HTTP face answers
+        detail = {**error.face_body(), **(extra or {})}
         if self.json:
             self.document(detail)
         else:
-            self.err.print(f"[bold red]error[/] [red]{escape(face_code(error))}[/]: {escape(error.message)}")
-
-
-def _details(error: WakefulError) -> dict[str, Any]:
-    """The error's structured extras: a harness or control refusal's ``details`` (``field``, ``retry_after_s``,
-    ``scope``/``limit``, ``state``, …, as the HTTP face answers them) and a bundle error's ``rule``/``path``."""
-    rule = getattr(error, "rule", None)
-    path = getattr(error, "path", None)
-    details = getattr(error, "details", None)
-    found: dict[str, Any] = {}
-    if isinstance(details, dict):
-        found.update((str(k), v) for k, v in details.items() if k not in ("error", "message"))
-    if rule:
-        found["rule"] = rule
-    if path:
-        found["path"] = path
-    return found
+            self.err.print(f"[bold red]error[/] [red]{escape(error.code)}[/]: {escape(error.message)}")
 
 
 def out_for(ctx: typer.Context, json_: bool = False) -> Out:

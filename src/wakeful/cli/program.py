@@ -62,7 +62,7 @@ def build_failed_record(result: Any) -> dict[str, Any]:
     """interfaces.md §2.2: the failed build report."""
     return {
         "state": "failed",
-        "kind": "BUILD_FAILED",
+        "kind": "build_failed",
         "failure": getattr(result, "failure", None),
         "error": getattr(result, "error", None),
         "diagnostics": getattr(result, "diagnostics", "") or "",

@@ -13,15 +13,16 @@ from typing import Any
 from wakeful.control.actor import Actor
 from wakeful.control.core import Control
 from wakeful.control.errors import ControlRefused
+from wakeful.errors import WakefulError
 
 __all__ = ["EffectFailed", "EffectOutcomeUnknown", "perform_effect"]
 
 
-class EffectFailed(Exception):
+class EffectFailed(WakefulError):
     """The external system definitely did not apply the request (refused, or never reached)."""
 
 
-class EffectOutcomeUnknown(Exception):
+class EffectOutcomeUnknown(WakefulError):
     """The request may have been applied (e.g. the connection was lost after it was sent)."""
 
 

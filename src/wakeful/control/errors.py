@@ -1,13 +1,15 @@
 """``ControlRefused``: every refusal of the commit kernel, with the stable codes of control-plane.md §4.1.
 
-A ``HarnessError`` subclass, so faces map it like any other code (interfaces.md §2.2: ``invalid_command`` 400;
-``forbidden``, ``not_registered``, ``excluded`` 403; ``not_found`` 404; ``unavailable`` 503; the rest 409).
+A ``HarnessError`` subclass, so faces map it like any other code; the statuses (interfaces.md §2.2:
+``invalid_command`` 400; ``forbidden``, ``not_registered``, ``excluded`` 403; ``not_found`` 404; ``unavailable``
+503; the rest 409) are rows of the one table, ``wakeful.errors.ERROR_CODES``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from wakeful.errors import status_for
 from wakeful.harness.errors import HarnessError
 
 __all__ = ["CODES", "ControlRefused", "http_status"]
@@ -24,9 +26,6 @@ CODES = frozenset(
     }
 )
 
-_HTTP = {"invalid_command": 400, "forbidden": 403, "not_registered": 403, "excluded": 403, "unknown_actor": 403,
-         "not_found": 404, "unavailable": 503}
-
 
 class ControlRefused(HarnessError):
     """The kernel refused a command: ``code`` (one of ``CODES``), a message and structured ``details``.
@@ -40,5 +39,5 @@ class ControlRefused(HarnessError):
 
 
 def http_status(code: str) -> int:
-    """interfaces.md §2.2: the HTTP status of a kernel refusal code."""
-    return _HTTP.get(code, 409)
+    """interfaces.md §2.2: the HTTP status of a kernel refusal code (a row of ``wakeful.errors.ERROR_CODES``)."""
+    return status_for(code)

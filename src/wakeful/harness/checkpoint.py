@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from wakeful.errors import WakefulError
 from wakeful.harness.errors import ConfigTooLarge, InvalidRequest
 from wakeful.runtime import jsonval
 from wakeful.sdk.rules import AGENT_LIMITS
@@ -27,8 +28,10 @@ RESERVED_KEYS = frozenset({"loop_id", "incarnation", "state"})  # §2.5 / §6: i
 _WIDEST_INCARNATION = (1 << 63) - 1  # create-time fit check assumes the widest incarnation the row can hold
 
 
-class CheckpointTooLarge(ValueError):
+class CheckpointTooLarge(WakefulError, ValueError):
     """§6: the state, or the load config merged with it, is over the limits (reason checkpoint_too_large)."""
+
+    code = "checkpoint_too_large"
 
 
 # §6: the create-time config plus loop_id, incarnation and state (the last checkpoint, or null)

@@ -348,7 +348,7 @@ class Harness:
         and MCP take it) or a build.md §3 bundle, and name the artifact ``path`` for the agent.
 
         Returns ``{state: "succeeded", artifact: "sha256:…", path, size, diagnostics}``, or for a compile or
-        verifier failure ``{state: "failed", kind: "BUILD_FAILED", failure, error, diagnostics}`` — a failed
+        verifier failure ``{state: "failed", kind: "build_failed", failure, error, diagnostics}`` — a failed
         build is a result, not an exception. A malformed bundle raises ``BundleError``."""
         return await self.loops.build(agent_id=agent_id, request=request, path=path)
 

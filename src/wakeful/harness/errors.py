@@ -1,41 +1,7 @@
 """The harness's typed refusals, each carrying a stable lowercase code from README.md's error table.
 
-Faces map ``code`` to an HTTP status with ``HTTP_STATUS``; the CLI exits 3 for ``unavailable``, else 1.
-
-    WakefulError
-    └── HarnessError                      (code, message, details)
-        ├── InvalidRequest                invalid_request            400
-        │   ├── InvalidArtifact           invalid_artifact           400
-        │   ├── ConfigTooLarge            config_too_large           400
-        │   ├── CapabilityNotAllowed      capability_not_allowed     400 (loop.create only)
-        │   ├── InvalidEvent              invalid_event              400 (details: field)
-        │   ├── InvalidJson               invalid_json               400
-        │   └── JsonObjectRequired        json_object_required       400
-        ├── NotFound                      not_found                  404
-        │   ├── AgentNotFound             agent_not_found            404
-        │   ├── SessionNotFound           session_not_found          404
-        │   └── ArtifactNotFound          artifact_not_found         404
-        ├── Conflict                      (409 refusals)
-        │   ├── LoopNotActive             loop_not_active            409 (details: state, pause_reason)
-        │   ├── AlreadyActive             already_active             409
-        │   ├── AgentArchived             agent_archived             409
-        │   ├── QuotaExceeded             quota_exceeded             409 (details: scope, limit)
-        │   ├── ArtifactInvalid           artifact_invalid           409
-        │   └── SessionInUse              session_in_use             409
-        ├── HarnessBusy                   busy                       429
-        ├── Throttled                     (429 refusals, details: retry_after_s ≥ 1 → Retry-After)
-        │   ├── RateLimited               rate_limited               429
-        │   ├── MailboxFull               mailbox_full               429
-        │   └── GroupBacklogFull          group_backlog_full         429
-        ├── PayloadTooLarge               payload_too_large          413
-        ├── JsonRequired                  json_required              415
-        ├── StoreUnavailable              unavailable                503 (connection loss, lock timeout, disk full)
-        │   (alias: Unavailable)
-        ├── SchemaError                   (the store cannot be opened at this version)
-        │   ├── SchemaTooNew              schema_too_new             503
-        │   └── UpgradeRequired           upgrade_required           503
-        ├── NodeLocked                    node_locked                (another node holds the SQLite file)
-        └── HostCallRefused               one of harness.md §9.4's reason codes (guest: SF_HOST_ERROR)
+Their place in the one tree is drawn in ``wakeful.errors``, and their HTTP statuses are rows of its one table,
+``ERROR_CODES`` (the CLI exits 3 for ``unavailable``, else 1).
 """
 
 from __future__ import annotations
@@ -45,7 +11,6 @@ from typing import Any
 from wakeful.errors import WakefulError
 
 __all__ = [
-    "HTTP_STATUS",
     "AgentArchived",
     "AgentNotFound",
     "AlreadyActive",
@@ -65,8 +30,8 @@ __all__ = [
     "InvalidRequest",
     "JsonObjectRequired",
     "JsonRequired",
+    "LoopMailboxFull",
     "LoopNotActive",
-    "MailboxFull",
     "NodeLocked",
     "NotFound",
     "PayloadTooLarge",
@@ -91,10 +56,7 @@ class HarnessError(WakefulError):
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
-        self.details: dict[str, Any] = details
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"error": self.code, "message": self.message, **self.details}
+        self.details = details
 
 
 class InvalidRequest(HarnessError):
@@ -213,7 +175,9 @@ class RateLimited(Throttled):
     code = "rate_limited"
 
 
-class MailboxFull(Throttled):
+class LoopMailboxFull(Throttled):
+    """A Loop's pending events are at their limit (harness.md §10); the runtime's object mailbox is ``MailboxFull``."""
+
     code = "mailbox_full"
 
 
@@ -260,39 +224,3 @@ class HostCallRefused(HarnessError):
     def __init__(self, reason: str, message: str = "", **details: Any) -> None:
         super().__init__(message or reason, **details)
         self.code = reason
-
-
-# code -> HTTP status (README.md "Error codes"); codes not listed are 500 at a face
-HTTP_STATUS: dict[str, int] = {
-    "invalid_request": 400,
-    "invalid_bundle": 400,
-    "invalid_artifact": 400,
-    "config_too_large": 400,
-    "capability_not_allowed": 400,
-    "invalid_event": 400,
-    "invalid_json": 400,
-    "json_object_required": 400,
-    "unauthorized": 401,
-    "not_found": 404,
-    "agent_not_found": 404,
-    "session_not_found": 404,
-    "artifact_not_found": 404,
-    "conflict": 409,
-    "loop_not_active": 409,
-    "already_active": 409,
-    "agent_archived": 409,
-    "quota_exceeded": 409,
-    "artifact_invalid": 409,
-    "session_in_use": 409,
-    "payload_too_large": 413,
-    "json_required": 415,
-    "rate_limited": 429,
-    "mailbox_full": 429,
-    "group_backlog_full": 429,
-    "busy": 429,
-    "unavailable": 503,
-    "compiler_unavailable": 503,
-    "schema_too_new": 503,
-    "upgrade_required": 503,
-    "internal": 500,
-}

@@ -26,8 +26,8 @@ from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import (
     GroupBacklogFull,
     HarnessError,
+    LoopMailboxFull,
     LoopNotActive,
-    MailboxFull,
     NotFound,
     RateLimited,
     StoreUnavailable,
@@ -178,7 +178,7 @@ class Intake:
         """§10.1 normalisation, then §10.2 admission in one transaction with the Loop row locked.
 
         Returns the ``202`` body ``{status: "accepted", event_id, duplicate[, payload_mismatch]}``. Raises
-        ``InvalidEvent``, ``PayloadTooLarge``, ``NotFound``, ``LoopNotActive``, ``MailboxFull``,
+        ``InvalidEvent``, ``PayloadTooLarge``, ``NotFound``, ``LoopNotActive``, ``LoopMailboxFull``,
         ``GroupBacklogFull`` or ``StoreUnavailable`` — and then nothing was written.
         """
         if source not in SOURCES:
@@ -295,7 +295,7 @@ class Intake:
             return _accepted(event.event_id, True, stored != event.payload_sha256), False
         waiting = pending[loop_id]
         if len(waiting) >= limits.pending_events:  # step 4
-            raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
+            raise LoopMailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
                               retry_after_s=MAILBOX_RETRY_S)
         held = backlog.get(row.group_id, 0)
         if held + event.envelope_bytes > limits.group_backlog_bytes:  # step 5
@@ -337,7 +337,7 @@ class Intake:
         pending = list((await tx.execute(sa.select(E.c.event_id).where(
             E.c.loop_id == loop_id, E.c.status == "pending").limit(limits.pending_events))).scalars())
         if len(pending) >= limits.pending_events:  # step 4
-            raise MailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
+            raise LoopMailboxFull(f"Loop {loop_id} already holds {limits.pending_events} pending events",
                               retry_after_s=MAILBOX_RETRY_S)
         backlog = await _group_backlog(tx, row.group_id)
         if backlog + event.envelope_bytes > limits.group_backlog_bytes:  # step 5

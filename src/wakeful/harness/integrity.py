@@ -9,13 +9,14 @@ import hashlib
 import os
 from pathlib import Path
 
+from wakeful.errors import WakefulError
 from wakeful.harness.store import artifacts
 from wakeful.harness.store.core import Store
 
 __all__ = ["ArtifactProblem", "read_verified"]
 
 
-class ArtifactProblem(Exception):
+class ArtifactProblem(WakefulError):
     """§4.2 row 9: ``failure`` is ``artifact_missing`` or ``artifact_changed``; ``detail`` says what was found."""
 
     def __init__(self, failure: str, detail: str) -> None:

@@ -73,7 +73,7 @@ class LoopTools:
         path = artifacts.check_path(path)
         result = await self.builder.compile(bundle_of(request))
         if result.state != "succeeded" or result.elf is None:
-            return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+            return {"state": "failed", "kind": "build_failed", "failure": result.failure, "error": result.error,
                     "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
         return await self.upload(agent_id=agent_id, elf=result.elf, path=path, creator=creator,
                                  origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,

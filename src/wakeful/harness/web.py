@@ -21,6 +21,7 @@ from urllib.parse import urljoin
 
 import httpcore
 
+from wakeful.errors import WakefulError
 from wakeful.harness.decide.limiter import BucketSet, Rate
 from wakeful.harness.web_policy import (
     EgressPolicy,
@@ -57,12 +58,12 @@ TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "
               "application/x-www-form-urlencoded")
 
 
-class WebFailure(Exception):
+class WebFailure(WakefulError):
     """A §17.2 failure code answered as data ``{error: {code, message}}``."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code = code
 
     def as_result(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message[:512]}}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, quote, urlsplit
 
+from wakeful.errors import WakefulError
 from wakeful.harness.errors import InvalidRequest
 
 __all__ = ["EgressPolicy", "Target", "WebSettings", "blocked_reason", "parse_target"]
@@ -160,8 +161,10 @@ class Target:
     literal: IPAddress | None
 
 
-class TargetError(ValueError):
+class TargetError(WakefulError, ValueError):
     """The URL is unusable (``invalid_request``)."""
+
+    code = "invalid_request"
 
 
 # §17.1 url: absolute http/https, ≤ 2048 bytes, host required, no userinfo; the fragment is dropped

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from wakeful.errors import status_for
 from wakeful.harness import ops
 from wakeful.harness.errors import HarnessError
 from wakeful.mcp.server import build_table, make_server
@@ -50,8 +51,7 @@ class McpHttpApp:
         try:
             scope[IDENTITY] = await self._authenticate(scope)
         except ToolRefusal as refusal:
-            status = {"unauthorized": 401, "forbidden": 403, "not_found": 404}.get(refusal.code, 503)
-            await _answer(send, status, refusal.to_dict())
+            await _answer(send, status_for(refusal.code), refusal.face_body())
             return
         await self._start()
         await self.manager.handle_request(scope, receive, send)

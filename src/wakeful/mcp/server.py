@@ -3,7 +3,8 @@
 
 Results are structured JSON (checked by clients against each tool's ``outputSchema``) and the same JSON, whole, as
 text; refusals and failed builds are tool errors (``isError: true``) whose content is ``{error, message, …}`` or the
-failed report (interfaces.md §3.1). The SDK texts are resources and the watch set-up is a prompt (mcp/resources.py).
+failed report (interfaces.md §3.1); the MCP column of ``wakeful.errors.ERROR_CODES`` says which codes are bugs (logged,
+answered ``internal``). The SDK texts are resources and the watch set-up is a prompt (mcp/resources.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from wakeful.errors import WakefulError
+from wakeful.errors import WakefulError, mcp_treatment
 from wakeful.mcp import resources
 from wakeful.mcp.table import Failed, McpContext, McpTool, ToolRefusal, ToolTable, check_arguments
 
@@ -80,13 +81,12 @@ def make_server(table: ToolTable, resolve: Resolver, *, tool_names: str = "dotte
             caller = await resolve(ctx)
             args = check_arguments(tool.input_schema, params.arguments)
             value = await tool.handler(args, caller)
-        except ToolRefusal as refusal:
-            return _refusal(refusal)
         except WakefulError as exc:
-            return _refusal(ToolRefusal(exc.code, exc.message, **getattr(exc, "details", {})))
+            if not isinstance(exc, ToolRefusal) and mcp_treatment(exc.code) == "internal":  # a bug, as on HTTP
+                return _internal(tool.name, exc)
+            return _refusal(exc)
         except Exception as exc:
-            log.exception("MCP tool %s failed", tool.name)
-            return _refusal(ToolRefusal("internal", f"{type(exc).__name__}: the tool failed; see the server log"))
+            return _internal(tool.name, exc)
         return _result(value)
 
     async def node_guide(ctx: Any) -> str | None:
@@ -149,8 +149,13 @@ def _result(value: Any) -> types.CallToolResult:
     return _answer(structured, is_error=failed)
 
 
-def _refusal(refusal: ToolRefusal) -> types.CallToolResult:
-    return _answer(json.loads(json.dumps(refusal.to_dict(), default=str)), is_error=True)
+def _refusal(refusal: WakefulError) -> types.CallToolResult:
+    return _answer(json.loads(json.dumps(refusal.face_body(), default=str)), is_error=True)
+
+
+def _internal(name: str, exc: Exception) -> types.CallToolResult:
+    log.error("MCP tool %s failed", name, exc_info=(type(exc), exc, exc.__traceback__))
+    return _refusal(ToolRefusal("internal", f"{type(exc).__name__}: the tool failed; see the server log"))
 
 
 # the text is the whole structured JSON (no cut): a client that shows only text reads every diagnostic and the guide

@@ -27,9 +27,6 @@ class ToolRefusal(WakefulError):
         self.code = code
         self.details = details
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"error": self.code, "message": self.message, **self.details}
-
 
 @dataclass(frozen=True, slots=True)
 class Failed:

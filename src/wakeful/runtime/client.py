@@ -41,9 +41,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 class RpcError(WakefulError):
     """An error response without a §14 exception: ``rpc_code`` (JSON-RPC code), ``kind``, message."""
 
+    code = "rpc_error"
+
     def __init__(self, code: int, kind: str, message: str) -> None:
         super().__init__(message)
-        self.code = kind
         self.rpc_code = code
         self.kind = kind
 
@@ -51,7 +52,7 @@ class RpcError(WakefulError):
 class RuntimeClosed(WakefulError):
     """The child's pipe closed or the child exited while a call was pending."""
 
-    code = "RUNTIME_CLOSED"
+    code = "runtime_closed"
 
 
 class CompileResult(NamedTuple):

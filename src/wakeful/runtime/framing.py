@@ -8,7 +8,7 @@ from __future__ import annotations
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from wakeful.errors import RPC_CODES
+from wakeful.errors import RPC_CODES, WakefulError
 from wakeful.runtime import jsonval
 
 __all__ = [
@@ -34,7 +34,7 @@ MAX_ID_BYTES = 128  # §4 step 5
 MAX_MESSAGE_BYTES = 4_096  # §5: error messages are cut at a character boundary
 
 
-class FrameTooLong(Exception):
+class FrameTooLong(WakefulError):
     """An incoming line is longer than the frame bound (§3): fatal for the session."""
 
 

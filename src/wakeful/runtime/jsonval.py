@@ -3,10 +3,10 @@ Values are plain Python objects; a checked value travels in a ``Json`` box with 
 
 Error tree (all under ``wakeful.errors.InvalidParams``)::
 
-    JsonError            INVALID_PARAMS  any refusal
-    ├── JsonSyntaxError  PARSE_ERROR     not RFC 8259 text (NaN, lone surrogates, 1e400, bad UTF-8, …)
-    ├── JsonLimitError   INVALID_PARAMS  valid JSON over a limit (size, depth, nodes; RecursionError)
-    └── JsonTypeError    INVALID_PARAMS  a Python object that is not a JSON value (tuple, NaN, int key, …)
+    JsonError            invalid_request (INVALID_PARAMS)  any refusal
+    ├── JsonSyntaxError  invalid_json (PARSE_ERROR)        not RFC 8259 text (NaN, lone surrogates, 1e400, bad UTF-8, …)
+    ├── JsonLimitError   invalid_request (INVALID_PARAMS)  valid JSON over a limit (size, depth, nodes; RecursionError)
+    └── JsonTypeError    invalid_request (INVALID_PARAMS)  a Python object that is not a JSON value (tuple, NaN, int key, …)
 
 Values held in ``Json`` boxes are never mutated in place: builders make a shallow copy and replace the
 box, so boxes may share sub-values (sdk.md §5 allows sharing immutable parts).
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, NamedTuple, TypeAlias
 
-from wakeful.errors import InvalidParams
+from wakeful.errors import InvalidParams, WakefulError
 from wakeful.runtime import footprint
 
 __all__ = [
@@ -72,7 +72,7 @@ class JsonError(InvalidParams):
 class JsonSyntaxError(JsonError):
     """The text is not strict RFC 8259 JSON (a guest sees SF_INVALID, a protocol frame -32700)."""
 
-    code = "PARSE_ERROR"
+    code = "invalid_json"
 
 
 class JsonLimitError(JsonError):
@@ -101,11 +101,11 @@ class Json(NamedTuple):
         return self.size <= MAX_BYTES and self.nodes <= MAX_NODES and self.depth <= MAX_DEPTH
 
 
-class _Refused(Exception):
+class _Refused(WakefulError):
     """Raised from inside ``json.loads`` hooks; turned into ``JsonSyntaxError``."""
 
 
-class _Over(Exception):
+class _Over(WakefulError):
     """Raised by the walk when a cap is crossed."""
 
 

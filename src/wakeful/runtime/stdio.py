@@ -58,7 +58,7 @@ STDIN, STDOUT = 0, 1
 _ABSENT: Any = object()
 
 
-class _Fatal(Exception):
+class _Fatal(WakefulError):
     """The session must close: an early error of §4 that cannot be queued (a stalled reader)."""
 
 
@@ -394,9 +394,9 @@ class Session:
     @staticmethod
     def _failure(method: str, exc: Exception) -> dict[str, Any]:
         """The error response (id filled in later) for a method that raised (§5)."""
-        if isinstance(exc, WakefulError):
-            kind = exc.code if exc.code in RPC_CODES else "INTERNAL"
-            return error_frame(None, kind, str(exc))
+        if isinstance(exc, WakefulError) and exc.code != "internal":
+            kind = exc.wire_code  # the §5 kind of the error's code (wakeful.errors)
+            return error_frame(None, kind if kind is not None and kind in RPC_CODES else "INTERNAL", str(exc))
         log.error("internal error in %s", method, exc_info=exc)  # a wakeful bug: answered, never a dead session
         return error_frame(None, "INTERNAL", f"internal error: {type(exc).__name__}")
 

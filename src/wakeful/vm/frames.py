@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from wakeful.errors import WakefulError
 from wakeful.vm import isa
 from wakeful.vm.guest import HELPER_ARITY
 from wakeful.vm.isa import Insn
@@ -29,7 +30,7 @@ Value = tuple[int, int] | None  # an interval of K, or None: unknown r10-derived
 State = dict[int, Value]  # register -> value; an absent register is not r10-derived
 
 
-class _Full(Exception):
+class _Full(WakefulError):
     """A derived value escaped precise tracking: the frame is the full 4,096 bytes (vm.md §5.1)."""
 
 

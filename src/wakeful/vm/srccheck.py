@@ -14,12 +14,13 @@ from __future__ import annotations
 import ast
 import re
 
+from wakeful.errors import WakefulError
 from wakeful.vm.guest import SUSPENDING_HELPERS
 
 __all__ = ["ALLOWED_NODES", "PREBOUND_CALLS", "PREBOUND_VALUES", "YIELD_NAMES", "UnsafeSource", "check_source"]
 
 
-class UnsafeSource(Exception):
+class UnsafeSource(WakefulError):
     """A generated module holds syntax outside the S11 allowlist (a translator bug, never run)."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from wakeful.errors import GuestFault
+from wakeful.errors import GuestFault, WakefulError
 from wakeful.vm import isa
 from wakeful.vm.guest import HELPER_MAX_CHARGE, PREEMPT, SUSPENDING_HELPERS, SYNC_HELPERS
 from wakeful.vm.isa import BASE, Insn
@@ -904,7 +904,7 @@ def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
 UNTRANSLATABLE = (SyntaxError, RecursionError, MemoryError, ValueError)
 
 
-class Untranslatable(Exception):
+class Untranslatable(WakefulError):
     """Generating or compiling a shape failed; the program runs on the reference interpreter."""
 
 

@@ -261,7 +261,7 @@ def test_build_route(live: LiveApi) -> None:
     table = live.call(lambda h: _stored_table(h, t["group"], sha))  # issue 18: the line table beside the artifact
     assert table is not None and table.elf_sha256 == sha
     bad = c.post(f"{g}/builds", headers=auth(t["akey"]), json={"source": "int main( {"}).json()
-    assert bad["state"] == "failed" and bad["kind"] == "BUILD_FAILED" and bad["diagnostics"]
+    assert bad["state"] == "failed" and bad["kind"] == "build_failed" and bad["diagnostics"]
     r = c.post(f"{g}/builds", headers=auth(t["gkey"]), json={"source": src})
     assert r.status_code == 400 and r.json()["field"] == "agent_id"  # a person names the agent
     r = c.post(f"{g}/builds", headers=auth(t["akey"]), json={"files": {"../x.c": "int x;"}, "entry": "../x.c"})

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wakeful.bench.harness_schema import validate_harness
-from wakeful.bench.schema import SchemaError
+from wakeful.bench.schema import BenchSchemaError
 
 pytestmark = pytest.mark.integration
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -61,7 +61,7 @@ def test_harness_schema_rejects_a_run_without_steps() -> None:
            "mem_total_bytes": None, "options": {}, "peer_version": None, "targets": [],
            "runs": [{"round": 1, "system": "wakeful", "store": "sqlite", "count": 1, "load_average_start": [0.0],
                      "failures": []}]}
-    with pytest.raises(SchemaError, match=r"runs\[0\].*steps"):
+    with pytest.raises(BenchSchemaError, match=r"runs\[0\].*steps"):
         validate_harness(doc)
 
 

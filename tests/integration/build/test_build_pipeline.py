@@ -347,7 +347,7 @@ def test_pipeline_row20_zig_missing_or_broken(tmp_path: Path) -> None:
             run(b.compile({"sdk_version": 1, "entry": "m.c", "files": {}}))
         with pytest.raises(BuildUnavailable) as err:
             run(b.compile({"sdk_version": 1, "entry": "m.c", "files": {"m.c": MAIN}}))
-        assert err.value.code == "SANDBOX_UNAVAILABLE"
+        assert err.value.code == "compiler_unavailable"
     broken = tmp_path / "broken" / "zig"
     broken.parent.mkdir()
     broken.write_bytes(b"\x7fELF not really")
@@ -480,7 +480,7 @@ def test_pipeline_queue_full_is_busy(tmp_path: Path) -> None:
 
         outcomes = run(flood())
         busy = [o for o in outcomes if isinstance(o, BuildBusy)]
-        assert len(busy) == 1 and busy[0].code == "BUSY" and "build queue full" in busy[0].message
+        assert len(busy) == 1 and busy[0].code == "busy" and "build queue full" in busy[0].message
         assert all(getattr(o, "state", None) == "succeeded" for o in outcomes if not isinstance(o, BuildBusy))
 
 

@@ -139,7 +139,7 @@ def test_build_compiler_error_exits_1(home: Path, tmp_path: Path) -> None:
     proc = wakeful(home, "build", str(src), "--json")
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
-    assert doc["state"] == "failed" and doc["kind"] == "BUILD_FAILED" and doc["failure"] == "compiler_error"
+    assert doc["state"] == "failed" and doc["kind"] == "build_failed" and doc["failure"] == "compiler_error"
     assert "undefined_name" in doc["diagnostics"]
     human = wakeful(home, "build", str(src))
     assert human.returncode == 1 and "build failed" in human.stderr and "Traceback" not in human.stderr
@@ -180,7 +180,7 @@ def test_build_without_a_compiler_exits_3(home: Path, tmp_path: Path) -> None:
     env = {"PYTHONPATH": f"{shadow}{os.pathsep}{SRC}", "WAKEFUL_HOME": str(tmp_path / "fresh")}
     proc = wakeful(home, "build", str(src), "--json", env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["error"] == "SANDBOX_UNAVAILABLE"
+    assert json.loads(proc.stdout)["error"] == "compiler_unavailable"
     run = wakeful(home, "run", str(src), env=env)
     assert run.returncode == 3 and "Traceback" not in run.stderr
 
@@ -202,9 +202,9 @@ def test_check_good_and_bad_elf(home: Path, tmp_path: Path, compile_c: Compile) 
     proc = wakeful(home, "build", "--check", str(bad), "--json")
     assert proc.returncode == 1
     err = json.loads(proc.stdout)
-    assert err["error"] == "INVALID_OBJECT" and err["rule"].startswith("ELF")
+    assert err["error"] == "invalid_artifact" and err["rule"].startswith("ELF")
     human = wakeful(home, "build", "--check", str(bad))
-    assert human.returncode == 1 and "INVALID_OBJECT" in human.stderr and "Traceback" not in human.stderr
+    assert human.returncode == 1 and "invalid_artifact" in human.stderr and "Traceback" not in human.stderr
 
 
 def test_check_refuses_jump_tables(home: Path, tmp_path: Path, compile_c: Compile) -> None:
@@ -374,7 +374,7 @@ def test_run_build_failure_exits_1(home: Path, tmp_path: Path) -> None:
     proc = wakeful(home, "run", str(src), "--json")
     assert proc.returncode == 1
     end = final(proc.stdout)
-    assert end["kind"] == "BUILD_FAILED" and end["state"] == "failed"
+    assert end["kind"] == "build_failed" and end["state"] == "failed"
     human = wakeful(home, "run", str(src))
     assert human.returncode == 1 and "build failed" in human.stderr and "error:" in human.stderr
 
@@ -385,7 +385,7 @@ def test_run_refused_elf_exits_1(home: Path, tmp_path: Path) -> None:
     proc = wakeful(home, "run", str(bad), "--json")
     assert proc.returncode == 1
     end = final(proc.stdout)
-    assert end["state"] == "refused" and end["error"] == "INVALID_OBJECT"
+    assert end["state"] == "refused" and end["error"] == "invalid_artifact"
 
 
 def test_run_bad_event_payload_exits_2(home: Path, tmp_path: Path) -> None:
@@ -421,7 +421,7 @@ def test_vm_dump_refuses_bad_elf(home: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.o"
     bad.write_bytes(b"\x7fELF" + b"\x01" * 100)
     proc = wakeful(home, "vm", "dump", str(bad), "--json")
-    assert proc.returncode == 1 and json.loads(proc.stdout)["error"] == "INVALID_OBJECT"
+    assert proc.returncode == 1 and json.loads(proc.stdout)["error"] == "invalid_artifact"
 
 
 def test_run_quiet_prints_only_the_final_line(home: Path, tmp_path: Path) -> None:

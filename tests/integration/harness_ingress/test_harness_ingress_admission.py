@@ -13,7 +13,7 @@ from support.ingress_harness import counter_loop, event_rows, seen, statuses
 from support.loops_harness import snapshot, started, until
 
 from wakeful.harness.config import Limits
-from wakeful.harness.errors import GroupBacklogFull, LoopNotActive, MailboxFull, NotFound
+from wakeful.harness.errors import GroupBacklogFull, LoopMailboxFull, LoopNotActive, NotFound
 
 
 async def test_admitted_event_is_delivered_acked_once_and_stays_a_duplicate(
@@ -90,7 +90,7 @@ async def test_the_33rd_pending_event_is_mailbox_full_and_nothing_is_written(
         await until(all_seen)  # the guest is idle again (it pops, checkpoints, never acks "hold")
         await until(all_stamped)
         before = await snapshot(h)
-        with pytest.raises(MailboxFull) as refused:
+        with pytest.raises(LoopMailboxFull) as refused:
             await h.send_event(loop_id, "hold", {"i": 32}, "e32")
         assert refused.value.details["retry_after_s"] == 5
         assert await snapshot(h) == before
@@ -242,7 +242,7 @@ async def test_concurrent_admissions_never_overshoot_the_mailbox_and_keep_admiss
         async def one(i: int) -> str:
             try:
                 await h.send_event(loop_id, "hold", {"i": i}, f"e{i:02d}")
-            except MailboxFull:
+            except LoopMailboxFull:
                 return "full"
             return "ok"
 

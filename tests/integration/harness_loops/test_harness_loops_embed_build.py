@@ -28,7 +28,7 @@ async def test_build_takes_source_and_answers_a_failed_build(
         view = await h.create_loop(agent_id=agent, session_id=session, artifact="/loops/hb.elf")
         assert view["state"] == "active"
         failed = await h.build(agent, {"source": "int main(void) { return undeclared; }\n"})
-        assert (failed["state"], failed["kind"]) == ("failed", "BUILD_FAILED")
+        assert (failed["state"], failed["kind"]) == ("failed", "build_failed")
         assert "undeclared" in failed["diagnostics"]
         for bad in ({"source": 5}, {"source": "x", "files": [1]}, {"source": "x", "colour": 1}):
             with pytest.raises(InvalidRequest):

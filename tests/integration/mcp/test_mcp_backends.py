@@ -29,7 +29,7 @@ async def call(table: ToolTable, ctx: McpContext, name: str, args: dict[str, Any
     try:
         return await tool.handler(check_arguments(tool.input_schema, args), ctx)
     except ToolRefusal as refusal:
-        return refusal.to_dict()
+        return refusal.face_body()
     except WakefulError as exc:
         return {"error": exc.code, "message": exc.message}
 

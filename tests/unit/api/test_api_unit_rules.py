@@ -24,9 +24,9 @@ def test_error_table_and_registration() -> None:
                 "busy": 429, "unavailable": 503, "compiler_unavailable": 503, "internal": 500}
     assert {code: errors.status_for(code) for code in expected} == expected
     assert errors.status_for("never_heard_of_it") == 500
-    errors.register_status("unit_test_refusal", 409)
-    errors.register_status("unit_test_refusal", 409)  # the same mapping again is fine
-    assert errors.status_for("unit_test_refusal") == 409
+    errors.register_status("not_found", 404)  # confirming a row of wakeful.errors.ERROR_CODES is fine
+    with pytest.raises(ValueError):  # a code that is not a row: codes are added to the one table only
+        errors.register_status("unit_test_refusal", 409)
     with pytest.raises(ValueError):
         errors.register_status("not_found", 410)
 

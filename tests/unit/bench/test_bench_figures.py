@@ -12,7 +12,7 @@ import pytest
 from wakeful.bench.density import failed_checks, judge, raise_for_failures
 from wakeful.bench.memory import per_object, snapshot
 from wakeful.bench.progress import percentile
-from wakeful.bench.schema import SchemaError, validate
+from wakeful.bench.schema import BenchSchemaError, validate
 from wakeful.bench.variants import BenchError
 
 
@@ -147,13 +147,13 @@ def test_schema_accepts_a_document_and_names_the_first_mismatch() -> None:
     validate(doc)
     broken = copy.deepcopy(doc)
     del broken["runs"][1]["snapshots"]["after_soak"]
-    with pytest.raises(SchemaError, match=r"\$\.runs\[1\]\.snapshots: missing 'after_soak'"):
+    with pytest.raises(BenchSchemaError, match=r"\$\.runs\[1\]\.snapshots: missing 'after_soak'"):
         validate(broken)
     broken = copy.deepcopy(doc)
     broken["runs"][0]["acks"] = True
-    with pytest.raises(SchemaError, match=r"\$\.runs\[0\]\.acks: expected integer"):
+    with pytest.raises(BenchSchemaError, match=r"\$\.runs\[0\]\.acks: expected integer"):
         validate(broken)
     broken = copy.deepcopy(doc)
     broken["schema"] = "wakeful.bench.density/2"
-    with pytest.raises(SchemaError, match="schema"):
+    with pytest.raises(BenchSchemaError, match="schema"):
         validate(broken)

@@ -17,7 +17,7 @@ def req(files: dict[str, str], entry: str | None = None, sdk_version: object = 1
 def refused(request: dict[str, object]) -> BundleError:
     with pytest.raises(BundleError) as info:
         validate(request)
-    assert info.value.code == "INVALID_PARAMS"
+    assert info.value.code == "invalid_bundle" and info.value.wire_code == "INVALID_PARAMS"
     return info.value
 
 

@@ -21,7 +21,7 @@ from wakeful.harness.errors import InvalidEvent, QuotaExceeded, RateLimited
         (QuotaExceeded("agent", 20), {"error": "quota_exceeded", "message": "the agent is at its limit of 20 active Loops",
                                       "scope": "agent", "limit": 20}),
         (BundleError("path", "bad path", "a/../b.c"),
-         {"error": "invalid_request", "message": "bad path", "rule": "path", "path": "a/../b.c"}),
+         {"error": "invalid_bundle", "message": "bad path", "rule": "path", "path": "a/../b.c"}),
     ],
 )
 def test_json_error_keeps_details(error: Exception, expected: dict[str, object],

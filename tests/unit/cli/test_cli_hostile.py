@@ -41,7 +41,7 @@ def test_mutated_elf_is_checked_or_refused(
         doc = json.loads(out)
         assert ("error" in doc) == (code == 1)
         if code == 1:
-            assert doc["error"] == "INVALID_OBJECT" and "internal" not in err
+            assert doc["error"] == "invalid_artifact" and "internal" not in err
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_garbage_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     path = tmp_path / "g.o"
     path.write_bytes(blob)
     assert main(["build", "--check", str(path), "--json"]) == 1
-    assert json.loads(capsys.readouterr().out)["error"] == "INVALID_OBJECT"
+    assert json.loads(capsys.readouterr().out)["error"] == "invalid_artifact"
     assert main(["run", str(path), "--json", "--timeout", "1"]) == 1
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert record["type"] == "final" and record["state"] == "refused"

@@ -205,8 +205,8 @@ def test_cyclic_python_value_is_refused() -> None:
 
 
 def test_errors_are_typed_for_the_protocol() -> None:
-    assert JsonSyntaxError("x").code == "PARSE_ERROR"
-    assert JsonLimitError("x").code == "INVALID_PARAMS"
+    assert (JsonSyntaxError("x").code, JsonSyntaxError("x").wire_code) == ("invalid_json", "PARSE_ERROR")
+    assert (JsonLimitError("x").code, JsonLimitError("x").wire_code) == ("invalid_request", "INVALID_PARAMS")
 
 
 json_values = st.recursive(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from wakeful.errors import WakefulError
+
 __all__ = ["CODES", "DecideFailure", "ProviderError"]
 
 # harness.md §16.5: every outcome a valid request can have besides an answer
@@ -16,13 +18,12 @@ CODES = frozenset({
 })
 
 
-class DecideFailure(Exception):
+class DecideFailure(WakefulError):
     """A decide call that ends without an answer; ``as_result()`` is what the caller receives."""
 
     def __init__(self, code: str, message: str = "", **details: Any) -> None:
         super().__init__(message or code)
         self.code = code if code in CODES else "provider_error"
-        self.message = message or code
         self.details = details
 
     def as_result(self) -> dict[str, Any]:

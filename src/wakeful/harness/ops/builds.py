@@ -148,7 +148,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, sourc
     except BuildBusy as exc:
         raise HarnessBusy(exc.message, retry_after_s=1) from None
     if result.state != "succeeded" or result.elf is None:
-        return {"state": "failed", "kind": "BUILD_FAILED", "failure": result.failure, "error": result.error,
+        return {"state": "failed", "kind": "build_failed", "failure": result.failure, "error": result.error,
                 "diagnostics": result.diagnostics, "diagnostics_truncated": result.diagnostics_truncated}
     stored = await harness.loops.upload(agent_id=agent, elf=result.elf, path=path, creator=principal.actor,
                                         origin="build", toolchain=result.toolchain, diagnostics=result.diagnostics,
