@@ -42,6 +42,7 @@ spinfoam v1 kind and JSON-RPC code put on the wire (runtime-protocol.md §5; ``w
     ├── HarnessError                      internal               (harness.errors: code, message, details)
     │   ├── InvalidRequest                invalid_request
     │   │   ├── InvalidArtifact           invalid_artifact
+    │   │   ├── BundleRefused             invalid_bundle         (a build operation's bundle, build.md §3)
     │   │   ├── ConfigTooLarge            config_too_large
     │   │   ├── CapabilityNotAllowed      capability_not_allowed
     │   │   ├── InvalidEvent              invalid_event
@@ -73,7 +74,8 @@ spinfoam v1 kind and JSON-RPC code put on the wire (runtime-protocol.md §5; ``w
     │   │   └── UpgradeRequired           upgrade_required
     │   ├── NodeLocked                    node_locked
     │   ├── HostCallRefused               [a harness.md §9.4 reason]
-    │   ├── CompilerUnavailable           compiler_unavailable   (harness.scripts)
+    │   ├── CompilerUnavailable           compiler_unavailable
+    │   ├── TestRefused                   test_refused           (loop.test: the runtime refused the artifact)
     │   ├── SignatureRefused              unauthorized           (harness.webhook_verify)
     │   ├── Refused                       [the remote node's code] (harness.ops.backend)
     │   ├── ApiError                      [any code]             (api.errors)
@@ -159,6 +161,7 @@ ROWS: tuple[ErrorCode, ...] = (
     # -- runtime, build, VM: the exceptions of this module, with their stdio kinds (runtime-protocol.md §5)
     _E("invalid_request", 400, wire="INVALID_PARAMS", rpc=-32602),  # InvalidParams; the harness's InvalidRequest
     _E("invalid_bundle", 400, wire="INVALID_PARAMS", rpc=-32602),  # BundleError (build.md §3)
+    _E("test_refused", 400),  # loop.test: the runtime refused the artifact or an event
     _E("invalid_json", 400, wire="PARSE_ERROR", rpc=-32700),  # JsonSyntaxError; the harness's InvalidJson
     _E("busy", 429, wire="BUSY", rpc=-32001),  # Busy, BuildBusy; HarnessBusy; a host-call reason
     _E("mailbox_full", 429, wire="MAILBOX_FULL", rpc=-32002),  # MailboxFull; LoopMailboxFull (harness)
@@ -226,7 +229,6 @@ ROWS: tuple[ErrorCode, ...] = (
     _E("invalid_arguments", None),  # also a host-call reason
     _E("invalid_result", None),
     _E("tool_failed", None),  # also a host-call reason
-    _E("test_refused", None),
     # -- answered as data, never as an HTTP error: host-call reasons (harness.md §9.4), decide (§16.5), web (§17.2)
     *(_E(code, None) for code in (
         "stale_incarnation", "not_active", "budget_exhausted", "console_budget_exhausted", "checkpoint_too_large",

@@ -17,6 +17,8 @@ __all__ = [
     "ArtifactInvalid",
     "ArtifactNotFound",
     "CapabilityNotAllowed",
+    "BundleRefused",
+    "CompilerUnavailable",
     "ConfigTooLarge",
     "Forbidden",
     "Conflict",
@@ -42,6 +44,7 @@ __all__ = [
     "SessionInUse",
     "SessionNotFound",
     "StoreUnavailable",
+    "TestRefused",
     "Throttled",
     "Unauthorized",
     "Unavailable",
@@ -119,6 +122,25 @@ class Forbidden(HarnessError):
     """A principal inside its scope lacking the role for an operation."""
 
     code = "forbidden"
+
+
+class BundleRefused(InvalidRequest):
+    """``400 invalid_bundle``: a build bundle breaks a rule of build.md §3 (``rule``, ``path``)."""
+
+    code = "invalid_bundle"
+
+
+class CompilerUnavailable(HarnessError):
+    """The build toolchain cannot be used on this node, or builds are off (``503 compiler_unavailable``)."""
+
+    code = "compiler_unavailable"
+
+
+class TestRefused(HarnessError):
+    """``loop.test``: the runtime refused to load the artifact or an event (``reason``, ``rule``)."""
+
+    __test__ = False  # not a pytest class
+    code = "test_refused"
 
 
 class Conflict(HarnessError):

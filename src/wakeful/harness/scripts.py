@@ -21,7 +21,7 @@ from wakeful.errors import (
     InvalidParams,
 )
 from wakeful.harness.config import ScriptLimits
-from wakeful.harness.errors import HarnessError, HostCallRefused, InvalidRequest
+from wakeful.harness.errors import CompilerUnavailable, HarnessError, HostCallRefused, InvalidRequest
 from wakeful.runtime import Clock, HostCall, ObjectStatus, Runtime, RuntimeOptions, SystemClock, jsonval
 
 __all__ = ["CompilerUnavailable", "ScriptRunner", "ToolCaller", "bundle_request"]
@@ -41,12 +41,6 @@ SCRIPT_SLICE_INSNS = 131_072
 
 # tool.call(agent_id, group_id, tool, args, deadline_unix_ms) → value; raises HostCallRefused for a refusal
 ToolCaller = Callable[[str, str, str, Any, int], Awaitable[Any]]
-
-
-class CompilerUnavailable(HarnessError):
-    """The build toolchain cannot be used on this node (HTTP 503 ``compiler_unavailable``)."""
-
-    code = "compiler_unavailable"
 
 
 @dataclass(slots=True)

@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from wakeful.errors import BuildBusy, BuildUnavailable, BundleError, InvalidParams, WakefulError
-from wakeful.harness.errors import HarnessBusy, HarnessError, InvalidRequest, NotFound
+from wakeful.harness.errors import (
+    BundleRefused,
+    CompilerUnavailable,
+    HarnessBusy,
+    InvalidRequest,
+    NotFound,
+    TestRefused,
+)
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import check_group
 from wakeful.sdk.rules import AGENT_LIMITS
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
     from wakeful.harness.principal import Principal
 
 __all__ = [
-    "SPEC_LIMITS", "BundleRefused", "CompilerUnavailable", "TestRefused", "acting_agent", "agent_in_scope",
+    "SPEC_LIMITS", "acting_agent", "agent_in_scope",
     "bundle_of", "create", "sdk", "sdk_view", "test",
 ]
 
@@ -41,28 +48,6 @@ MAX_TEST_TIMEOUT_S = 30.0
 MAX_TEST_EVENTS = AGENT_LIMITS["pending_events"]  # harness.md §20 pending events
 TEST_RUNS_PER_NODE = 2  # a test runs a guest in the node's process: at most two at once per harness
 _runs: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-class BundleRefused(InvalidRequest):
-    """``400 invalid_bundle``: the bundle breaks a rule of build.md §3 (``rule``, ``path``)."""
-
-    code = "invalid_bundle"
-
-
-class CompilerUnavailable(HarnessError):
-    """``503 compiler_unavailable``: this node has no compiler (or builds are off)."""
-
-    code = "compiler_unavailable"
-
-
-class TestRefused(HarnessError):
-    """``test_refused``: the runtime refused to load the artifact or an event (``reason``, ``rule``)."""
-
-    __test__ = False  # not a pytest class
-    code = "test_refused"
-
-
-# ---------------------------------------------------------------------- scope
 
 
 def acting_agent(principal: Principal, agent_id: str | None) -> str:
