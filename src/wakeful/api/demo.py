@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wakeful.harness import ops
 from wakeful.harness.errors import NotFound
-from wakeful.harness.store import agents, groups
 
 if TYPE_CHECKING:
     from wakeful.harness import Harness
@@ -86,9 +86,7 @@ async def set_up_demo(h: Harness) -> DemoInfo:
 
 async def _reuse(h: Harness, saved: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        async with h.store.tx(readonly=True) as tx:
-            await groups.get_group(tx, str(saved["group_id"]))
-            await agents.get_agent(tx, str(saved["agent_id"]))
+        await ops.agents.get(h, ops.OPERATOR, group_id=str(saved["group_id"]), agent_id=str(saved["agent_id"]))
     except (NotFound, KeyError, TypeError):
         return None
     return saved

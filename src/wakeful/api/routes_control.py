@@ -17,10 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wakeful.api.auth import MemberPrincipal, Principal
 from wakeful.api.context import harness_of
-from wakeful.api.errors import register_status
 from wakeful.api.pages import Cursor, Limit, page
 from wakeful.control import Actor, Control, ControlRefused, script_runner, validate
-from wakeful.control.errors import CODES, http_status
 from wakeful.harness import ops
 from wakeful.harness.errors import NotFound, StoreUnavailable
 
@@ -30,8 +28,6 @@ router = APIRouter(tags=["control"])
 G = "/v1/agent-groups/{group_id}"
 GOAL = G + "/goals/{goal_id}"
 
-for _code in sorted(CODES):  # §2.2: the kernel's codes and their statuses, in the one error table
-    register_status(_code, http_status(_code))
 
 
 class GoalIn(BaseModel):

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from wakeful.api.auth import AnyPrincipal
 from wakeful.api.context import settings_of
+from wakeful.harness import ops
 
 __all__ = ["router"]
 
@@ -21,25 +22,14 @@ async def healthz(request: Request) -> JSONResponse:
     harness = request.app.state.harness
     settings = settings_of(request)
     node = settings.node_name
-    try:  # not started (RuntimeError) or any failure to reach the store is "unavailable" here
-        async with harness.store.tx(readonly=True) as tx:
-            await tx.now_ms()
-        store_ok = True
-    except Exception:
-        store_ok = False
-    if not store_ok:
+    health = await ops.nodes.health(harness)
+    if health == "unavailable":
         return JSONResponse({"status": "unavailable", "error": "unavailable", "message": "the store is unreachable",
                              "node": node, "store": "unavailable"}, status_code=503)
-    if not _accepting(harness):  # interfaces.md §2.2 / harness.md §19.4: a draining node answers 503
+    if health == "draining":  # interfaces.md §2.2 / harness.md §19.4: a draining node answers 503
         return JSONResponse({"status": "draining", "error": "unavailable", "message": "this node is draining",
                              "node": node, "store": "ok"}, status_code=503)
     return JSONResponse({"status": "ok", "node": node, "store": "ok"})
-
-
-def _accepting(harness: Any) -> bool:
-    """False once a cluster node's placement left ``alive`` (draining or gone); a single node always accepts."""
-    placement = harness.node.placement
-    return placement is None or bool(placement.accepting)
 
 
 @router.get("/v1/info", summary="Versions, node, store kind, compiler availability and limits")

@@ -25,10 +25,8 @@ from wakeful.cli.output import Out, Unavailable, UsageError, escape, out_for, sh
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
-    from wakeful.cli.remote import Remote
-    from wakeful.harness.config import Config
+    from wakeful.harness import Harness
     from wakeful.harness.ops import Backend
-    from wakeful.harness.store import Store
 
 __all__ = [
     "loop_discard", "loop_events", "loop_retry", "loop_send", "loop_tail", "loop_webhook", "register",
@@ -51,19 +49,17 @@ def register(loop_app: typer.Typer, session_app: typer.Typer) -> None:
     session_app.command("watch")(session_watch)
 
 
-def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
-    """Open the configured store as the operator, run ``body``, close; typed errors exit 1, unavailable 3."""
+def _run(out: Out, body: Callable[[Harness], Awaitable[T]]) -> T:
+    """The configured store as the operator (``Harness.offline``: nothing runs here), ``body``, close; typed
+    errors exit 1, unavailable 3."""
+    from wakeful.harness import Harness
     from wakeful.harness.config import load_config
     from wakeful.harness.errors import StoreUnavailable
-    from wakeful.harness.store import Store
 
     async def go() -> T:
-        config = load_config()
-        store = await Store.open(store_url())
-        try:
-            return await body(store, config)
-        finally:
-            await store.close()
+        harness = Harness(load_config(), db_url=store_url())
+        async with harness.offline():
+            return await body(harness)
 
     try:
         return asyncio.run(go())
@@ -71,13 +67,6 @@ def _run(out: Out, body: Callable[[Store, Config], Awaitable[T]]) -> T:
         out.fail(Unavailable(exc.message))
     except WakefulError as exc:
         out.fail(exc)
-
-
-def _either(out: Out, body: Callable[[Store, Config], Awaitable[T]], remote_body: Callable[[Remote], T]) -> T:
-    """Remote mode: ``remote_body`` against the server with the key; local mode: ``body`` on the store."""
-    if remote.server_url() is None:
-        return _run(out, body)
-    return remote.call(out, lambda: remote_body(remote.connect()))
 
 
 def _show(out: Out, value: Any, lines: list[str]) -> None:
@@ -244,39 +233,15 @@ async def _follow(seconds: float | None, poll: Callable[[], Awaitable[None]]) ->
 def loop_tail(ctx: typer.Context, loop_id: str, for_: ForOpt = None, json_: JsonOpt = False) -> None:
     """Follow a Loop's log lines and transitions live (Ctrl-C stops); JSON Lines with --json."""
     remote.refuse_local("wakeful loop tail")  # the API has no log stream to follow (interfaces.md §2.2)
-    import sqlalchemy as sa
-
-    from wakeful.harness.store import loops, schema
-
     out = out_for(ctx, json_)
-    LOG, TR = schema.loop_log, schema.loop_transition
 
-    async def body(store: Store, config: Config) -> None:
-        async with store.tx(readonly=True) as tx:
-            await loops.get_loop(tx, loop_id)
-            start_log = (await tx.execute(sa.select(sa.func.max(LOG.c.seq)).where(LOG.c.loop_id == loop_id))).scalar()
-            start_tr = (await tx.execute(sa.select(sa.func.max(TR.c.seq)).where(TR.c.loop_id == loop_id))).scalar()
-        # context first: the Loop's last 20 log lines and last 5 transitions (seqs are global, so fetch by rank)
-        async with store.tx(readonly=True) as tx:
-            cursor = {"log": await _rank(tx, LOG, loop_id, 20, start_log),
-                      "transition": await _rank(tx, TR, loop_id, 5, start_tr)}
+    async def body(harness: Harness) -> None:
+        from wakeful.harness.ops import follow
+
+        cursor = await follow.loop_cursor(harness, loop_id)  # context first: the last 20 lines, 5 transitions
 
         async def poll() -> None:
-            async with store.tx(readonly=True) as tx:
-                logs = list(await tx.execute(sa.select(LOG).where(
-                    LOG.c.loop_id == loop_id, LOG.c.seq > cursor["log"]).order_by(LOG.c.seq).limit(1000)))
-                trs = list(await tx.execute(sa.select(TR).where(
-                    TR.c.loop_id == loop_id, TR.c.seq > cursor["transition"]).order_by(TR.c.seq).limit(1000)))
-            records = [{"type": "log", "seq": r.seq, "at_ms": r.at_ms, "incarnation": r.incarnation,
-                        "source": r.source, "text": r.text} for r in logs]
-            records += [{"type": "transition", "seq": r.seq, "at_ms": r.at_ms, "from": r.from_state,
-                         "from_reason": r.from_reason, "to": r.to_state, "to_reason": r.to_reason,
-                         "incarnation": r.incarnation, "actor": r.actor, "detail": r.detail} for r in trs]
-            if logs:
-                cursor["log"] = logs[-1].seq
-            if trs:
-                cursor["transition"] = trs[-1].seq
-            for record in sorted(records, key=lambda r: (r["at_ms"], r["type"], r["seq"])):
+            for record in await follow.loop_records(harness, loop_id, cursor):
                 _emit(out, record)
 
         await _follow(for_, poll)
@@ -298,48 +263,22 @@ def session_watch(
         remote.call(out, lambda: session_remote.watch(remote.connect(), session_id, for_s=for_, from_start=from_start,
                                                       emit=lambda record: _emit(out, record)))
         return
-    import sqlalchemy as sa
-
-    from wakeful.harness.store import schema, sessions
-
     out = out_for(ctx, json_)
-    M = schema.message
 
-    async def body(store: Store, config: Config) -> None:
-        async with store.tx(readonly=True) as tx:
-            await sessions.get_session(tx, session_id)
-            last = (await tx.execute(sa.select(M.c.created_ms, M.c.id).where(M.c.session_id == session_id)
-                                     .order_by(M.c.created_ms.desc(), M.c.id.desc()).limit(1))).first()
-        cursor: tuple[int, str] = (-1, "") if from_start or last is None else (int(last.created_ms), str(last.id))
+    async def body(harness: Harness) -> None:
+        from wakeful.harness.ops import follow
+
+        cursor = await follow.session_cursor(harness, session_id, from_start=from_start)
 
         async def poll() -> None:
             nonlocal cursor
-            after = sa.or_(M.c.created_ms > cursor[0], sa.and_(M.c.created_ms == cursor[0], M.c.id > cursor[1]))
-            async with store.tx(readonly=True) as tx:
-                rows = list(await tx.execute(sa.select(M).where(M.c.session_id == session_id, after)
-                                             .order_by(M.c.created_ms, M.c.id).limit(1000)))
-            for r in rows:
-                _emit(out, {"type": "message", "id": r.id, "kind": r.kind, "loop_id": r.loop_id,
-                            "loop_name": r.loop_name, "incarnation": r.incarnation, "content": r.content,
-                            "created_ms": r.created_ms, "handled_ms": r.handled_ms})
-            if rows:
-                cursor = (int(rows[-1].created_ms), str(rows[-1].id))
+            records, cursor = await follow.session_records(harness, session_id, cursor)
+            for record in records:
+                _emit(out, record)
 
         await _follow(for_, poll)
 
     _stream(out, body)
-
-
-async def _rank(tx: Any, table: Any, loop_id: str, back: int, newest: Any) -> int:
-    """The seq just before the Loop's ``back``-th newest row (0 when it has fewer)."""
-    import sqlalchemy as sa
-
-    if newest is None:
-        return 0
-    stmt = (sa.select(table.c.seq).where(table.c.loop_id == loop_id).order_by(table.c.seq.desc())
-            .offset(back).limit(1))
-    found = (await tx.execute(stmt)).scalar()
-    return int(found) if found is not None else 0
 
 
 def _emit(out: Out, record: dict[str, Any]) -> None:
@@ -368,7 +307,7 @@ def _at(ms: Any) -> str:
     return iso_ms(ms) if isinstance(ms, int) else str(ms)
 
 
-def _stream(out: Out, body: Callable[[Store, Config], Awaitable[None]]) -> None:
+def _stream(out: Out, body: Callable[[Harness], Awaitable[None]]) -> None:
     try:
         _run(out, body)
     except KeyboardInterrupt:

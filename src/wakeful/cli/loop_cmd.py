@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
 from wakeful.cli import backend, remote
 from wakeful.cli.backend import Site
-from wakeful.cli.db_cmd import store_url
-from wakeful.cli.output import CliExit, Out, Unavailable, UsageError, escape, out_for
+from wakeful.cli.output import CliExit, Out, UsageError, escape, out_for
 from wakeful.cli.tables import cell, record_lines
-from wakeful.errors import WakefulError
-
-if TYPE_CHECKING:  # the harness (and SQLAlchemy) load when a command runs, not when the CLI starts
-    from wakeful.cli.remote import Remote
-    from wakeful.harness.tools import LoopTools
 
 __all__ = ["agent_app", "apps", "group_app", "key_app", "loop_app", "session_app"]
 
@@ -45,42 +39,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output o
 def apps() -> dict[str, typer.Typer]:
     """The command groups this module adds to `wakeful` (interfaces.md §4.2)."""
     return {"loop": loop_app, "group": group_app, "agent": agent_app, "session": session_app, "key": key_app}
-
-
-# ---- running one command against the store ----
-
-
-def _run(out: Out, body: Callable[[LoopTools], Awaitable[T]]) -> T:
-    """Open the store, run ``body`` with the operator's Loop tools, close; typed errors exit 1 or 3."""
-    from wakeful.harness.errors import StoreUnavailable
-
-    try:
-        return asyncio.run(_with_tools(body))
-    except StoreUnavailable as exc:
-        out.fail(Unavailable(exc.message))
-    except WakefulError as exc:
-        out.fail(exc)
-
-
-def _either(out: Out, body: Callable[[LoopTools], Awaitable[T]], remote_body: Callable[[Remote], T]) -> T:
-    """Remote mode: ``remote_body`` against the server with the key; local mode: ``body`` on the store."""
-    if remote.server_url() is None:
-        return _run(out, body)
-    return remote.call(out, lambda: remote_body(remote.connect()))
-
-
-async def _with_tools(body: Callable[[LoopTools], Awaitable[T]]) -> T:
-    from wakeful.harness.config import load_config
-    from wakeful.harness.node import Node
-    from wakeful.harness.store import Store
-    from wakeful.harness.tools import LoopTools
-
-    store = await Store.open(store_url())
-    try:
-        node = Node(store, load_config())
-        return await body(LoopTools(node, adopt=False))
-    finally:
-        await store.close()
 
 
 def _show(out: Out, value: Any, lines: Callable[[Any], list[str]]) -> None:

@@ -22,7 +22,7 @@ from wakeful.mcp.server import build_table, make_server
 from wakeful.mcp.table import McpContext, ToolRefusal
 
 if TYPE_CHECKING:
-    from wakeful.harness.embed import Harness
+    from wakeful.harness import Harness
 
 __all__ = ["McpHttpApp"]
 

@@ -35,30 +35,6 @@ def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
-def _local(ctx: McpContext) -> Any:
-    return ctx.harness
-
-
-def _api(ctx: McpContext) -> Any:
-    if ctx.api is None:
-        raise ToolRefusal("unavailable", "this MCP server has neither a harness nor an API connection")
-    return ctx.api
-
-
-# interfaces.md §2.2 Loop objects, as the HTTP API answers them (so /mcp, --embedded and the thin client agree):
-# built once in the harness (``wakeful.harness.views.loop_objects``), since the faces may not import each other
-async def _loop_objects(ctx: McpContext, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from wakeful.harness.views import loop_objects
-
-    h = ctx.harness
-    assert h is not None
-    return await loop_objects(h, views)
-
-
-async def _loop_object_of(ctx: McpContext, view: dict[str, Any]) -> dict[str, Any]:
-    return (await _loop_objects(ctx, [view]))[0]
-
-
 # ---------------------------------------------------------------------- loop.sdk / loop.build
 
 

@@ -137,7 +137,7 @@ def _face_violations(path: Path) -> list[str]:
             found.append(f"{path.relative_to(SRC)}:{line}: a face may not import {parts[0]}")
         if parts[0] != "wakeful" or len(parts) < 2 or parts[1] == layer or parts[1] not in PUBLIC:
             continue
-        if name not in PUBLIC[parts[1]]:
+        if name not in PUBLIC[parts[1]] and not name.startswith("wakeful.harness.ops."):  # the operations are public
             found.append(f"{path.relative_to(SRC)}:{line}: {name} is not a public face of wakeful.{parts[1]}")
     return found
 
@@ -161,5 +161,28 @@ def test_the_face_rule_is_enforced() -> None:
     bad.write_text("import sqlalchemy\nfrom wakeful.harness.store import loops\nfrom wakeful.harness import ops\n")
     try:
         assert len(_face_violations(bad)) == 2
+    finally:
+        bad.unlink()
+
+
+def _transactions(path: Path) -> list[int]:
+    """Lines where a module opens a store transaction (``….tx(…)``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tx"]
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if _layer_of(p) in ALL_FACES],
+                         ids=lambda p: str(p.relative_to(SRC)))
+def test_faces_open_no_transaction(path: Path) -> None:
+    """A face calls an operation, which owns its transactions (issue 15)."""
+    assert not _transactions(path), f"{path.relative_to(SRC)} opens a store transaction at {_transactions(path)}"
+
+
+def test_the_transaction_rule_is_enforced() -> None:
+    bad = SRC / "cli" / "_layer_probe_tmp.py"
+    bad.write_text("async def f(h):\n    async with h.store.tx() as tx:\n        pass\n")
+    try:
+        assert _transactions(bad) == [2]
     finally:
         bad.unlink()

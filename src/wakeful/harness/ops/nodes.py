@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
     from wakeful.harness.store import Store
 
-__all__ = ["list_nodes", "status"]
+__all__ = ["health", "list_nodes", "status"]
 
 
 @operation("nodes.list", "GET", "/v1/nodes")
@@ -44,3 +44,15 @@ async def status(store_url: str, dead_after_ms: int,
         return doc
     finally:
         await store.close()
+
+
+async def health(harness: Harness) -> str:
+    """``/healthz`` (no principal): ``ok``, ``unavailable`` (not started, or the store does not answer) or
+    ``draining`` (a cluster node whose placement left ``alive``, harness.md §19.4)."""
+    try:
+        async with harness.store.tx(readonly=True) as tx:
+            await tx.now_ms()
+    except Exception:  # noqa: BLE001 - any failure to reach the store is "unavailable" here
+        return "unavailable"
+    placement = harness.node.placement
+    return "ok" if placement is None or bool(placement.accepting) else "draining"

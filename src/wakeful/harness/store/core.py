@@ -59,6 +59,14 @@ class Tx:
         """Run ``action`` once this transaction has committed (never on rollback); its errors are logged."""
         self._after_commit.append(action)
 
+    def after_commit_mark(self) -> int:
+        """A mark of the after-commit actions so far, for ``forget_after_commit`` (one unit of a group commit)."""
+        return len(self._after_commit)
+
+    def forget_after_commit(self, mark: int) -> None:
+        """Drop the after-commit actions added since ``mark`` (a unit of the batch refused: its signals go too)."""
+        del self._after_commit[mark:]
+
     def _committed(self) -> None:
         for action in self._after_commit:
             try:
