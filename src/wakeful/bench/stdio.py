@@ -12,29 +12,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from wakeful.bench.memory import per_object, snapshot
+from wakeful.bench.plan import CAPS, FANOUT_S, QUIET_S, SETTLE_S, WARMUP, Plan
 from wakeful.bench.progress import NullProgress, Progress, percentile
 from wakeful.bench.stdio_client import BenchClient, Reply, RpcFailed
-from wakeful.bench.variants import BenchError, Variant
+from wakeful.bench.variants import BenchError
 
 __all__ = ["StdioPlan", "run_stdio"]
 
-WARMUP = 100  # §1.3 step 2
-CAPS = [{"name": "benchmark.ack"}]
-SETTLE_S = 30.0
-FANOUT_S = 60.0
 PAGE = 256  # §6.8 list limit
-QUIET_S = 0.3  # > the 100 ms quiet time after a load burst that triggers the runtime's gc (vm.md §7)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StdioPlan:
+class StdioPlan(Plan):
     """What one stdio run needs; ``argv`` overrides the runtime command (tests)."""
 
-    variant: Variant
-    count: int
-    distinct: str
-    samples: int
-    soak_seconds: float
     argv: list[str] | None = None
 
 
