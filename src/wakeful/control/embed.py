@@ -86,6 +86,4 @@ class Harness(NodeHarness):
     @property
     def control(self) -> Control:
         """The control-plane kernel and reads on this node's store (``submit``, reads, ``snapshot``)."""
-        if self._control is None:
-            raise RuntimeError("the harness is not started")
-        return self._control
+        return self._once_started(self._control)
