@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from wakeful.bench.memory import per_object, snapshot
+from wakeful.bench.memory import per_object_figures, snapshot
 from wakeful.bench.plan import CAPS, FANOUT_S, QUIET_S, SETTLE_S, WARMUP, Plan
 from wakeful.bench.progress import NullProgress, Progress, percentile
 from wakeful.bench.variants import BenchError
@@ -107,10 +107,7 @@ async def _procedure(rt: Runtime, plan: InprocPlan, acks: _Acks, progress: Progr
         "acks": acks.count - acks_before,
         "idle_rtt_ms": idle,
         "control_rtt_ms": None,
-        "active_pss_per_object": per_object(snaps["active"], snaps["baseline"], "pss", plan.count),
-        "mixed_pss_per_object": per_object(snaps["after_events"], snaps["baseline"], "pss", plan.count),
-        "active_rss_per_object": per_object(snaps["active"], snaps["baseline"], "rss", plan.count),
-        "mixed_rss_per_object": per_object(snaps["after_events"], snaps["baseline"], "rss", plan.count),
+        **per_object_figures(snaps, plan.count),
         "shapes": shapes,
         "failures": failures,
     }
