@@ -28,6 +28,7 @@ from wakeful.harness.store.core import Store
 from wakeful.harness.store.engine import session_timeouts
 from wakeful.harness.store.keycache import FLUSH_EVERY_S, KeyCache
 from wakeful.harness.store.sessions import Message
+from wakeful.harness.tasks import cancel_and_wait
 from wakeful.harness.tools import LoopTools
 from wakeful.runtime import Clock
 
@@ -170,10 +171,7 @@ class Harness:
 
     async def stop(self) -> None:
         """Drain (harness.md §19.4, single node): end every incarnation, close the store."""
-        for task in self._sweeps:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._sweeps)
         self._sweeps = []
         for task in list(self._wake_tasks):
             task.cancel()
