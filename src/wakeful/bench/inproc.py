@@ -12,29 +12,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from wakeful.bench.memory import per_object, snapshot
+from wakeful.bench.memory import per_object_figures, snapshot
+from wakeful.bench.plan import CAPS, FANOUT_S, QUIET_S, SETTLE_S, WARMUP, Plan
 from wakeful.bench.progress import NullProgress, Progress, percentile
-from wakeful.bench.variants import BenchError, Variant
+from wakeful.bench.variants import BenchError
 from wakeful.runtime import HostCall, Runtime, RuntimeOptions
 
 __all__ = ["InprocPlan", "run_inproc"]
 
-WARMUP = 100  # §1.3 step 2
-CAPS = [{"name": "benchmark.ack"}]
-SETTLE_S = 30.0  # §1.3 step 4
-FANOUT_S = 60.0  # §1.3 step 6
-QUIET_S = 0.3  # > the 100 ms quiet time after a load burst that triggers the runtime's gc (vm.md §7)
-
 
 @dataclass(frozen=True, kw_only=True)
-class InprocPlan:
-    """What one in-process run needs: the variants, the count and the §1.1 options that apply."""
-
-    variant: Variant
-    count: int
-    distinct: str
-    samples: int
-    soak_seconds: float
+class InprocPlan(Plan):
+    """What one in-process run needs: the shared plan, nothing more."""
 
 
 class _Acks:
@@ -118,10 +107,7 @@ async def _procedure(rt: Runtime, plan: InprocPlan, acks: _Acks, progress: Progr
         "acks": acks.count - acks_before,
         "idle_rtt_ms": idle,
         "control_rtt_ms": None,
-        "active_pss_per_object": per_object(snaps["active"], snaps["baseline"], "pss", plan.count),
-        "mixed_pss_per_object": per_object(snaps["after_events"], snaps["baseline"], "pss", plan.count),
-        "active_rss_per_object": per_object(snaps["active"], snaps["baseline"], "rss", plan.count),
-        "mixed_rss_per_object": per_object(snaps["after_events"], snaps["baseline"], "rss", plan.count),
+        **per_object_figures(snaps, plan.count),
         "shapes": shapes,
         "failures": failures,
     }

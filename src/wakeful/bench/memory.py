@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["per_object", "snapshot"]
+__all__ = ["per_object", "per_object_figures", "snapshot"]
 
 _KIB = 1024
 
@@ -53,3 +53,12 @@ def snapshot(pid: int, counters: dict[str, Any] | None = None) -> dict[str, Any]
 def per_object(after: dict[str, Any], before: dict[str, Any], key: str, count: int) -> float:
     """§1.3 derived figure: ``(after.key − before.key) / N`` in bytes."""
     return (after[key] - before[key]) / count if count else 0.0
+
+
+def per_object_figures(snaps: dict[str, Any], count: int) -> dict[str, float]:
+    """§1.7 the four per-object figures of a run: PSS and RSS, active and after events, over the baseline."""
+    return {
+        f"{phase}_{key}_per_object": per_object(snaps[snap], snaps["baseline"], key, count)
+        for key in ("pss", "rss")
+        for phase, snap in (("active", "active"), ("mixed", "after_events"))
+    }

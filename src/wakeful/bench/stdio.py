@@ -11,30 +11,21 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from wakeful.bench.memory import per_object, snapshot
+from wakeful.bench.memory import per_object_figures, snapshot
+from wakeful.bench.plan import CAPS, FANOUT_S, QUIET_S, SETTLE_S, WARMUP, Plan
 from wakeful.bench.progress import NullProgress, Progress, percentile
 from wakeful.bench.stdio_client import BenchClient, Reply, RpcFailed
-from wakeful.bench.variants import BenchError, Variant
+from wakeful.bench.variants import BenchError
 
 __all__ = ["StdioPlan", "run_stdio"]
 
-WARMUP = 100  # §1.3 step 2
-CAPS = [{"name": "benchmark.ack"}]
-SETTLE_S = 30.0
-FANOUT_S = 60.0
 PAGE = 256  # §6.8 list limit
-QUIET_S = 0.3  # > the 100 ms quiet time after a load burst that triggers the runtime's gc (vm.md §7)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StdioPlan:
+class StdioPlan(Plan):
     """What one stdio run needs; ``argv`` overrides the runtime command (tests)."""
 
-    variant: Variant
-    count: int
-    distinct: str
-    samples: int
-    soak_seconds: float
     argv: list[str] | None = None
 
 
@@ -106,10 +97,7 @@ def _procedure(client: BenchClient, plan: StdioPlan, progress: Progress) -> dict
         "acks": client.acks - acks_before,
         "idle_rtt_ms": idle,
         "control_rtt_ms": control,
-        "active_pss_per_object": per_object(snaps["active"], snaps["baseline"], "pss", plan.count),
-        "mixed_pss_per_object": per_object(snaps["after_events"], snaps["baseline"], "pss", plan.count),
-        "active_rss_per_object": per_object(snaps["active"], snaps["baseline"], "rss", plan.count),
-        "mixed_rss_per_object": per_object(snaps["after_events"], snaps["baseline"], "rss", plan.count),
+        **per_object_figures(snaps, plan.count),
         "shapes": {
             k: shapes_after.get(k, 0) - shapes_before.get(k, 0) for k in ("translated", "hits", "misses")
         },

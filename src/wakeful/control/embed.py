@@ -7,7 +7,6 @@ store at start and runs its 60 s resume sweep (control-plane.md §3.4) alongside
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -16,6 +15,7 @@ from wakeful.control.core import Control
 from wakeful.control.loops import SWEEP_S, LoopBridge
 from wakeful.control.validators import script_runner, validate
 from wakeful.harness.embed import Harness as NodeHarness
+from wakeful.harness.tasks import cancel_and_wait
 
 __all__ = ["RESUME_SWEEP_S", "Harness"]
 
@@ -48,11 +48,8 @@ class Harness(NodeHarness):
 
     async def stop(self) -> None:
         """Stop the control sweep, then drain and stop the node (harness.md §19.4)."""
-        if self._control_sweep is not None:
-            self._control_sweep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._control_sweep
-            self._control_sweep = None
+        await cancel_and_wait([self._control_sweep])
+        self._control_sweep = None
         if self._bridge is not None:
             await self._bridge.close()
             self._bridge = None
@@ -86,6 +83,4 @@ class Harness(NodeHarness):
     @property
     def control(self) -> Control:
         """The control-plane kernel and reads on this node's store (``submit``, reads, ``snapshot``)."""
-        if self._control is None:
-            raise RuntimeError("the harness is not started")
-        return self._control
+        return self._once_started(self._control)

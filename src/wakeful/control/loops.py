@@ -8,7 +8,6 @@ Loop's state changes are recorded in its items' ``watch_state`` — without the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -26,6 +25,7 @@ from wakeful.harness.store import loops as store_loops
 from wakeful.harness.store import sessions
 from wakeful.harness.store.core import Store
 from wakeful.harness.store.sessions import Message
+from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node
@@ -150,11 +150,8 @@ class LoopBridge(Instrument):
         if self._node is not None:
             self._node.remove_instrument(self)
             self._node = None
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await cancel_and_wait([self._sweeper])
+        self._sweeper = None
         await self.settle()
 
     async def settle(self) -> None:

@@ -84,13 +84,13 @@ def contract_row(row: Any) -> dict[str, Any]:
 
 async def load_goal(tx: Tx, goal_id: str, *, for_update: bool = False) -> dict[str, Any] | None:
     stmt = sa.select(S.goal).where(S.goal.c.id == goal_id)
-    row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
+    row = await tx.first(stmt, for_update=for_update)
     return None if row is None else goal_row(row)
 
 
 async def load_item(tx: Tx, goal_id: str, item_id: str, *, for_update: bool = False) -> dict[str, Any] | None:
     stmt = sa.select(S.work_item).where(S.work_item.c.id == item_id, S.work_item.c.goal_id == goal_id)
-    row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
+    row = await tx.first(stmt, for_update=for_update)
     return None if row is None else item_row(row)
 
 

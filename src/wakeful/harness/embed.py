@@ -28,6 +28,7 @@ from wakeful.harness.store.core import Store
 from wakeful.harness.store.engine import session_timeouts
 from wakeful.harness.store.keycache import FLUSH_EVERY_S, KeyCache
 from wakeful.harness.store.sessions import Message
+from wakeful.harness.tasks import cancel_and_wait
 from wakeful.harness.tools import LoopTools
 from wakeful.runtime import Clock
 
@@ -170,10 +171,7 @@ class Harness:
 
     async def stop(self) -> None:
         """Drain (harness.md §19.4, single node): end every incarnation, close the store."""
-        for task in self._sweeps:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._sweeps)
         self._sweeps = []
         for task in list(self._wake_tasks):
             task.cancel()
@@ -275,9 +273,14 @@ class Harness:
     @property
     def node(self) -> Node:
         """The running ``Node`` (residents, dispatch, tools); ``RuntimeError`` before ``start``."""
-        if self._node is None:
+        return self._once_started(self._node)
+
+    @staticmethod
+    def _once_started(part: T | None) -> T:
+        """``part`` of the started harness; ``RuntimeError`` before ``start`` (or after ``stop``)."""
+        if part is None:
             raise RuntimeError("the harness is not started")
-        return self._node
+        return part
 
 
     @property
@@ -288,30 +291,22 @@ class Harness:
     @property
     def keys(self) -> KeyCache:
         """The node's API key cache (harness.md §2.1), shared by the HTTP API and ``/mcp``."""
-        if self._keys is None:
-            raise RuntimeError("the harness is not started")
-        return self._keys
+        return self._once_started(self._keys)
 
     @property
     def store(self) -> Store:
         """The open ``Store``; ``RuntimeError`` before ``start``."""
-        if self._store is None:
-            raise RuntimeError("the harness is not started")
-        return self._store
+        return self._once_started(self._store)
 
     @property
     def intake(self) -> Intake:
         """Event intake (harness.md §10): buckets, webhook resolution, strict bodies, admission."""
-        if self._intake is None:
-            raise RuntimeError("the harness is not started")
-        return self._intake
+        return self._once_started(self._intake)
 
     @property
     def loops(self) -> LoopTools:
         """The node's ``LoopTools`` (the Loop operations the faces share); ``RuntimeError`` before ``start``."""
-        if self._tools is None:
-            raise RuntimeError("the harness is not started")
-        return self._tools
+        return self._once_started(self._tools)
 
     # ------------------------------------------------------------------ administration (operator)
 
@@ -473,9 +468,7 @@ class Harness:
     @property
     def scripts(self) -> Any:
         """The node's ``ScriptRunner`` (harness/scripts.py)."""
-        if self._scripts is None:
-            raise RuntimeError("the harness is not started")
-        return self._scripts
+        return self._once_started(self._scripts)
 
     def script_sdk(self) -> dict[str, Any]:
         """``script.sdk``: the script guide, ``wakeful.h`` and the script limits."""

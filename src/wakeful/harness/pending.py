@@ -113,12 +113,9 @@ class PendingEvents:
         reloaded at a new incarnation so a fresh object receives them. Ids that are not pending are skipped."""
         names = _names(event_ids)
         async with self.node.store.tx() as tx:
-            row = await _owned(tx, loop_id, agent_id, lock=True)
-            ids = await _pending_ids(tx, loop_id, names)
+            row, ids = await _pending_of(tx, loop_id, agent_id, names)
             if ids:
-                await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.status == "pending",
-                                                    E.c.event_id.in_(ids)).values(first_delivered_ms=None,
-                                                                                   deadline_ms=None))
+                await _mark_pending(tx, loop_id, ids, first_delivered_ms=None, deadline_ms=None)
             reload = row.state == lc.ACTIVE and bool(ids)  # nothing to retry: no new incarnation
             if reload:  # the resident object is retired; the node that runs the Loop reloads it (§19.3)
                 await loops.update_loop(tx, loop_id, where_incarnation=row.incarnation, object_id=None)
@@ -135,12 +132,9 @@ class PendingEvents:
         ids stay known for dedup. Ids that are not pending are skipped."""
         names = _names(event_ids)
         async with self.node.store.tx() as tx:
-            row = await _owned(tx, loop_id, agent_id, lock=True)
-            ids = await _pending_ids(tx, loop_id, names)
+            row, ids = await _pending_of(tx, loop_id, agent_id, names)
             if ids:
-                await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.status == "pending",
-                                                    E.c.event_id.in_(ids)).values(status="discarded",
-                                                                                   discarded_ms=await tx.now_ms()))
+                await _mark_pending(tx, loop_id, ids, status="discarded", discarded_ms=await tx.now_ms())
                 await lc.append_log(tx, loop_id, row.incarnation, "harness",
                                     f"{actor}: discarded {len(ids)} pending event(s)")
         return {"discarded": ids}
@@ -273,6 +267,18 @@ def _names(event_ids: Sequence[str] | None) -> list[str] | None:
         if "\x00" in value:  # no event id holds it (and PostgreSQL text cannot): refused before any query
             raise InvalidRequest("event ids must not contain U+0000", field="event_ids")
     return list(dict.fromkeys(event_ids))
+
+
+async def _pending_of(tx: Tx, loop_id: str, agent_id: str | None, names: list[str] | None) -> tuple[Loop, list[str]]:
+    """The caller's Loop, locked, and the ids of its pending events among ``names`` (all when None), locked."""
+    row = await _owned(tx, loop_id, agent_id, lock=True)
+    return row, await _pending_ids(tx, loop_id, names)
+
+
+async def _mark_pending(tx: Tx, loop_id: str, ids: list[str], **values: Any) -> None:
+    """Set ``values`` on the events ``ids`` of ``loop_id`` that are still pending."""
+    await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.status == "pending",
+                                        E.c.event_id.in_(ids)).values(**values))
 
 
 async def _pending_ids(tx: Tx, loop_id: str, names: list[str] | None) -> list[str]:

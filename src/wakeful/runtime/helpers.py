@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from wakeful.errors import GuestFault
 from wakeful.runtime import footprint, jsonval
+from wakeful.runtime.clock import Clock, SystemClock
 from wakeful.runtime.handles import SF_INVALID, SF_LIMIT, HandleSpace, HandleTable
 from wakeful.runtime.jsonval import MAX_BYTES, MAX_NODES, Json, JsonValue
 from wakeful.runtime.policy import Capability, CapabilityPolicy, parse_capabilities
@@ -60,22 +60,6 @@ _EMPTY_ARRAY = Json([], 2, 1, 0, footprint.EMPTY)
 _NULL = Json(None, 4, 1, 0, 0)
 _TRUE = Json(True, 4, 1, 0, 0)
 _FALSE = Json(False, 5, 1, 0, 0)
-
-
-class Clock(Protocol):
-    """The time source of a context (structurally the scheduler's clock, vm.md §7)."""
-
-    def monotonic_ns(self) -> int: ...
-
-    def unix_ms(self) -> int: ...
-
-
-class _SystemClock:
-    def monotonic_ns(self) -> int:
-        return time.monotonic_ns()
-
-    def unix_ms(self) -> int:
-        return time.time_ns() // 1_000_000
 
 
 def clamp_ms(milliseconds: int) -> int:
@@ -123,7 +107,7 @@ class GuestContext:
         self.config = jsonval.from_python(config, limits=False)
         self.policy = capabilities if isinstance(capabilities, CapabilityPolicy) else parse_capabilities(
             list(capabilities))
-        self.clock: Clock = clock if clock is not None else _SystemClock()
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.log_sink = log
         self.log_refused = log_refused  # told "rate" or "length" for each line sdk.md §9.3 refuses (SF_LIMIT)
         self.logs_refused = 0

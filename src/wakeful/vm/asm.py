@@ -222,15 +222,18 @@ def _cond_jump(fn: _Fn, s: str, n: int) -> bool:
         return False
     kind, dst = _reg(m.group(1))
     cls = isa.JMP if kind == "r" else isa.JMP32
-    code = _JMP_BY_NAME[m.group(2)]
-    if m.group(3)[0] in "rw":
-        skind, src = _reg(m.group(3))
-        _same_kind(kind, skind, n)
-        slot = fn.emit(cls | code | isa.X, dst, src)
-    else:
-        slot = fn.emit(cls | code, dst, imm=_int(m.group(3)))
+    slot = _reg_or_imm(fn, cls | _JMP_BY_NAME[m.group(2)], kind, dst, m.group(3), n)
     fn.target(slot, "off", m.group(4), n)
     return True
+
+
+def _reg_or_imm(fn: _Fn, op: int, kind: str, dst: int, operand: str, n: int, off: int = 0) -> int:
+    """Emit ``op`` with a register source (``| X``) or an immediate, whichever ``operand`` names → the slot."""
+    if operand[0] in "rw":
+        skind, src = _reg(operand)
+        _same_kind(kind, skind, n)
+        return fn.emit(op | isa.X, dst, src, off)
+    return fn.emit(op, dst, 0, off, _int(operand))
 
 
 def _same_kind(a: str, b: str, n: int) -> None:
@@ -337,12 +340,7 @@ def _alu_binary(fn: _Fn, s: str, n: int) -> bool:
     cls = isa.ALU64 if kind == "r" else isa.ALU
     name = m.group(2)
     code, off = (_SIGNED_BY_NAME[name], 1) if name in _SIGNED_BY_NAME else (_ALU_BY_NAME[name], 0)
-    if m.group(3)[0] in "rw":
-        skind, src = _reg(m.group(3))
-        _same_kind(kind, skind, n)
-        fn.emit(cls | code | isa.X, dst, src, off)
-    else:
-        fn.emit(cls | code, dst, 0, off, _int(m.group(3)))
+    _reg_or_imm(fn, cls | code, kind, dst, m.group(3), n, off)
     return True
 
 

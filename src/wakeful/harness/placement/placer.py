@@ -27,6 +27,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node, Resident
@@ -124,11 +125,7 @@ class Placement:
         self.state = "draining"  # from here loads are refused, so a running tick ends quickly
         with contextlib.suppress(TimeoutError):  # let it end rather than cutting its transactions
             await asyncio.wait_for(self._tick_lock.acquire(), 10)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         with contextlib.suppress(StoreUnavailable):
             async with self.store.tx() as tx:

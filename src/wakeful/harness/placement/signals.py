@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from wakeful.harness.store.core import Store
+from wakeful.harness.tasks import cancel_and_wait
 
 __all__ = ["EVENTS", "LOOPS", "Listener", "connect_kwargs", "notify"]
 
@@ -55,11 +56,8 @@ class Listener:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
 
     def _received(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         try:

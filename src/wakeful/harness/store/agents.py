@@ -85,7 +85,7 @@ async def find_agent(tx: Tx, agent_id: str, *, for_update: bool = False) -> Agen
     if lookup_text(agent_id) is None:
         return None
     stmt = sa.select(A).where(A.c.id == agent_id)
-    row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
+    row = await tx.first(stmt, for_update=for_update)
     return None if row is None else _agent(row)
 
 

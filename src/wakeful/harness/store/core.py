@@ -95,6 +95,10 @@ class Tx:
         """Row lock on PostgreSQL (``SELECT … FOR UPDATE``); SQLite already holds the write lock."""
         return stmt.with_for_update() if self.dialect == "postgresql" else stmt
 
+    async def first(self, stmt: sa.Select[Any], *, for_update: bool = False) -> sa.Row[Any] | None:
+        """The first row of ``stmt`` or None; ``for_update`` locks it (``for_update`` above)."""
+        return (await self.execute(self.for_update(stmt) if for_update else stmt)).first()
+
 
 class Store:
     """The durable store on SQLite or PostgreSQL. Open with ``await Store.open(url)``."""

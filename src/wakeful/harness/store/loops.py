@@ -192,7 +192,7 @@ async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop |
     if lookup_text(loop_id) is None:
         return None
     stmt = sa.select(L).where(L.c.id == loop_id)
-    row = (await tx.execute(tx.for_update(stmt) if for_update else stmt)).first()
+    row = await tx.first(stmt, for_update=for_update)
     return None if row is None else loop_from_row(row)
 
 
