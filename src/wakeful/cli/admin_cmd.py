@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 import typer
 
 from wakeful.cli import remote
+from wakeful.cli.backend import every_item
 from wakeful.cli.db_cmd import store_url
 from wakeful.cli.output import Unavailable, out_for
-from wakeful.cli.remote import MAX_PAGES, RemoteError
+from wakeful.cli.remote import RemoteError
 from wakeful.cli.tables import record_lines, table_lines
 from wakeful.errors import WakefulError
 
@@ -76,7 +77,7 @@ class LocalPlace(Place):
         self.backend = LocalBackend(harness, OPERATOR)
 
     async def groups(self, group_id: str | None) -> list[str]:
-        return [group_id] if group_id is not None else [g["id"] for g in await pages(self.backend, "groups.list")]
+        return [group_id] if group_id is not None else [g["id"] for g in await every_item(self.backend, "groups.list")]
 
     async def own_group(self) -> str | None:
         return None
@@ -151,26 +152,6 @@ class RemotePlace(Place):
         raise RemoteError("forbidden", "admin keys are revoked on the node", status=403)
 
 
-async def pages(backend: Backend, name: str, *, cap: int = 10_000, **arguments: Any) -> list[Any]:
-    """Every item of a paged operation (``{items, next_cursor}``), following cursors up to ``cap`` items; a page
-    of the wrong shape, or naming itself as the next, is ``invalid_response``."""
-    items: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await backend.call(name, **arguments, limit=200, cursor=cursor)
-        if not isinstance(page, dict) or not isinstance(page.get("items"), list):
-            raise RemoteError("invalid_response", f"{name} did not answer a page", status=200)
-        items.extend(page["items"])
-        following = page.get("next_cursor")
-        if not following or len(items) >= cap:
-            return items[:cap]
-        if not isinstance(following, str) or following == cursor:
-            raise RemoteError("invalid_response", f"{name} answered a page naming itself or no cursor as the next",
-                              status=200)
-        cursor = following
-    raise RemoteError("invalid_response", f"{name} named more than {MAX_PAGES} pages", status=200)
-
-
 def _act(out: Out, body: Callable[[Place], Awaitable[T]]) -> T:
     """Run ``body`` at the command's place: the server with the key (remote mode), else the local store."""
     if remote.server_url() is not None:
@@ -215,7 +196,7 @@ def group_create(ctx: typer.Context, name: str, json_: JsonOpt = False) -> None:
 
 def group_list(ctx: typer.Context, json_: JsonOpt = False) -> None:
     """List groups."""
-    _show(ctx, json_, lambda p: pages(p.backend, "groups.list"))
+    _show(ctx, json_, lambda p: every_item(p.backend, "groups.list"))
 
 
 # ---- wakeful agent …
@@ -228,7 +209,7 @@ def agent_create(ctx: typer.Context, name: str,
 
 
 async def _agents(place: Place, group: str | None) -> list[Any]:
-    return [a for g in await place.groups(group) for a in await pages(place.backend, "agents.list", group_id=g)]
+    return [a for g in await place.groups(group) for a in await every_item(place.backend, "agents.list", group_id=g)]
 
 
 def agent_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--group")] = None,
@@ -273,7 +254,7 @@ def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("
     async def body(place: Place) -> list[Any]:
         owners = ([(await place.group_of_agent(agent), agent)] if agent else
                   [(str(a["group_id"]), str(a["id"])) for a in await _agents(place, None)])
-        return [s for g, a in owners for s in await pages(place.backend, "sessions.list", group_id=g, agent_id=a)]
+        return [s for g, a in owners for s in await every_item(place.backend, "sessions.list", group_id=g, agent_id=a)]
 
     _show(ctx, json_, body)
 
@@ -281,7 +262,7 @@ def session_list(ctx: typer.Context, agent: Annotated[str | None, typer.Option("
 def session_messages(ctx: typer.Context, session_id: str, json_: JsonOpt = False) -> None:
     """Messages of a session, oldest first."""
     async def body(place: Place) -> list[Any]:
-        return await pages(place.backend, "messages.list", cap=1000,
+        return await every_item(place.backend, "messages.list", cap=1000,
                            group_id=await place.group_of_session(session_id), session_id=session_id)
 
     _show(ctx, json_, body)
@@ -312,7 +293,7 @@ def key_list(ctx: typer.Context, group: Annotated[str | None, typer.Option("--gr
              json_: JsonOpt = False) -> None:
     """List API keys (never their secrets)."""
     async def body(place: Place) -> list[Any]:
-        found = [k for g in await place.groups(group) for k in await pages(place.backend, "keys.list", group_id=g)]
+        found = [k for g in await place.groups(group) for k in await every_item(place.backend, "keys.list", group_id=g)]
         return (await place.admin_keys() if group is None else []) + found
 
     _show(ctx, json_, body)

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Site", "every_item", "loop_lines", "run", "run_plain", "shown_loop"]
 
 T = TypeVar("T")
-MAX_PAGES = 1000  # of one listing: a server naming a next page forever is refused, not followed forever
 
 
 @dataclass
@@ -67,25 +66,25 @@ class Site:
         return [] if group is None else [group]  # an unknown agent has no Loops, as a key's listing answers
 
 
-async def every_item(site: Site, name: str, **arguments: Any) -> list[Any]:
-    """Every item of a paged operation (``{items, next_cursor}``), following cursors; a page that is not one, or
-    names itself (or pages without end) as the next, is ``invalid_response`` (a server's answer, never the
-    store's)."""
+async def every_item(backend: Backend, name: str, *, cap: int = 10_000, **arguments: Any) -> list[Any]:
+    """Every item of a paged operation (``{items, next_cursor}``), following cursors up to ``cap`` items; a page
+    that is not one, or names itself (or pages without end) as the next, is ``invalid_response`` (a server's
+    answer, never the store's)."""
     items: list[Any] = []
     cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await site.backend.call(name, **arguments, limit=200, cursor=cursor)
+    for _ in range(remote.MAX_PAGES):
+        page = await backend.call(name, **arguments, limit=200, cursor=cursor)
         if not isinstance(page, dict) or not isinstance(page.get("items"), list):
             raise remote.RemoteError("invalid_response", f"{name} did not answer a page", status=200)
         items.extend(page["items"])
         following = page.get("next_cursor")
-        if not following:
-            return items
+        if not following or len(items) >= cap:
+            return items[:cap]
         if not isinstance(following, str) or following == cursor:
             raise remote.RemoteError("invalid_response", f"{name} answered a page naming itself or no cursor as "
                                      "the next", status=200)
         cursor = following
-    raise remote.RemoteError("invalid_response", f"{name} named more than {MAX_PAGES} pages", status=200)
+    raise remote.RemoteError("invalid_response", f"{name} named more than {remote.MAX_PAGES} pages", status=200)
 
 
 def run(out: Out, body: Callable[[Site], Awaitable[T]]) -> T:

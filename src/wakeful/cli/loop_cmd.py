@@ -150,7 +150,7 @@ def loop_list(
     async def body(site: Site) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for group in await site.groups(agent=agent):
-            items = await backend.every_item(site, "loops.list", group_id=group, agent_id=agent, state=state)
+            items = await backend.every_item(site.backend, "loops.list", group_id=group, agent_id=agent, state=state)
             found.extend(backend.shown_loop(v) for v in items)
         return sorted(found, key=lambda v: (v.get("created_ms") or 0, str(v["id"])))
 

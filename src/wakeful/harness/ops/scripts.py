@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wakeful.harness.errors import InvalidRequest, NotFound
+from wakeful.harness.errors import NotFound
+from wakeful.harness.ops.builds import acting_agent
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import Principal, check_group
 from wakeful.harness.store import agents
@@ -15,17 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["run"]
 
 G = "/v1/agent-groups/{group_id}"
-
-
-def acting_agent(principal: Principal, agent_id: str | None) -> str:
-    """An agent principal runs as itself; a person principal names ``agent_id``."""
-    if principal.agent_id is not None:
-        if agent_id is not None and agent_id != principal.agent_id:
-            raise NotFound(f"agent {agent_id} not found")
-        return principal.agent_id
-    if agent_id is None:
-        raise InvalidRequest("a person principal must name agent_id (or send X-Wakeful-Agent)", field="agent_id")
-    return agent_id
 
 
 @operation("scripts.run", "POST", G + "/scripts/run")
