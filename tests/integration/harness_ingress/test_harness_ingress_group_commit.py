@@ -18,7 +18,7 @@ from support.ingress_harness import counter_loop, counting_statements, event_row
 from support.loops_harness import started, until
 
 from wakeful.harness.config import Limits
-from wakeful.harness.errors import LoopNotActive, MailboxFull, NotFound
+from wakeful.harness.errors import LoopMailboxFull, LoopNotActive, NotFound
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
 from wakeful.harness.store import Store, Tx
@@ -100,11 +100,11 @@ async def test_one_batch_answers_each_admission_on_its_own(
             {"status": "accepted", "event_id": "e2", "duplicate": False},
             {"status": "accepted", "event_id": "e3", "duplicate": False},
         ]
-        assert isinstance(answers[5], MailboxFull) and answers[5].details == {"retry_after_s": 5}
+        assert isinstance(answers[5], LoopMailboxFull) and answers[5].details == {"retry_after_s": 5}
         assert answers[6] == {"status": "accepted", "event_id": "e3", "duplicate": True}
         assert isinstance(answers[7], LoopNotActive) and answers[7].details["state"] == "paused"
         assert isinstance(answers[8], NotFound)
-        assert isinstance(answers[9], MailboxFull)
+        assert isinstance(answers[9], LoopMailboxFull)
         rows = await event_rows(store, loop_id)
         assert [r.event_id for r in rows] == ["e0", "e1", "e2", "e3"]  # admission order kept in received_ms
         assert len({r.received_ms for r in rows}) == 4

@@ -54,7 +54,7 @@ SCENARIOS: dict[int, list[tuple[str, str]]] = {
         ("hostcalls", "test_unload_with_a_pending_call_sends_host_cancel"),
         ("hostcalls", "test_shutdown_cancels_pending_calls")],
     10: [("isolation", "test_control_replies_wait_at_most_one_batch_next_to_hostile_guests"),
-         ("isolation", "test_shutdown_with_1000_live_objects_exits_within_2s"),
+         ("isolation", "test_shutdown_with_1000_live_objects_does_not_wait_for_them"),
          ("objects", "test_concurrent_stops_all_succeed"), ("objects", "test_states_wait_reasons_and_notifications")],
     11: [("output", "test_stalled_reader_drops_logs_keeps_control_priority_and_alternates"),
          ("output", "test_requests_while_stalled_close_the_session_with_bounded_memory")],
