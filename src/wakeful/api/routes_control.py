@@ -20,7 +20,6 @@ from wakeful.api.context import harness_of
 from wakeful.api.errors import register_status
 from wakeful.api.pages import Cursor, Limit
 from wakeful.control import ops as cops
-from wakeful.control.errors import CODES, http_status
 
 __all__ = ["router"]
 
@@ -28,8 +27,8 @@ router = APIRouter(tags=["control"])
 G = "/v1/agent-groups/{group_id}"
 GOAL = G + "/goals/{goal_id}"
 
-for _code in sorted(CODES):  # §2.2: the kernel's codes and their statuses, in the one error table
-    register_status(_code, http_status(_code))
+for _code, _status in cops.refusal_statuses().items():  # §2.2: the kernel's codes, in the one error table
+    register_status(_code, _status)
 
 
 class GoalIn(BaseModel):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wakeful.control.actor import Actor
 from wakeful.control.core import Control
-from wakeful.control.errors import ControlRefused
+from wakeful.control.errors import CODES, ControlRefused, http_status
 from wakeful.control.fields import refuse
 from wakeful.control.validators import script_runner, validate
 from wakeful.harness.errors import NotFound, StoreUnavailable
@@ -27,11 +27,17 @@ if TYPE_CHECKING:
     from wakeful.harness import Harness
     from wakeful.harness.principal import Principal
 
-__all__ = ["ENVELOPE", "actor_of", "check_envelope", "control_of", "goal_in_group", "new_operation_id"]
+__all__ = ["ENVELOPE", "actor_of", "check_envelope", "control_of", "goal_in_group", "new_operation_id",
+           "refusal_statuses"]
 
 G = "/v1/agent-groups/{group_id}"
 GOAL = G + "/goals/{goal_id}"
 ENVELOPE = ("operation_id", "command", "expected")  # the members of §3.1 besides goal_id (the path's)
+
+
+def refusal_statuses() -> dict[str, int]:
+    """The kernel's refusal codes and the HTTP status each answers (§2.2), for the faces' one error table."""
+    return {code: http_status(code) for code in sorted(CODES)}
 
 
 def control_of(harness: Harness) -> Control:
