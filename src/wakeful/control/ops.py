@@ -6,6 +6,10 @@ Each answers exactly what its HTTP route answers. The actor comes from the princ
 agent principal acts as its agent, the local operator as ``operator``, another person principal as
 ``person:<key id>``. Goals of another group are ``not_found`` (never revealed). The kernel is the harness's
 ``control_if_running``; a node without one answers ``unavailable``.
+
+The operator's command line names a goal (or, for ``next``, an agent) by id alone: ``group_id=None`` is accepted
+from an unscoped admin principal (the operator, also acting as an agent of any group) in process, never over HTTP
+(a path parameter is always a group); the group is then the goal's (the agent's).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from wakeful.control.validators import script_runner, validate
 from wakeful.harness.errors import NotFound, StoreUnavailable
 from wakeful.harness.ops import agent_in_scope, page
 from wakeful.harness.ops.table import operation
-from wakeful.harness.principal import check_group
+from wakeful.harness.principal import check_group, require_admin
+from wakeful.harness.store import agents
 
 if TYPE_CHECKING:
     from wakeful.harness import Harness
@@ -75,7 +80,20 @@ async def goal_in_group(control: Control, group_id: str, goal_id: str) -> dict[s
     return goal
 
 
-async def _goal(harness: Harness, principal: Principal, group_id: str, goal_id: str) -> tuple[Control, dict[str, Any]]:
+def _unscoped(principal: Principal, what: str) -> None:
+    """``group_id=None``: only an admin principal scoped to no group (the operator in process)."""
+    require_admin(principal)
+    if principal.group_id is not None or principal.agent_group_id is not None:
+        raise NotFound(f"{what} not found")
+
+
+async def _goal(harness: Harness, principal: Principal, group_id: str | None,
+                goal_id: str) -> tuple[Control, dict[str, Any]]:
+    if group_id is None:
+        _unscoped(principal, f"goal {goal_id[:40]}")
+        control = control_of(harness)
+        goal = await control.goal(goal_id)
+        return control, await goal_in_group(control, str(goal["group_id"]), goal_id)
     check_group(principal, group_id)
     control = control_of(harness)
     return control, await goal_in_group(control, group_id, goal_id)
@@ -122,32 +140,32 @@ async def list_goals(harness: Harness, principal: Principal, /, *, group_id: str
 
 
 @operation("goals.get", "GET", GOAL)
-async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str) -> dict[str, Any]:
+async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
     """The goal and its status summary."""
     control, goal = await _goal(harness, principal, group_id, goal_id)
     return {"goal": goal, "status": await control.status(goal_id)}
 
 
 @operation("goals.submit", "POST", GOAL + "/commands")
-async def submit(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def submit(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                  command: dict[str, Any] | None = None, operation_id: str | None = None,
                  expected: dict[str, Any] | None = None) -> dict[str, Any]:
     """One command envelope (control-plane.md §3.1); a replay returns the original receipt, ``replayed: true``."""
-    control, _ = await _goal(harness, principal, group_id, goal_id)
+    control, goal = await _goal(harness, principal, group_id, goal_id)
     envelope: dict[str, Any] = {"operation_id": operation_id or new_operation_id(), "goal_id": goal_id}
     if command is not None:
         envelope["command"] = command
     if expected is not None:
         envelope["expected"] = expected
-    return await control.submit(actor_of(principal, group_id), envelope)
+    return await control.submit(actor_of(principal, str(goal["group_id"])), envelope)
 
 
 @operation("goals.validate", "POST", GOAL + "/criteria/{criterion_id}/validate")
-async def validate_criterion(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def validate_criterion(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                              criterion_id: str) -> dict[str, Any]:
     """Run the criterion's validator in the node's script sandbox (or reuse its run) and record the evidence."""
-    control, _ = await _goal(harness, principal, group_id, goal_id)
-    return await validate(control, actor_of(principal, group_id), goal_id, criterion_id,
+    control, goal = await _goal(harness, principal, group_id, goal_id)
+    return await validate(control, actor_of(principal, str(goal["group_id"])), goal_id, criterion_id,
                           script_runner(harness.scripts))
 
 
@@ -155,19 +173,19 @@ async def validate_criterion(harness: Harness, principal: Principal, /, *, group
 
 
 @operation("goals.status", "GET", GOAL + "/status")
-async def goal_status(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str) -> dict[str, Any]:
+async def goal_status(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.status(goal_id)
 
 
 @operation("goals.board", "GET", GOAL + "/board")
-async def goal_board(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str) -> dict[str, Any]:
+async def goal_board(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.board(goal_id)
 
 
 @operation("work.list", "GET", GOAL + "/work")
-async def list_work(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def list_work(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                     status: str | None = None, limit: int = 50, cursor: str | None = None,
                     **filters: Any) -> dict[str, Any]:
     """The goal's items, one page; ``class`` (a Python keyword, so passed as ``**{"class": …}``) filters."""
@@ -181,7 +199,7 @@ async def list_work(harness: Harness, principal: Principal, /, *, group_id: str,
 
 
 @operation("work.get", "GET", GOAL + "/work/{item_id}")
-async def get_work(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def get_work(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                    item_id: str) -> dict[str, Any]:
     """The item with its claim, evidence and effects."""
     control, _ = await _goal(harness, principal, group_id, goal_id)
@@ -189,14 +207,14 @@ async def get_work(harness: Harness, principal: Principal, /, *, group_id: str, 
 
 
 @operation("goals.acceptance", "GET", GOAL + "/acceptance")
-async def get_acceptance(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def get_acceptance(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                          revision: int | None = None) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.acceptance(goal_id, revision=revision)
 
 
 @operation("goals.evidence", "GET", GOAL + "/evidence")
-async def list_evidence(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def list_evidence(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                         item: str | None = None, criterion: str | None = None, limit: int = 50,
                         cursor: str | None = None) -> dict[str, Any]:
     """Evidence with its applicability now, oldest first."""
@@ -206,7 +224,7 @@ async def list_evidence(harness: Harness, principal: Principal, /, *, group_id: 
 
 
 @operation("goals.effects", "GET", GOAL + "/effects")
-async def list_effects(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def list_effects(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                        state: str | None = None, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     rows = sorted(await control.effects(goal_id, state=state), key=lambda e: str(e["id"]))
@@ -214,7 +232,7 @@ async def list_effects(harness: Harness, principal: Principal, /, *, group_id: s
 
 
 @operation("goals.commits", "GET", GOAL + "/commits")
-async def list_commits(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def list_commits(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                        after_seq: int = 0, limit: int = 50) -> dict[str, Any]:
     """The commit log after ``after_seq``: ``{items, next_after_seq}`` (null at the end)."""
     control, _ = await _goal(harness, principal, group_id, goal_id)
@@ -223,7 +241,7 @@ async def list_commits(harness: Harness, principal: Principal, /, *, group_id: s
 
 
 @operation("goals.receipt", "GET", GOAL + "/receipts/{operation_id}")
-async def get_receipt(harness: Harness, principal: Principal, /, *, group_id: str, goal_id: str,
+async def get_receipt(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                       operation_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.receipt(goal_id, operation_id)
@@ -232,12 +250,19 @@ async def get_receipt(harness: Harness, principal: Principal, /, *, group_id: st
 # ---------------------------------------------------------------- next
 
 
-async def _next_agent(harness: Harness, principal: Principal, group_id: str, agent_id: str | None) -> str:
+async def _next_agent(harness: Harness, principal: Principal, group_id: str | None, agent_id: str | None) -> str:
     """The agent ``next`` is for: named, or the agent of an agent key (issue 20: the body need not repeat it).
     An agent principal asks only for itself; a person for an agent of its group (else ``not_found``)."""
     agent = agent_id or principal.agent_id
     if agent is None:
         raise ControlRefused("invalid_command", "agent_id is required for a person principal", field="agent_id")
+    if group_id is None:
+        _unscoped(principal, f"agent {agent[:40]}")
+        async with harness.store.tx(readonly=True) as tx:
+            found = await agents.find_agent(tx, agent) if 1 <= len(agent) <= 40 else None
+        if found is None:
+            raise ControlRefused("not_found", f"agent {agent[:40]} not found", resource="agent")
+        group_id = found.group_id
     try:
         await agent_in_scope(harness, principal, group_id, agent)
     except NotFound:
@@ -246,7 +271,7 @@ async def _next_agent(harness: Harness, principal: Principal, group_id: str, age
 
 
 @operation("next.get", "GET", G + "/next")
-async def next_read(harness: Harness, principal: Principal, /, *, group_id: str, agent_id: str | None = None,
+async def next_read(harness: Harness, principal: Principal, /, *, group_id: str | None, agent_id: str | None = None,
                     goal_id: str | None = None) -> dict[str, Any]:
     """The ``next`` decision (read-only)."""
     agent = await _next_agent(harness, principal, group_id, agent_id)
@@ -254,7 +279,7 @@ async def next_read(harness: Harness, principal: Principal, /, *, group_id: str,
 
 
 @operation("next.claim", "POST", G + "/next")
-async def next_claim(harness: Harness, principal: Principal, /, *, group_id: str, agent_id: str | None = None,
+async def next_claim(harness: Harness, principal: Principal, /, *, group_id: str | None, agent_id: str | None = None,
                      goal_id: str | None = None, claim: bool = True, key: str | None = None,
                      ttl_s: int | None = None) -> dict[str, Any]:
     """The ``next`` decision; a ``start`` also acquires the item, and the answer carries the claim receipt."""
