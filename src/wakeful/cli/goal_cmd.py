@@ -245,7 +245,8 @@ def goal_show(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None
     """The goal and its status summary."""
     out = out_for(ctx, json_)
 
-    show(out, run_control(out, None, lambda c: c.call("goals.get", goal_id=goal)), lambda v: [*generic_lines(v["goal"]), *status_lines(v["status"])])
+    show(out, run_control(out, None, lambda c: c.call("goals.get", goal_id=goal)),
+         lambda v: [*generic_lines(v["goal"]), *status_lines(v["status"])])
 
 
 def status_lines(s: dict[str, Any]) -> list[str]:

@@ -140,7 +140,8 @@ async def list_goals(harness: Harness, principal: Principal, /, *, group_id: str
 
 
 @operation("goals.get", "GET", GOAL)
-async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
+async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str | None,
+                   goal_id: str) -> dict[str, Any]:
     """The goal and its status summary."""
     control, goal = await _goal(harness, principal, group_id, goal_id)
     return {"goal": goal, "status": await control.status(goal_id)}
@@ -173,13 +174,15 @@ async def validate_criterion(harness: Harness, principal: Principal, /, *, group
 
 
 @operation("goals.status", "GET", GOAL + "/status")
-async def goal_status(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
+async def goal_status(harness: Harness, principal: Principal, /, *, group_id: str | None,
+                      goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.status(goal_id)
 
 
 @operation("goals.board", "GET", GOAL + "/board")
-async def goal_board(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str) -> dict[str, Any]:
+async def goal_board(harness: Harness, principal: Principal, /, *, group_id: str | None,
+                     goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.board(goal_id)
 
