@@ -15,7 +15,7 @@ from live_api import LiveApi, auth, tenant
 
 import wakeful.control  # noqa: F401 - registers the control-plane operations
 from wakeful.errors import WakefulError
-from wakeful.harness.ops import HttpBackend, LocalBackend, Principal, Refused
+from wakeful.harness.ops import OPERATOR, HttpBackend, LocalBackend, Principal, Refused
 
 pytestmark = pytest.mark.integration
 
@@ -130,3 +130,16 @@ def test_both_backends_refuse_alike_outside_the_scope(live: LiveApi) -> None:
     here = _refusal(live, _local(live, _agent(t), "next.get", group_id=g, agent_id=other["agent"]))
     there = _refusal(live, _http(live, t["akey"], "next.get", group_id=g, agent_id=other["agent"]))
     assert here[0] == there[0] == "not_found" and there[1] == 404
+
+
+def test_a_goal_named_by_id_alone_is_for_the_unscoped_operator_only(live: LiveApi) -> None:
+    """``group_id=None`` (the local command line): the operator finds the goal in its own group; any principal
+    scoped to a group is refused, so a goal's existence is never revealed across groups."""
+    t, other = live.call(tenant), live.call(tenant)
+    theirs = live.run(_local(live, _agent(other), "goals.create", group_id=other["group"], title="theirs",
+                             objective="x"))["goal"]["id"]
+    found = live.run(_local(live, OPERATOR, "goals.get", group_id=None, goal_id=theirs))
+    assert found["goal"]["group_id"] == other["group"]
+    for principal in (_agent(t), _person(t), OPERATOR.acting_as(t["agent"], t["group"])):
+        code, _ = _refusal(live, _local(live, principal, "goals.get", group_id=None, goal_id=theirs))
+        assert code in ("forbidden", "not_found"), principal
