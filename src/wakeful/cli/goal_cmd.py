@@ -1,9 +1,10 @@
 """`wakeful goal …` in local mode (interfaces.md §4.2): goals, acceptance, subjects, projections and the commit
 log on the configured store, as the operator (person authority) or, with ``--agent``, as that agent.
 
-``run_control`` (shared with ``work_cmd``) opens the store and a ``Control`` for one command; kernel refusals
-print as typed errors and exit 1, an unreachable store exits 3, a bad argument or file exits 2. In remote mode
-(``--server``) it runs the same command bodies against the HTTP API instead (``control_remote``).
+``run_control`` (shared with ``work_cmd``) runs one command body on a ``GoalCli``: the control-plane operations
+(``wakeful.control.ops``) on the store opened offline, or — remote mode (``--server``) — over the HTTP API, with
+the same rendering; kernel refusals print as typed errors and exit 1, an unreachable store exits 3, a bad argument
+or file exits 2.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from wakeful.cli.output import EXIT_FAILED, CliExit, Out, Unavailable, UsageErro
 from wakeful.errors import WakefulError
 
 if TYPE_CHECKING:  # the control plane, the harness and SQLAlchemy load when a command runs, not at CLI start
-    from wakeful.control import Actor, Control
+    from wakeful.control import Control
+    from wakeful.harness.ops import Backend
 
 __all__ = ["GoalCli", "apps", "goal_app", "run_control"]
 
@@ -46,33 +48,49 @@ def apps() -> dict[str, typer.Typer]:
     return {"goal": goal_app}
 
 
-# ---------------------------------------------------------------- one command against the store
+# ---------------------------------------------------------------- one command, local or remote
 
 
 class GoalCli:
-    """A ``Control`` on the local store plus the actor helpers a command needs."""
+    """One command's way to the control-plane operations (``wakeful.control.ops``): a ``Backend`` — the local
+    store as the operator (or ``--agent``), or the server with the key — and the group goals are named in (locally
+    ``None``: the operator names a goal by id alone and its group is the goal's; remotely the key's group)."""
 
-    def __init__(self, control: Control, agent: str | None) -> None:
-        self.control, self.agent = control, agent
+    def __init__(self, backend: Backend, group: Callable[[], str | None], kernel: Control | None = None) -> None:
+        self.backend, self._group, self.kernel = backend, group, kernel
 
-    async def actor(self, goal_id: str | None = None, group_id: str | None = None) -> Actor:
-        from wakeful.control import Actor
+    @property
+    def group(self) -> str | None:
+        return self._group()
 
-        if group_id is None:
-            if goal_id is None:
-                raise UsageError("--group is required")
-            group_id = str((await self.control.goal(goal_id))["group_id"])
-        if self.agent is not None:
-            return Actor("agent", self.agent, group_id)
-        return Actor("operator", "operator", group_id)
+    async def call(self, name: str, **arguments: Any) -> Any:
+        """One operation in the named ``group_id``, else in this command's group."""
+        if "group_id" not in arguments:
+            arguments["group_id"] = self.group
+        return await self.backend.call(name, **arguments)
+
+    async def every(self, name: str, **arguments: Any) -> list[Any]:
+        """Every item of a paged read, its pages followed to the end."""
+        items: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self.call(name, limit=200, cursor=cursor, **arguments)
+            items.extend(page["items"])
+            following = page.get("next_cursor")
+            if not following or following == cursor:
+                return items
+            cursor = following
+        return items
 
     async def submit(self, goal_id: str, command: dict[str, Any], *, operation_id: str | None = None,
                      expected: dict[str, Any] | None = None) -> dict[str, Any]:
-        envelope: dict[str, Any] = {"operation_id": operation_id or new_operation_id(), "goal_id": goal_id,
-                                    "command": command}
-        if expected:
-            envelope["expected"] = expected
-        return await self.control.submit(await self.actor(goal_id), envelope)
+        receipt: dict[str, Any] = await self.call("goals.submit", goal_id=goal_id, command=command,
+                                                  operation_id=operation_id or new_operation_id(),
+                                                  expected=expected or None)
+        return receipt
+
+
+MAX_PAGES = 1000
 
 
 def new_operation_id() -> str:
@@ -81,32 +99,49 @@ def new_operation_id() -> str:
 
 
 def run_control(out: Out, agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
-    """Open the store, run ``body``, close; typed errors exit 1 (refused), 2 (usage) or 3 (unavailable).
-    In remote mode the same ``body`` runs against the server's control-plane routes (``control_remote``)."""
+    """Run ``body`` on the configured store (as the operator, or as ``agent``), or in remote mode against the
+    server's control-plane routes (``--server``; ``agent`` sent as ``X-Wakeful-Agent``): the same operations and
+    the same rendering either way. Typed errors exit 1 (refused), 2 (usage) or 3 (unavailable)."""
     from wakeful.cli import remote
 
     if remote.server_url() is not None:
-        from wakeful.cli import control_remote
-
-        return remote.call(out, lambda: control_remote.run(agent, body))
+        return remote.call(out, lambda: _remote(agent, body))
     from wakeful.harness.errors import StoreUnavailable
 
     try:
-        return asyncio.run(_with_control(agent, body))
+        return asyncio.run(_local(agent, body))
     except StoreUnavailable as exc:
         out.fail(Unavailable(exc.message))
     except WakefulError as exc:
         out.fail(exc)
 
 
-async def _with_control(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
-    from wakeful.control import local_control
-    from wakeful.harness.config import load_config
+async def _local(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
+    from dataclasses import replace
 
-    settings = load_config().control  # control.claim_ttl_s / intent_grace_s, as the node applies them
-    async with local_control(store_url(), claim_ttl_s=settings.claim_ttl_s,
-                             intent_grace_s=settings.intent_grace_s) as control:
-        return await body(GoalCli(control, agent))
+    from wakeful.control import Harness
+    from wakeful.harness.config import load_config
+    from wakeful.harness.ops import OPERATOR, LocalBackend
+
+    harness = Harness(load_config(), db_url=store_url())  # control.claim_ttl_s / intent_grace_s as the node's
+    principal = OPERATOR if agent is None else replace(OPERATOR, agent_id=agent)  # the agent of any group
+    async with harness.offline():
+        return await body(GoalCli(LocalBackend(harness, principal), lambda: None, harness.control_if_running))
+
+
+def _remote(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
+    from urllib.parse import unquote
+
+    import wakeful.control  # noqa: F401 - registers the control-plane operations HttpBackend names
+    from wakeful.cli import remote
+    from wakeful.harness.ops import HttpBackend, SyncCaller
+
+    api = remote.connect(agent=agent)
+
+    async def go() -> T:  # the key's group, as the server names it (HttpBackend encodes path segments)
+        return await body(GoalCli(HttpBackend(SyncCaller(api)), lambda: unquote(api.group())))
+
+    return asyncio.run(go())
 
 
 def show(out: Out, value: Any, lines: Callable[[Any], list[str]] | None = None) -> None:
@@ -180,9 +215,10 @@ def goal_create(
         command["budget"] = {"units_per_day": units_per_day}
 
     async def body(c: GoalCli) -> dict[str, Any]:
-        receipt = await c.control.submit(await c.actor(group_id=group),
-                                         {"operation_id": operation_id or new_operation_id(), "command": command})
-        return {"goal": await c.control.goal(receipt["goal_id"]), "receipt": receipt}
+        fields = {k: v for k, v in command.items() if k != "type"}
+        made: dict[str, Any] = await c.call("goals.create", group_id=group,
+                                            operation_id=operation_id or new_operation_id(), **fields)
+        return made
 
     show(out, run_control(out, agent, body), lambda v: [f"goal {v['goal']['id']}: {v['goal']['title']}",
                                                        *receipt_lines(v["receipt"])])
@@ -198,7 +234,8 @@ def goal_list(
 ) -> None:
     """List the group's goals."""
     out = out_for(ctx, json_)
-    goals = run_control(out, None, lambda c: c.control.goals(group, status=status, agent_id=agent))
+    # with --agent, as that agent: an agent sees the goals it is registered on
+    goals = run_control(out, agent, lambda c: c.every("goals.list", group_id=group, status=status))
     show(out, goals, lambda gs: [f"{g['id']}  {g['status']}  rev {g['revision']}  {g['title']}" for g in gs]
          or ["(no goals)"])
 
@@ -208,10 +245,8 @@ def goal_show(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None
     """The goal and its status summary."""
     out = out_for(ctx, json_)
 
-    async def body(c: GoalCli) -> dict[str, Any]:
-        return {"goal": await c.control.goal(goal), "status": await c.control.status(goal)}
-
-    show(out, run_control(out, None, body), lambda v: [*generic_lines(v["goal"]), *status_lines(v["status"])])
+    show(out, run_control(out, None, lambda c: c.call("goals.get", goal_id=goal)),
+         lambda v: [*generic_lines(v["goal"]), *status_lines(v["status"])])
 
 
 def status_lines(s: dict[str, Any]) -> list[str]:
@@ -235,7 +270,7 @@ def status_lines(s: dict[str, Any]) -> list[str]:
 def goal_status(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
     """The status projection (control-plane.md §8)."""
     out = out_for(ctx, json_)
-    show(out, run_control(out, None, lambda c: c.control.status(goal)), status_lines)
+    show(out, run_control(out, None, lambda c: c.call("goals.status", goal_id=goal)), status_lines)
 
 
 def board_lines(b: dict[str, Any]) -> list[str]:
@@ -253,7 +288,7 @@ def board_lines(b: dict[str, Any]) -> list[str]:
 def goal_board(ctx: typer.Context, goal: GoalArg, json_: JsonOpt = False) -> None:
     """The board projection (control-plane.md §8)."""
     out = out_for(ctx, json_)
-    show(out, run_control(out, None, lambda c: c.control.board(goal)), board_lines)
+    show(out, run_control(out, None, lambda c: c.call("goals.board", goal_id=goal)), board_lines)
 
 
 def _goal_command(kind: str, doc: str) -> None:
@@ -329,7 +364,7 @@ def goal_validate(ctx: typer.Context, goal: GoalArg,
     if remote.server_url() is None:
         raise UsageError("validators run in a node's script sandbox: give --server URL (and --key)")
     out = out_for(ctx, json_)
-    found = run_control(out, agent, lambda c: c.control.validate(goal, criterion, agent))  # type: ignore[attr-defined]
+    found = run_control(out, agent, lambda c: c.call("goals.validate", goal_id=goal, criterion_id=criterion))
     show(out, found, lambda v: [f"{criterion}: {v['verdict']} (attempt {v['attempt']}"
                                 f"{', reused' if v['reused'] else ''}) evidence {v['evidence']}"])
 
@@ -386,7 +421,11 @@ def goal_commits(
 ) -> None:
     """The goal's commit log."""
     out = out_for(ctx, json_)
-    commits = run_control(out, None, lambda c: c.control.commits(goal, after_seq=after_seq, limit=limit))
+    async def body(c: GoalCli) -> list[dict[str, Any]]:
+        page = await c.call("goals.commits", goal_id=goal, after_seq=after_seq, limit=limit)
+        return list(page["items"])
+
+    commits = run_control(out, None, body)
     show(out, commits, lambda cs: [f"{c['seq']}  {c['command_type']}  {c['operation_id']}" for c in cs]
          or ["(no commits)"])
 
@@ -400,7 +439,15 @@ def goal_rebuild(ctx: typer.Context,
                  json_: JsonOpt = False) -> None:
     """Drop the projection cache and recompute it (nothing is lost: projections are pure)."""
     out = out_for(ctx, json_)
-    done = run_control(out, None, lambda c: c.control.rebuild(goal, check_log=check_log))
+    async def body(c: GoalCli) -> dict[str, Any]:
+        if c.kernel is None:  # the projection cache is the node's own: no route (interfaces.md §2.2)
+            from wakeful.cli.remote import refuse_local
+
+            refuse_local("wakeful goal rebuild")
+        assert c.kernel is not None
+        return await c.kernel.rebuild(goal, check_log=check_log)
+
+    done = run_control(out, None, body)
 
     def lines(d: dict[str, Any]) -> list[str]:
         text = [f"rebuilt {d['projections']} projections of {d['goals']} goals"]
@@ -462,7 +509,7 @@ def acceptance_show(
 ) -> None:
     """The contract with criterion statuses."""
     out = out_for(ctx, json_)
-    show(out, run_control(out, None, lambda c: c.control.acceptance(goal, revision=revision)))
+    show(out, run_control(out, None, lambda c: c.call("goals.acceptance", goal_id=goal, revision=revision)))
 
 
 @subject_app.command("set")

@@ -113,7 +113,7 @@ def work_add(
     async def body(c: GoalCli) -> dict[str, Any]:
         receipt = await c.submit(goal, command, operation_id=operation_id)
         item_id = next(ch["id"] for ch in receipt["changed"] if ch["entity"] == "item")
-        return {"item": await c.control.item(goal, item_id), "receipt": receipt}
+        return {"item": await c.call("work.get", goal_id=goal, item_id=item_id), "receipt": receipt}
 
     show(out, run_control(out, agent, body), lambda v: [f"item {v['item']['id']}: {v['item']['title']}",
                                                        *receipt_lines(v["receipt"])])
@@ -128,7 +128,7 @@ def work_list(
 ) -> None:
     """The goal's work items."""
     out = out_for(ctx, json_)
-    items = run_control(out, None, lambda c: c.control.items(goal, status=status, cls=cls))
+    items = run_control(out, None, lambda c: c.every("work.list", goal_id=goal, status=status, **{"class": cls}))
     show(out, items, lambda its: [f"{i['id']}  {i['class']}  {i['status']}  P{i['priority']}  r{i['revision']}  "
                                   f"{i['title']}" for i in its] or ["(no items)"])
 
@@ -137,7 +137,7 @@ def work_list(
 def work_show(ctx: typer.Context, goal: GoalArg, item: ItemArg, json_: JsonOpt = False) -> None:
     """One item with its claim, evidence and effects."""
     out = out_for(ctx, json_)
-    show(out, run_control(out, None, lambda c: c.control.item(goal, item)), generic_lines)
+    show(out, run_control(out, None, lambda c: c.call("work.get", goal_id=goal, item_id=item)), generic_lines)
 
 
 @work_app.command("claim")
@@ -362,7 +362,7 @@ def evidence_list(ctx: typer.Context, goal: GoalArg,
                   json_: JsonOpt = False) -> None:
     """Evidence with its applicability now."""
     out = out_for(ctx, json_)
-    rows = run_control(out, None, lambda c: c.control.evidence(goal, item=item, criterion=criterion))
+    rows = run_control(out, None, lambda c: c.every("goals.evidence", goal_id=goal, item=item, criterion=criterion))
     show(out, rows, lambda es: [f"{e['id']}  {e['verdict']}  {e['kind']}  {e.get('summary') or ''}" for e in es]
          or ["(no evidence)"])
 
@@ -437,7 +437,7 @@ def effect_list(ctx: typer.Context, goal: GoalArg, state: Annotated[str | None, 
                 json_: JsonOpt = False) -> None:
     """The goal's effects."""
     out = out_for(ctx, json_)
-    rows = run_control(out, None, lambda c: c.control.effects(goal, state=state))
+    rows = run_control(out, None, lambda c: c.every("goals.effects", goal_id=goal, state=state))
     show(out, rows, lambda es: [f"{e['request_key']}  {e['state']}  attempt {e['attempt']}  {e['kind']}"
                                 for e in es] or ["(no effects)"])
 
@@ -479,5 +479,8 @@ def next_command(
     """What should this agent do now? The next decision: deliver, ask a person, wait, replan or stop
     (control-plane.md §7)."""
     out = out_for(ctx, json_)
-    decision = run_control(out, None, lambda c: c.control.next(agent, goal, claim=claim))
+    if claim:  # only the agent itself claims work: the command acts as it
+        decision = run_control(out, agent, lambda c: c.call("next.claim", agent_id=agent, goal_id=goal, claim=True))
+    else:
+        decision = run_control(out, None, lambda c: c.call("next.get", agent_id=agent, goal_id=goal))
     show(out, decision, decision_lines)

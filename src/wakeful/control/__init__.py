@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from wakeful.control import ops  # registers the control-plane operations (issue 15)
 from wakeful.control.actor import Actor
 from wakeful.control.applicability import CriterionStatus
 from wakeful.control.core import Control
@@ -47,6 +48,7 @@ __all__ = [
     "Registration",
     "goals_needing_person",
     "local_control",
+    "ops",
     "seed_demo_goal",
     "script_runner",
     "validate",

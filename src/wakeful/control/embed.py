@@ -7,7 +7,9 @@ store at start and runs its 60 s resume sweep (control-plane.md §3.4) alongside
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from wakeful.control.actor import Actor
@@ -45,6 +47,21 @@ class Harness(NodeHarness):
         self._bridge.install(sweep_every_s=SWEEP_S if self.sweeps else None)
         if self.sweeps:
             self._control_sweep = asyncio.get_running_loop().create_task(self._resume_sweep(control))
+
+    @contextlib.asynccontextmanager
+    async def offline(self) -> AsyncIterator[Harness]:
+        """The harness on its store with nothing running (``NodeHarness.offline``), plus the control kernel on
+        that store — no Loop bridge, no resume sweep: the command line's local mode, whose commits a node running
+        on the store acts on."""
+        async with super().offline():
+            settings = self.config.control
+            control = Control(self.store, claim_ttl_s=settings.claim_ttl_s, intent_grace_s=settings.intent_grace_s)
+            await control.open()
+            self._control = control
+            try:
+                yield self
+            finally:
+                self._control = None
 
     async def stop(self) -> None:
         """Stop the control sweep, then drain and stop the node (harness.md §19.4)."""

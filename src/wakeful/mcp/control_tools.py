@@ -1,5 +1,6 @@
 """The control-plane tools of interfaces.md §3.2 (``goal.*``, ``subject.set``, ``budget.spend``, ``work.*``,
-``gate.ask``, ``evidence.add``, ``effect.*``), in-process (``h.control``) or through the HTTP API.
+``gate.ask``, ``evidence.add``, ``effect.*``): each calls the control-plane operations (``wakeful.control.ops``)
+through ``ctx.backend``, in process or over the HTTP API alike.
 
 Every tool acts as the connection's agent. Person-only commands (``acceptance.set``, ``gate.resolve``,
 ``agent.exclude``, ``work.cancel``, a person's ``goal.close``) are not offered (interfaces.md §3.1). Each tool
@@ -14,6 +15,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import wakeful.control  # noqa: F401 - registers the control-plane operations this table calls
 from wakeful.mcp.contracts import contract
 from wakeful.mcp.table import McpContext, McpTool, ToolRefusal, ToolTable
 
@@ -81,64 +83,39 @@ def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
             "additionalProperties": False}
 
 
-# ---------------------------------------------------------------- backends: in-process control or the HTTP API
+# ---------------------------------------------------------------- the operations (wakeful.control.ops)
 
 
-def _control(ctx: McpContext) -> Any:
-    control = ctx.harness.control_if_running if ctx.harness is not None else None
-    if control is None:
-        raise ToolRefusal("unavailable", "the control plane is not running on this node")
-    return control
+def _op_id(args: dict[str, Any]) -> str:
+    return str(args.get("operation_id") or f"mcp:{secrets.token_hex(12)}")
 
 
-def _actor(ctx: McpContext) -> Any:
-    from wakeful.control import Actor
-
-    return Actor("agent", ctx.agent_id, ctx.group_id)
-
-
-def _api(ctx: McpContext) -> Any:
-    if ctx.api is None:
-        raise ToolRefusal("unavailable", "this MCP server has neither a harness nor an API connection")
-    return ctx.api
+async def _call(ctx: McpContext, name: str, **args: Any) -> Any:
+    """One control-plane operation, in process or over the HTTP API alike."""
+    return await ctx.backend.call(name, group_id=ctx.group_id, **args)
 
 
-def _goal_path(ctx: McpContext, goal_id: str) -> str:
-    return f"{ctx.group_path}/goals/{goal_id}"
-
-
-async def _in_group(ctx: McpContext, goal_id: str) -> None:
-    goal = await _control(ctx).goal(goal_id)
-    if goal["group_id"] != ctx.group_id:
-        raise ToolRefusal("not_found", f"goal {goal_id[:40]} not found", resource="goal")
+async def _all(ctx: McpContext, name: str, **args: Any) -> list[Any]:
+    """Every item of a paged read (pages followed to the end)."""
+    items: list[Any] = []
+    cursor = None
+    while True:
+        found = await _call(ctx, name, limit=200, cursor=cursor, **args)
+        items += found["items"]
+        cursor = found.get("next_cursor")
+        if not cursor:
+            return items
 
 
 async def _submit(ctx: McpContext, args: dict[str, Any], command: dict[str, Any],
                   expected: dict[str, Any] | None = None) -> dict[str, Any]:
-    goal_id = str(args["goal_id"])
-    envelope: dict[str, Any] = {"operation_id": args.get("operation_id") or f"mcp:{secrets.token_hex(12)}",
-                                "goal_id": goal_id, "command": command}
-    if expected:
-        envelope["expected"] = expected
-    if ctx.harness is None:
-        result: dict[str, Any] = await _api(ctx).request("POST", _goal_path(ctx, goal_id) + "/commands",
-                                                         json=envelope)
-        return result
-    receipt: dict[str, Any] = await _control(ctx).submit(_actor(ctx), envelope)
+    receipt: dict[str, Any] = await _call(ctx, "goals.submit", goal_id=str(args["goal_id"]), operation_id=_op_id(args),
+                                          command=command, expected=expected or None)
     return receipt
 
 
-async def _read(ctx: McpContext, goal_id: str, suffix: str, local: Callable[[Any], Awaitable[Any]],
-                params: dict[str, Any] | None = None) -> Any:
-    if ctx.harness is None:
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        return await _api(ctx).request("GET", _goal_path(ctx, goal_id) + suffix, params=query or None)
-    await _in_group(ctx, goal_id)
-    return await local(_control(ctx))
-
-
 async def _item(ctx: McpContext, goal_id: str, item_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = await _read(ctx, goal_id, f"/work/{item_id}", lambda c: c.item(goal_id, item_id))
+    found: dict[str, Any] = await _call(ctx, "work.get", goal_id=goal_id, item_id=item_id)
     return found
 
 
@@ -166,20 +143,11 @@ def _item_id(receipt: dict[str, Any]) -> str:
 
 async def goal_create(args: dict[str, Any], ctx: McpContext) -> Any:
     fields: dict[str, Any] = {k: args[k] for k in ("title", "objective", "claim_mode", "subjects") if k in args}
-    op: str = args.get("operation_id") or f"mcp:{secrets.token_hex(12)}"
-    if ctx.harness is None:
-        return await _api(ctx).request("POST", ctx.group_path + "/goals", json={"operation_id": op, **fields})
-    control = _control(ctx)
-    receipt = await control.submit(_actor(ctx), {"operation_id": op, "command": {"type": "goal.create", **fields}})
-    return {"goal": await control.goal(receipt["goal_id"]), "receipt": receipt}
+    return await _call(ctx, "goals.create", operation_id=_op_id(args), **fields)
 
 
 async def goal_list(args: dict[str, Any], ctx: McpContext) -> Any:
-    if ctx.harness is None:
-        params = {"status": args["status"]} if "status" in args else None
-        page = await _api(ctx).request("GET", ctx.group_path + "/goals", params=params)
-        return {"goals": page["items"]}
-    return {"goals": await _control(ctx).goals(ctx.group_id, status=args.get("status"), agent_id=ctx.agent_id)}
+    return {"goals": await _all(ctx, "goals.list", status=args.get("status"))}
 
 
 async def goal_join(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -198,13 +166,11 @@ async def budget_spend(args: dict[str, Any], ctx: McpContext) -> Any:
 
 
 async def goal_status(args: dict[str, Any], ctx: McpContext) -> Any:
-    goal_id = str(args["goal_id"])
-    return await _read(ctx, goal_id, "/status", lambda c: c.status(goal_id))
+    return await _call(ctx, "goals.status", goal_id=str(args["goal_id"]))
 
 
 async def goal_board(args: dict[str, Any], ctx: McpContext) -> Any:
-    goal_id = str(args["goal_id"])
-    return await _read(ctx, goal_id, "/board", lambda c: c.board(goal_id))
+    return await _call(ctx, "goals.board", goal_id=str(args["goal_id"]))
 
 
 # ---------------------------------------------------------------- work
@@ -217,28 +183,15 @@ async def work_add(args: dict[str, Any], ctx: McpContext) -> Any:
 
 
 async def work_list(args: dict[str, Any], ctx: McpContext) -> Any:
-    goal_id = str(args["goal_id"])
-    status, cls = args.get("status"), args.get("class")
-    if ctx.harness is None:
-        page = await _api(ctx).request("GET", _goal_path(ctx, goal_id) + "/work",
-                                       params={k: v for k, v in (("status", status), ("class", cls), ("limit", 200))
-                                               if v is not None})
-        return {"items": page["items"]}
-    return {"items": await _read(ctx, goal_id, "/work", lambda c: c.items(goal_id, status=status, cls=cls))}
+    filters = {"status": args.get("status"), "class": args.get("class")}
+    return {"items": await _all(ctx, "work.list", goal_id=str(args["goal_id"]), **filters)}
 
 
 async def work_next(args: dict[str, Any], ctx: McpContext) -> Any:
-    goal_id, claim = args.get("goal_id"), bool(args.get("claim", False))
-    if ctx.harness is None:
-        if claim:
-            return await _api(ctx).request("POST", ctx.group_path + "/next",
-                                           json={"agent_id": ctx.agent_id, "goal_id": goal_id, "claim": True})
-        return await _api(ctx).request("GET", ctx.group_path + "/next",
-                                       params={k: v for k, v in (("agent_id", ctx.agent_id), ("goal_id", goal_id))
-                                               if v is not None})
-    if goal_id is not None:
-        await _in_group(ctx, str(goal_id))
-    return await _control(ctx).next(ctx.agent_id, goal_id, claim=claim)
+    goal_id = args.get("goal_id")
+    if args.get("claim", False):
+        return await _call(ctx, "next.claim", agent_id=ctx.agent_id, goal_id=goal_id, claim=True)
+    return await _call(ctx, "next.get", agent_id=ctx.agent_id, goal_id=goal_id)
 
 
 async def work_claim(args: dict[str, Any], ctx: McpContext) -> Any:
@@ -313,14 +266,7 @@ async def goal_propose(args: dict[str, Any], ctx: McpContext) -> Any:
 
 
 async def criterion_validate(args: dict[str, Any], ctx: McpContext) -> Any:
-    goal_id, criterion_id = str(args["goal_id"]), str(args["criterion_id"])
-    if ctx.harness is None:
-        return await _api(ctx).request("POST", _goal_path(ctx, goal_id) + f"/criteria/{criterion_id}/validate")
-    from wakeful.control import Actor, script_runner, validate
-
-    await _in_group(ctx, goal_id)
-    return await validate(_control(ctx), Actor("agent", ctx.agent_id, ctx.group_id), goal_id, criterion_id,
-                          script_runner(ctx.harness.scripts))
+    return await _call(ctx, "goals.validate", goal_id=str(args["goal_id"]), criterion_id=str(args["criterion_id"]))
 
 
 async def gate_ask(args: dict[str, Any], ctx: McpContext) -> Any:
