@@ -14,7 +14,6 @@ from wakeful.control.actor import Actor
 from wakeful.control.applicability import CriterionStatus
 from wakeful.control.core import Control
 from wakeful.control.errors import ControlRefused
-from wakeful.control.local import local_control
 from wakeful.control.reads import goals_needing_person
 from wakeful.control.snapshot import (
     ClaimView,
@@ -47,7 +46,6 @@ __all__ = [
     "ItemView",
     "Registration",
     "goals_needing_person",
-    "local_control",
     "ops",
     "seed_demo_goal",
     "script_runner",
