@@ -32,7 +32,7 @@ from wakeful.harness.store.engine import (
     parse_url,
     unavailable_from,
 )
-from wakeful.harness.store.group import GroupCommit
+from wakeful.harness.store.group import BatchWork, GroupCommit
 
 if TYPE_CHECKING:
     from wakeful.harness.store.migrations import MigrationOutcome
@@ -152,6 +152,13 @@ class Store:
         (arrival order within a key), e.g. the id of the row they lock."""
         result: T = await self.grouping.submit(work, key)
         return result
+
+    async def grouped_batch(self, kind: str, item: Any, work: BatchWork) -> Any:
+        """``item`` answered by one ``work(tx, items)`` with the other items of ``kind`` submitted meanwhile, as a
+        unit of the group commit: ``work`` returns one answer per item, in order, a ``HarnessError`` in the place
+        of an item it refuses (raised to that caller alone), and writes nothing for a refused item. Returns the
+        item's answer only after the transaction committed (see ``store.group``)."""
+        return await self.grouping.submit_batch(kind, item, work)
 
     @asynccontextmanager
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
