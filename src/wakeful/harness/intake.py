@@ -345,7 +345,7 @@ class Intake:
         now = await tx.now_ms()
         last = await _last_received(tx, loop_id)
         received = now if last is None or now > last else last + 1  # admission order = delivery order
-        mark = len(tx._after_commit)
+        mark = tx.after_commit_mark()
         handed = self._plan_hand_off(tx, loop_id, row.incarnation, pending, event)
         inserted = await tx.insert_if_absent(E, {
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
@@ -354,7 +354,7 @@ class Intake:
             **self._stamp(handed, now),
         })
         if handed and not inserted:  # a duplicate after all (a concurrent insert): nothing to hand over
-            del tx._after_commit[mark:]
+            tx.drop_after_commit(mark)
             tx.shared["intake.hand_off"][loop_id].discard(event.event_id)
             handed = False
         return _accepted(event.event_id, not inserted, False), handed  # step 6

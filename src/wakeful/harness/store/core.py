@@ -59,6 +59,14 @@ class Tx:
         """Run ``action`` once this transaction has committed (never on rollback); its errors are logged."""
         self._after_commit.append(action)
 
+    def after_commit_mark(self) -> int:
+        """A mark for ``drop_after_commit``: the actions registered so far."""
+        return len(self._after_commit)
+
+    def drop_after_commit(self, mark: int) -> None:
+        """Forget the actions registered since ``mark`` (a unit that refused, or wrote nothing after all)."""
+        del self._after_commit[mark:]
+
     def _committed(self) -> None:
         for action in self._after_commit:
             try:

@@ -153,11 +153,11 @@ class GroupCommit:
         try:
             async with self.store.tx() as tx:
                 for unit in batch:
-                    mark = len(tx._after_commit)
+                    mark = tx.after_commit_mark()
                     try:
                         outcomes.append((False, await unit.work(tx)))
                     except HarnessError as exc:  # this unit's typed refusal (it wrote nothing)
-                        del tx._after_commit[mark:]
+                        tx.drop_after_commit(mark)
                         outcomes.append((True, exc))
                 await self._pause("before")
         except Exception as exc:
