@@ -46,6 +46,7 @@ async def info(request: Request, principal: AnyPrincipal) -> dict[str, Any]:
         "node": settings.node_name,
         "node_id": harness.node.node_id,
         "store": harness.store.dialect,
+        "store_commits": harness.store.commits,  # write transactions this node committed since it started
         "compiler_available": _compiler_available(),
         "limits": dataclasses.asdict(harness.config.limits),
         "recent_refusals": {**request.app.state.refusals.counts(), "window_s": 3600},

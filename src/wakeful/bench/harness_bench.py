@@ -207,7 +207,7 @@ def judge(doc: dict[str, Any]) -> list[dict[str, Any]]:
         for name, path, op, target in TARGETS:
             row = _row(name, op, target, median_figure(runs, path), store)
             if "commits" in name and row["measured"] is None:
-                row["checked"] = False  # the store gives no commit counter (SQLite): reported, not judged
+                row["checked"] = False  # no commit count was read (a node did not answer): reported, not judged
             rows.append(row)
         if peer_ingest:
             ours = median_figure(runs, ("ingest", "accepted_per_s"))

@@ -1,7 +1,7 @@
 """The ``wakeful.bench.harness/1`` JSON schema (benchmarks.md §2.1 "Output"), checked with ``schema.validate``.
 
 A run is one system (``wakeful`` on a store, or the ``dbos`` peer) in one round; steps a system cannot take are
-``null``. Figures a store cannot count (SQLite commits) are ``null``.
+``null``. Figures a store cannot count are ``null`` (SQLite commits are the node's own count, ``Store.commits``).
 """
 
 from __future__ import annotations

@@ -70,6 +70,23 @@ class NodeSteps:
         node = self.nodes[k % len(self.nodes)]
         return Connection("127.0.0.1", node.port, {"Authorization": f"Bearer {self.tenant.group_key}"})
 
+    async def commits(self) -> int | None:
+        """Database commits so far: PostgreSQL's ``xact_commit`` of the run's database; on SQLite the nodes' own
+        count of committed write transactions (``Store.commits`` in ``GET /v1/info``, a group-commit batch once)."""
+        if self.store.kind == "postgresql":
+            return await self.store.commits()
+        total = 0
+        for node in self.nodes:
+            conn = Connection("127.0.0.1", node.port, {"Authorization": f"Bearer {self.tenant.admin_key}"})
+            try:
+                answer = await conn.request("GET", "/v1/info")
+            finally:
+                await conn.close()
+            if answer.status != 200:
+                return None
+            total += int(answer.json().get("store_commits", 0))
+        return total
+
     def cpu(self) -> list[float]:
         return [cpu_seconds(node.pid) for node in self.nodes]
 
@@ -231,11 +248,11 @@ class NodeSteps:
 
     async def idle(self, seconds: float) -> dict[str, Any]:
         self.progress.phase("idle", int(seconds))
-        cpus0, commits0, began = self.cpu(), await self.store.commits(), time.monotonic()
+        cpus0, commits0, began = self.cpu(), await self.commits(), time.monotonic()
         while (elapsed := time.monotonic() - began) < seconds:
             self.progress.advance(int(elapsed))
             await asyncio.sleep(min(1.0, seconds - elapsed))
-        cpus1, commits1 = self.cpu(), await self.store.commits()
+        cpus1, commits1 = self.cpu(), await self.commits()
         cpu0, cpu1 = sum(cpus0), sum(cpus1)
         window = time.monotonic() - began
         per_min = 60.0 / window if window else 0.0
@@ -256,7 +273,7 @@ class NodeSteps:
         self.progress.phase("ingest", int(seconds))
         latencies: list[float] = []
         statuses: Counter[str] = Counter()
-        commits0, cpus0 = await self.store.commits(), self.cpu()
+        commits0, cpus0 = await self.commits(), self.cpu()
         began = time.monotonic()
         stop_at = began + seconds
         turn = iter(range(1 << 62))
@@ -280,7 +297,7 @@ class NodeSteps:
         drain_began = time.monotonic()
         drained = await self._drain()
         drain_s = time.monotonic() - drain_began
-        commits1, cpus1 = await self.store.commits(), self.cpu()
+        commits1, cpus1 = await self.commits(), self.cpu()
         errors = {k: v for k, v in statuses.items() if k != "202"}
         if errors:
             self.failures.append(f"ingest: answers {dict(errors)}")

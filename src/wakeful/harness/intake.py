@@ -81,8 +81,6 @@ class Intake:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
         self._signalled: set[str] = set()
-        self._stamps: dict[str, list[str]] = {}  # handed-off event ids whose delivery stamp is not written yet
-        self._stamping = False
         self._owners: dict[str, tuple[int, tuple[str, str]]] = {}  # resident Loop → (incarnation, (group, agent))
         # the next batch unit (not started yet) and the admissions it will take
         self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
@@ -303,12 +301,13 @@ class Intake:
                                    retry_after_s=BACKLOG_RETRY_S)
         before = last.get(loop_id)
         received = now if before is None or now > before else before + 1
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
         rows.append({
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
             "envelope_bytes": event.envelope_bytes, "status": "pending", "source": adm.source, "received_ms": received,
+            **self._stamp(handed, now),
         })
-        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
         known[(loop_id, event.event_id)] = event.payload_sha256
         waiting.append(event.event_id)
         backlog[row.group_id] = held + event.envelope_bytes
@@ -346,13 +345,27 @@ class Intake:
         now = await tx.now_ms()
         last = await _last_received(tx, loop_id)
         received = now if last is None or now > last else last + 1  # admission order = delivery order
+        mark = tx.after_commit_mark()
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, pending, event)
         inserted = await tx.insert_if_absent(E, {
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
             "envelope_bytes": event.envelope_bytes, "status": "pending", "source": source, "received_ms": received,
+            **self._stamp(handed, now),
         })
-        handed = inserted and self._plan_hand_off(tx, loop_id, row.incarnation, pending, event)
+        if handed and not inserted:  # a duplicate after all (a concurrent insert): nothing to hand over
+            tx.drop_after_commit(mark)
+            tx.shared["intake.hand_off"][loop_id].discard(event.event_id)
+            handed = False
         return _accepted(event.event_id, not inserted, False), handed  # step 6
+
+    # §11 / issue 16: the delivery stamp of an event handed to the resident object right after the commit is
+    # written by the insert itself (no write of its own); a hand-off that is refused after all is stamped again at
+    # the delivery that follows (``Node.stamp_again``)
+    def _stamp(self, handed: bool, now: int) -> dict[str, int | None]:
+        if not handed:
+            return {"first_delivered_ms": None, "deadline_ms": None}
+        return {"first_delivered_ms": now, "deadline_ms": now + self.node.config.limits.ack_deadline_s * 1000}
 
     # issue 16: delivery without a store round trip. The event goes to the resident object straight after the
     # commit when every older pending event of the Loop has reached that object already (or is handed to it
@@ -374,44 +387,26 @@ class Intake:
     def _hand_off(self, res: Resident, event: eventbody.NormalEvent) -> None:
         node = self.node
         if node.resident(res.loop_id) is not res or event.event_id in res.delivered:
-            self.signal(res.loop_id)
+            self._not_handed(res.loop_id, event.event_id)
             return
         try:
             done = node.runtime.deliver_nowait(res.object_id, event.event_id, event.topic,
                                                jsontext.decode(event.payload_text))
         except (RuntimeMailboxFull, Busy, ObjectNotFound, InvalidParams):
-            self.signal(res.loop_id)  # the store path delivers it later, in order (§11: stop at the first refusal)
+            self._not_handed(res.loop_id, event.event_id)  # the store path delivers it later, in order (§11)
             return
         if done.duplicate:  # an id the object took for a repeat: the replay path decides (reload, §11)
-            self.signal(res.loop_id)
+            self._not_handed(res.loop_id, event.event_id)
             return
         res.delivered.add(event.event_id)
         res.delivered_ns.setdefault(event.event_id, node.clock.monotonic_ns())
-        self._stamps.setdefault(res.loop_id, []).append(event.event_id)
-        if not self._stamping:
-            self._stamping = True
-            node.spawn(self._stamp())
 
-    # §11: the first delivery stamps first_delivered_ms and deadline_ms, for all handed-off events in one unit
-    async def _stamp(self) -> None:
-        try:
-            deadline_ms = self.node.config.limits.ack_deadline_s * 1000
-            while self._stamps:
-                batch, self._stamps = self._stamps, {}
-
-                async def unit(tx: Tx, batch: dict[str, list[str]] = batch) -> None:
-                    now = await tx.now_ms()
-                    for loop_id, ids in batch.items():
-                        await tx.execute(sa.update(E).where(
-                            E.c.loop_id == loop_id, E.c.event_id.in_(ids), E.c.first_delivered_ms.is_(None),
-                        ).values(first_delivered_ms=now, deadline_ms=now + deadline_ms))
-
-                try:
-                    await self.node.store.grouped(unit)
-                except StoreUnavailable as exc:
-                    log.warning("delivery stamps of %d Loops not written: %s", len(batch), exc.message)
-        finally:
-            self._stamping = False
+    def _not_handed(self, loop_id: str, event_id: str) -> None:
+        """The event's insert stamped a delivery that did not happen: the replay that delivers it stamps it anew."""
+        res = self.node.resident(loop_id)
+        if res is not None and event_id not in res.delivered:
+            self.node.stamp_again(res, event_id)
+        self.signal(loop_id)
 
     async def send(self, loop_id: str, topic: str, payload: Any = None, event_id: str | None = None, *,
                    agent_id: str | None = None, source: str = "operator") -> dict[str, Any]:

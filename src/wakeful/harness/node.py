@@ -54,6 +54,8 @@ class Resident:
     agent_id: str = ""  # §19: the agent whose lease the object runs under
     delivered: set[str] = field(default_factory=set)  # §11: no re-trigger within an object
     delivered_ns: dict[str, int] = field(default_factory=dict)  # §12: first delivery here, monotonic clock
+    # events whose admission stamped a hand-off to this object that was refused: stamped again when delivered
+    stamp_again: set[str] | None = None
 
 
 class Node:
@@ -66,7 +68,7 @@ class Node:
     - wiring, set at construction: ``store``, ``config``, ``clock``, ``tools``, ``node_id``, ``watch``,
       ``runtime``, ``dispatch``, ``pending``; ``placement`` (§19, set by the Harness before ``open``)
     - running: ``open``, ``close``, ``tick``, ``settle``, ``spawn``, ``flush_logs``
-    - Loops: ``load``, ``try_load``, ``end_incarnation``, ``replay``
+    - Loops: ``load``, ``try_load``, ``end_incarnation``, ``replay``, ``stamp_again`` (intake's refused hand-off)
     - reading the residents: ``resident(loop_id)``, ``residents()``, ``resident_count``, ``identity(object_id)`` (§5),
       ``waiting_for_capacity(loop_id)``, ``queued(loop_id)``, ``busy(loop_id)``, ``is_locked(loop_id)``
     - ``evict(res)``: the self-fence of a cluster node (§19.2), without the store
@@ -427,7 +429,7 @@ class Node:
             res.delivered_ns.setdefault(event.event_id, self.clock.monotonic_ns())
             delivered.append(event.event_id)
         if delivered:
-            await self._stamp_delivery(loop_id, delivered)
+            await self._stamp_delivery(res, delivered)
         if swallowed:  # only a fresh object can receive it (§11): reload, keeping the order
             self.spawn(self._reload_swallowed(res))
         return len(delivered)
@@ -437,14 +439,27 @@ class Node:
             log.info("reloading %s: the runtime took a re-admitted event id for a repeat", res.loop_id)
             await self.try_load(res.loop_id)
 
-    # §11: the first delivery stamps first_delivered_ms and deadline_ms if unset
-    async def _stamp_delivery(self, loop_id: str, event_ids: list[str]) -> None:
+    # §11: the first delivery stamps first_delivered_ms and deadline_ms if unset — or if the stamp was written by
+    # the admission for a hand-off to this object that was refused (``stamp_again``)
+    async def _stamp_delivery(self, res: Resident, event_ids: list[str]) -> None:
         E = schema.loop_event
+        again = sorted(res.stamp_again.intersection(event_ids)) if res.stamp_again else []
+        unset = E.c.first_delivered_ms.is_(None)
         async with self.store.tx() as tx:
             now = await tx.now_ms()
             await tx.execute(sa.update(E).where(
-                E.c.loop_id == loop_id, E.c.event_id.in_(event_ids), E.c.first_delivered_ms.is_(None),
+                E.c.loop_id == res.loop_id, E.c.event_id.in_(event_ids),
+                sa.or_(unset, E.c.event_id.in_(again)) if again else unset,
             ).values(first_delivered_ms=now, deadline_ms=now + self.config.limits.ack_deadline_s * 1000))
+        if res.stamp_again is not None:
+            res.stamp_again.difference_update(again)
+
+    def stamp_again(self, res: Resident, event_id: str) -> None:
+        """Intake: ``event_id``'s admission stamped a delivery to ``res`` that was refused; its delivery by the
+        store path (``replay``) stamps it again, so the stamp is the first delivery's (§11)."""
+        if res.stamp_again is None:
+            res.stamp_again = set()
+        res.stamp_again.add(event_id)
 
     # ------------------------------------------------------------------ placement tick
 

@@ -23,7 +23,7 @@ from wakeful.runtime import jsonval
 
 __all__ = ["NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
 
-E = schema.loop_event
+E, L = schema.loop_event, schema.loop
 
 
 # §6 loop.state.put: fenced, limits, last write wins → {status: stored, bytes}
@@ -107,21 +107,60 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
+    answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many)
+    return answer
 
-    async def unit(tx: Tx) -> dict[str, Any]:  # refusals before the write: one unit of a group commit (issue 16)
-        await lc.fenced_loop(tx, loop_id, incarnation)
-        stmt = tx.for_update(sa.select(E.c.status).where(E.c.loop_id == loop_id, E.c.event_id == event_id))
-        status = (await tx.execute(stmt)).scalar_one_or_none()
-        if status is None or status == "discarded":
-            raise HostCallRefused("unknown_event", f"no pending event {event_id!r}")
-        if status == "acked":
-            return {"status": "acked", "event_id": event_id, "duplicate": True}
-        await tx.execute(sa.update(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id).values(
-            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=incarnation,
-        ))
-        return {"status": "acked", "event_id": event_id, "duplicate": False}
 
-    return await store.grouped(unit, key=loop_id)
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    loop_id: str
+    incarnation: int
+    event_id: str
+
+
+# issue 16: the acks waiting together are one unit of the group commit with three statements for the whole batch
+# (the Loop rows fenced and locked in id order, the events' statuses, one UPDATE), each answered as if alone: an
+# ack of an event acked earlier in the same batch is a duplicate, a refused ack writes nothing.
+async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
+    loop_ids = sorted({a.loop_id for a in acks})
+    rows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(L.c.id, L.c.incarnation, L.c.state).where(
+        L.c.id.in_(loop_ids)).order_by(L.c.id)))}
+    fenced = [a for a in acks if _fence_refusal(rows.get(a.loop_id), a) is None]
+    status: dict[tuple[str, str], str] = {}
+    if fenced:
+        pairs = sorted({(a.loop_id, a.event_id) for a in fenced})
+        status = {(r.loop_id, r.event_id): r.status for r in await tx.execute(tx.for_update(sa.select(
+            E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))))}
+    answers: list[dict[str, Any] | HostCallRefused] = []
+    acked: dict[tuple[str, str], int] = {}
+    for a in acks:
+        refusal = _fence_refusal(rows.get(a.loop_id), a)
+        now = status.get((a.loop_id, a.event_id))
+        if refusal is not None:
+            answers.append(refusal)
+        elif now is None or now == "discarded":
+            answers.append(HostCallRefused("unknown_event", f"no pending event {a.event_id!r}"))
+        else:
+            answers.append({"status": "acked", "event_id": a.event_id, "duplicate": now == "acked"})
+            if now != "acked":
+                status[(a.loop_id, a.event_id)] = "acked"
+                acked[(a.loop_id, a.event_id)] = a.incarnation
+    if acked:
+        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
+        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+                          else sa.case(incarnations, value=E.c.loop_id))
+        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
+            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
+    return answers
+
+
+def _fence_refusal(row: Any, a: _Ack) -> HostCallRefused | None:
+    """``lifecycle.fenced_loop``'s refusals, from the row read for the batch."""
+    if row is None or row.incarnation != a.incarnation:
+        return HostCallRefused("stale_incarnation", f"incarnation {a.incarnation} of {a.loop_id} is retired")
+    if row.state != lc.ACTIVE:
+        return HostCallRefused("not_active", f"Loop {a.loop_id} is {row.state}")
+    return None
 
 
 # §9.6 loop.log: ≤ 1024 chars, stored with source "loop.log" (the 10/s bound is kept by the dispatcher)

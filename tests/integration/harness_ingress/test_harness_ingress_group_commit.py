@@ -182,3 +182,48 @@ async def test_the_scope_check_of_a_resident_loop_reads_nothing_and_a_deleted_lo
         assert sql  # no longer resident: the store is asked again
     finally:
         await h.stop()
+
+
+async def test_the_delivery_stamp_of_a_handed_off_event_is_written_by_its_insert(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """No write of its own for §11's stamp of an event handed to the object after its commit; an event whose
+    hand-off is refused (the object's mailbox full: three envelopes of 15 KB handed over at once) is stamped again by
+    the replay that delivers it."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.settle()
+        big = "x" * 15_000
+
+        def admit(n: int) -> Any:
+            return asyncio.create_task(h.intake.admit(loop_id=loop_id, topic="t", payload={"n": n, "pad": big},
+                                                      event_id=f"b{n}", source="api", group_id=group))
+
+        with counting_statements(h.store) as sql:
+            gate = Gate()
+            h.store.before_commit.append(gate)
+            first = admit(0)
+            await gate.entered.wait()
+            batch = [admit(n) for n in range(1, 4)]  # one batch: handed over back to back after its commit
+            await _until_waiting(h.intake, len(batch))
+            gate.release.set()
+            answers = [await first, *await asyncio.gather(*batch)]
+            h.store.before_commit.remove(gate)
+            assert all(a["duplicate"] is False for a in answers)
+
+            async def all_acked() -> bool:
+                await h.node.replay(loop_id)  # the next pass of §11 (a refused event waits for one)
+                return set((await statuses(h, loop_id)).values()) == {"acked"} and len(await seen(h, loop_id)) == 4
+
+            await until(all_acked)
+        rows = await event_rows(h, loop_id)
+        assert await seen(h, loop_id) == ["b0", "b1", "b2", "b3"]
+        assert all(r.first_delivered_ms is not None and r.deadline_ms == r.first_delivered_ms + 900_000
+                   for r in rows)
+        stamps = [s for s in sql if s.startswith("UPDATE loop_event SET first_delivered_ms")]
+        assert len(stamps) == 1 and " OR " in stamps[0]  # only the refused one, stamped again at its replay
+        res = h.node.resident(loop_id)
+        assert res is not None and not res.stamp_again
+    finally:
+        await h.stop()

@@ -32,7 +32,7 @@ from wakeful.harness.store.engine import (
     parse_url,
     unavailable_from,
 )
-from wakeful.harness.store.group import GroupCommit
+from wakeful.harness.store.group import BatchWork, GroupCommit
 
 if TYPE_CHECKING:
     from wakeful.harness.store.migrations import MigrationOutcome
@@ -60,11 +60,11 @@ class Tx:
         self._after_commit.append(action)
 
     def after_commit_mark(self) -> int:
-        """A mark of the after-commit actions so far, for ``forget_after_commit`` (one unit of a group commit)."""
+        """A mark for ``drop_after_commit``: the actions registered so far."""
         return len(self._after_commit)
 
-    def forget_after_commit(self, mark: int) -> None:
-        """Drop the after-commit actions added since ``mark`` (a unit of the batch refused: its signals go too)."""
+    def drop_after_commit(self, mark: int) -> None:
+        """Forget the actions registered since ``mark`` (a unit that refused, or wrote nothing after all)."""
         del self._after_commit[mark:]
 
     def _committed(self) -> None:
@@ -164,6 +164,13 @@ class Store:
         (arrival order within a key), e.g. the id of the row they lock."""
         result: T = await self.grouping.submit(work, key)
         return result
+
+    async def grouped_batch(self, kind: str, item: Any, work: BatchWork) -> Any:
+        """``item`` answered by one ``work(tx, items)`` with the other items of ``kind`` submitted meanwhile, as a
+        unit of the group commit: ``work`` returns one answer per item, in order, a ``HarnessError`` in the place
+        of an item it refuses (raised to that caller alone), and writes nothing for a refused item. Returns the
+        item's answer only after the transaction committed (see ``store.group``)."""
+        return await self.grouping.submit_batch(kind, item, work)
 
     @asynccontextmanager
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:

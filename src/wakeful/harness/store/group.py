@@ -10,6 +10,11 @@ Per-unit outcomes: a ``HarnessError`` raised by a unit is that unit's own answer
 so a unit must raise its typed refusals before it writes anything. Any other failure (a driver error, a lost
 connection, a failed commit) rolls the whole batch back, and each unit of it is then run again alone in a
 transaction of its own, so one bad unit fails alone and nothing is answered before its own commit.
+
+``await store.grouped_batch(kind, item, work)`` goes one step further for many small requests of one kind (acks):
+the items submitted while the previous ones wait form one unit, ``work(tx, items)``, which answers every item with
+a fixed number of statements for the whole batch; each item gets its own answer (a ``HarnessError`` in its place
+is raised to that caller alone). A batch unit that fails otherwise is retried item by item.
 """
 
 from __future__ import annotations
@@ -20,14 +25,14 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from wakeful.harness.errors import HarnessError
 
 if TYPE_CHECKING:
     from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["GroupCommit", "MAX_BATCH", "PAUSE_ENV"]
+__all__ = ["BatchWork", "GroupCommit", "MAX_BATCH", "PAUSE_ENV"]
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
@@ -36,6 +41,18 @@ MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
 # batch writes ``held-before`` / ``held-after`` there) until the file is removed. Unset: no file system access.
 PAUSE_ENV = "WAKEFUL_TEST_GROUP_COMMIT_PAUSE_DIR"
 _PAUSE_POLL_S = 0.02
+
+
+ItemT = TypeVar("ItemT")  # an item of a batch unit
+BatchWork = Callable[["Tx", list[Any]], Awaitable[list[Any]]]  # items → one answer (or HarnessError) per item
+
+
+@dataclass
+class _Collection(Generic[ItemT]):
+    """The batch unit of one kind that has not started yet, and the items it will take."""
+
+    task: asyncio.Future[list[Any]]
+    items: list[ItemT]
 
 
 @dataclass
@@ -56,18 +73,61 @@ class GroupCommit:
         self._queue: list[_Unit] = []
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._collecting: dict[str, _Collection[Any]] = {}  # kind → its next batch unit (Store.grouped_batch)
         pause = os.environ.get(PAUSE_ENV)
         self._pause_dir = Path(pause) if pause else None
 
     async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "") -> Any:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
-            self._queue, self._task, self._loop = [], None, loop
+            self._queue, self._task, self._loop, self._collecting = [], None, loop, {}
         unit = _Unit(work, key, loop.create_future())
         self._queue.append(unit)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
         return await unit.future
+
+    async def submit_batch(self, kind: str, item: Any, work: BatchWork, *, limit: int = MAX_BATCH) -> Any:
+        """``item`` joins the next batch unit of ``kind`` (at most ``limit`` items; more start another unit);
+        returns its own answer after that unit's transaction committed (``Store.grouped_batch``)."""
+        if self._loop is not asyncio.get_running_loop():
+            self._collecting = {}  # (submit resets the rest)
+        coll = self._collecting.get(kind)
+        if coll is None or coll.task.done() or len(coll.items) >= limit:  # (done: failed before it ran)
+            items: list[Any] = []
+
+            async def unit(tx: Tx) -> list[Any]:
+                opened = self._collecting.get(kind)
+                if opened is not None and opened.items is items:
+                    del self._collecting[kind]  # closed: items from now on go to the next unit
+                return await work(tx, items)  # (a rerun of the unit answers the same items)
+
+            coll = _Collection(asyncio.ensure_future(self.submit(unit, kind)), items)
+            self._collecting[kind] = coll
+        index = len(coll.items)
+        coll.items.append(item)
+        try:
+            answers = await asyncio.shield(coll.task)
+        except HarnessError:
+            raise
+        except Exception as exc:
+            log.info("batch unit %s of %d items failed (%s); answering one alone", kind, len(coll.items),
+                     type(exc).__name__)
+
+            async def alone(tx: Tx) -> Any:
+                return (await work(tx, [item]))[0]
+
+            answer = await self.submit(alone, kind)
+        else:
+            answer = answers[index]
+        if isinstance(answer, HarnessError):
+            raise answer
+        return answer
+
+    def collecting(self, kind: str) -> int:
+        """Items collected for the next batch unit of ``kind`` (not counting one committing)."""
+        coll = self._collecting.get(kind)
+        return 0 if coll is None or coll.task.done() else len(coll.items)
 
     @property
     def queued(self) -> int:
@@ -97,7 +157,7 @@ class GroupCommit:
                     try:
                         outcomes.append((False, await unit.work(tx)))
                     except HarnessError as exc:  # this unit's typed refusal (it wrote nothing)
-                        tx.forget_after_commit(mark)
+                        tx.drop_after_commit(mark)
                         outcomes.append((True, exc))
                 await self._pause("before")
         except Exception as exc:
