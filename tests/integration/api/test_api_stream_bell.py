@@ -16,13 +16,13 @@ import httpx
 import pytest
 from live_api import LiveApi, auth, make_loop, tenant
 
-from wakeful.api import routes_agents
+from wakeful.harness.ops import messages
 from wakeful.harness.store import sessions
 
 
 @pytest.fixture
 def live(store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveApi]:
-    monkeypatch.setattr(routes_agents, "STREAM_POLL_S", 120.0)
+    monkeypatch.setattr(messages, "POLL_S", 120.0)  # the backup poll never fires during a test
     with LiveApi(store_url, tmp_path) as api:
         yield api
 

@@ -163,7 +163,7 @@ async def test_a_loop_created_offline_is_adopted_at_once_on_postgresql(
         agent = await node.create_agent(group.id, "a")
         session = await node.create_session(agent.id)
         art = (await node.upload(agent.id, compile_c(COUNTER_C, name="counter.c")))["artifact"]
-        async with Harness.offline(Config(data_dir=tmp_path / "cli", store_url=store_url)) as cli:
+        async with Harness(Config(data_dir=tmp_path / "cli", store_url=store_url)).offline() as cli:
             assert cli.signals_nodes
             made = await LocalBackend(cli, OPERATOR).call("loops.create", group_id=group.id, agent_id=agent.id,
                                                            session_id=session.id, artifact=art)

@@ -70,7 +70,7 @@ async def open_stream(harness: Harness, principal: Principal, *, group_id: str, 
 
 
 async def follow(harness: Harness, session_id: str, start: tuple[int, str] | None, *,
-                 poll_s: float = POLL_S) -> AsyncGenerator[tuple[str, dict[str, Any]] | None, None]:
+                 poll_s: float | None = None) -> AsyncGenerator[tuple[str, dict[str, Any]] | None, None]:
     """The session's messages after ``start`` as ``(cursor, message view)``, forever; ``None`` after each wait
     that found nothing (the face decides when to send a keepalive). A store that is away is waited out: the
     position is kept."""
@@ -85,5 +85,5 @@ async def follow(harness: Harness, session_id: str, start: tuple[int, str] | Non
             yield message_cursor(message), message_view(message)
             after = (message.created_ms, message.id)
         if not found:
-            await harness.store.bell.wait(session_id, poll_s)  # rung by a commit on this node
+            await harness.store.bell.wait(session_id, POLL_S if poll_s is None else poll_s)  # rung by a commit on this node
             yield None
