@@ -8,32 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from live_api import LiveApi, auth, make_loop, tenant
+from live_api import LiveApi, make_loop, tenant
+from ops_support import Caller, agent_of
 
 from wakeful.harness import ops
 from wakeful.harness.errors import NotFound
-from wakeful.harness.ops import OPERATIONS, HttpBackend, LocalBackend, Principal, Refused
+from wakeful.harness.ops import OPERATIONS, HttpBackend, LocalBackend, Refused
 
 pytestmark = pytest.mark.integration
 
 
-class Caller:
-    """An async ``ApiCaller`` with one key, over a real HTTP connection."""
-
-    def __init__(self, url: str, key: str) -> None:
-        self.http = httpx.AsyncClient(base_url=url, headers=auth(key), timeout=30)
-
-    async def request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
-        response = await self.http.request(method, path, json=json, params=params)
-        if response.status_code == 204:
-            return None
-        body = response.json()
-        if response.status_code >= 400:
-            details = {k: v for k, v in body.items() if k not in ("error", "message")}
-            raise Refused(body["error"], body["message"], status=response.status_code, **details)
-        return body
 
 
 @pytest.fixture
@@ -42,8 +27,6 @@ def live(store_url: str, tmp_path: Path) -> Iterator[LiveApi]:
         yield api
 
 
-def _agent(t: dict[str, str]) -> Principal:
-    return Principal("agent", "k", t["group"], t["agent"], t["group"])
 
 
 def test_local_and_http_backends_answer_alike(live: LiveApi, compile_c: Any) -> None:
@@ -52,7 +35,7 @@ def test_local_and_http_backends_answer_alike(live: LiveApi, compile_c: Any) -> 
 
     async def both(name: str, **args: Any) -> tuple[Any, Any]:
         assert live.harness is not None
-        local = await LocalBackend(live.harness, _agent(t)).call(name, **args)
+        local = await LocalBackend(live.harness, agent_of(t)).call(name, **args)
         caller = Caller(live.url, t["akey"])
         try:
             remote = await HttpBackend(caller).call(name, **args)
@@ -76,7 +59,7 @@ def test_both_backends_refuse_a_loop_outside_the_scope(live: LiveApi, compile_c:
     assert live.harness is not None
 
     async def local() -> None:
-        await LocalBackend(live.harness, _agent(t)).call("loops.get", group_id=other["group"], loop_id=loop_id)
+        await LocalBackend(live.harness, agent_of(t)).call("loops.get", group_id=other["group"], loop_id=loop_id)
 
     with pytest.raises(NotFound):
         live.run(local())

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from live_api import LiveApi, auth, make_loop, tenant
+from ops_support import Caller, agent_of
 
 from wakeful.harness.errors import HarnessError
 from wakeful.harness.ops import HttpBackend, LocalBackend, Principal, Refused
@@ -20,21 +20,6 @@ pytestmark = pytest.mark.integration
 EXITS_5 = "#include <wakeful.h>\nSF_MAIN sf_i64 main(void) { sf_log(\"five\"); return 5; }\n"
 
 
-class Caller:
-    """An async ``ApiCaller`` with one key, over a real HTTP connection."""
-
-    def __init__(self, url: str, key: str) -> None:
-        self.http = httpx.AsyncClient(base_url=url, headers=auth(key), timeout=60)
-
-    async def request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
-        response = await self.http.request(method, path, json=json, params=params)
-        if response.status_code == 204:
-            return None
-        body = response.json()
-        if response.status_code >= 400:
-            details = {k: v for k, v in body.items() if k not in ("error", "message")}
-            raise Refused(body["error"], body["message"], status=response.status_code, **details)
-        return body
 
 
 @pytest.fixture
@@ -43,8 +28,6 @@ def live(store_url: str, tmp_path: Path) -> Iterator[LiveApi]:
         yield api
 
 
-def _agent(t: dict[str, str]) -> Principal:
-    return Principal("agent", "k", t["group"], t["agent"], t["group"])
 
 
 def _person(t: dict[str, str]) -> Principal:
@@ -90,7 +73,7 @@ def _refusals(live: LiveApi, principal: Principal, key: str, name: str, **args: 
 def test_event_operations_answer_alike(live: LiveApi, compile_c: Any) -> None:
     t = live.call(tenant)
     loop_id = make_loop(live, t, compile_c)
-    both = _both(live, _agent(t), t["akey"])
+    both = _both(live, agent_of(t), t["akey"])
     at = {"group_id": t["group"], "loop_id": loop_id}
     sent, again = both("events.send", topic="hold", payload={"n": 1}, event_id="e1", **at)
     assert sent == {"status": "accepted", "event_id": "e1", "duplicate": False}
@@ -110,7 +93,7 @@ def test_event_operations_answer_alike(live: LiveApi, compile_c: Any) -> None:
 
 def test_build_sdk_and_artifact_operations_answer_alike(live: LiveApi, compile_c: Any) -> None:
     t = live.call(tenant)
-    both = _both(live, _agent(t), t["akey"])
+    both = _both(live, agent_of(t), t["akey"])
     sdk, sdk_remote = both("sdk.get", group_id=t["group"])
     assert sdk == sdk_remote and sdk["sdk_version"] == 1 and sdk["limits"]["pending_events"] == 32
     built, built_remote = both("builds.create", group_id=t["group"], source=EXITS_5, path="/loops/five.elf")
@@ -132,7 +115,7 @@ def test_build_sdk_and_artifact_operations_answer_alike(live: LiveApi, compile_c
 
     elf = compile_c(EXITS_5, name="up.c")
     assert live.harness is not None
-    local = live.run(LocalBackend(live.harness, _agent(t)).call("artifacts.upload", group_id=t["group"], elf=elf,
+    local = live.run(LocalBackend(live.harness, agent_of(t)).call("artifacts.upload", group_id=t["group"], elf=elf,
                                                                    path="/loops/up.elf"))
     remote = live.client.post(f"{live.url}/v1/agent-groups/{t['group']}/artifacts", params={"path": "/loops/up.elf"},
                               content=elf, headers=auth(t["akey"], **{"Content-Type": "application/octet-stream"}))
@@ -142,7 +125,7 @@ def test_build_sdk_and_artifact_operations_answer_alike(live: LiveApi, compile_c
 def test_both_backends_refuse_alike_outside_the_scope(live: LiveApi, compile_c: Any) -> None:
     t, other = live.call(tenant), live.call(tenant)
     theirs = make_loop(live, other, compile_c)
-    agent, key = _agent(t), t["akey"]
+    agent, key = agent_of(t), t["akey"]
     for name, args in [("events.list", {}), ("events.retry", {}), ("events.discard", {}),
                        ("events.send", {"topic": "t"})]:
         assert _refusals(live, agent, key, name, group_id=t["group"], loop_id=theirs, **args) == (

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from live_api import COUNTER_C, LiveApi, auth, tenant
+from live_api import COUNTER_C, LiveApi, tenant
+from ops_support import Caller, agent_of
 
 from wakeful.harness.errors import AgentNotFound, NotFound
-from wakeful.harness.ops import HttpBackend, LocalBackend, Principal, Refused
+from wakeful.harness.ops import HttpBackend, LocalBackend, Refused
 
 pytestmark = pytest.mark.integration
 
@@ -22,21 +22,6 @@ VOLATILE = ("id", "loop_id", "name", "created_ms", "updated_ms", "activated_ms",
 SPEC = {"scheme": "hmac-sha256", "secret": "s3cret-s3cret-s3cret-0123", "header": "X-Sig", "encoding": "base64"}
 
 
-class Caller:
-    """An async ``ApiCaller`` with one key, over a real HTTP connection."""
-
-    def __init__(self, url: str, key: str) -> None:
-        self.http = httpx.AsyncClient(base_url=url, headers=auth(key), timeout=30)
-
-    async def request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
-        response = await self.http.request(method, path, json=json, params=params)
-        if response.status_code == 204:
-            return None
-        body = response.json()
-        if response.status_code >= 400:
-            details = {k: v for k, v in body.items() if k not in ("error", "message")}
-            raise Refused(body["error"], body["message"], status=response.status_code, **details)
-        return body
 
 
 @pytest.fixture
@@ -45,8 +30,6 @@ def live(store_url: str, tmp_path: Path) -> Iterator[LiveApi]:
         yield api
 
 
-def _agent(t: dict[str, str]) -> Principal:
-    return Principal("agent", "k", t["group"], t["agent"], t["group"])
 
 
 def _stable(value: Any) -> Any:
@@ -60,7 +43,7 @@ def _stable(value: Any) -> Any:
 async def _both(live: LiveApi, t: dict[str, str], steps: Any) -> tuple[list[Any], list[Any]]:
     """Run ``steps(backend, tag)`` once in process and once over HTTP, as the tenant's agent."""
     assert live.harness is not None
-    local = await steps(LocalBackend(live.harness, _agent(t)), "local")
+    local = await steps(LocalBackend(live.harness, agent_of(t)), "local")
     caller = Caller(live.url, t["akey"])
     try:
         remote = await steps(HttpBackend(caller), "http")
