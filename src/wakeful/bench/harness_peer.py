@@ -168,7 +168,7 @@ def _steps(peer: _Peer, store: TestStore, options: Any, progress: Progress,
     create_s = float(peer.ask(f"create {n}")["create_s"])
     waiting = int(peer.ask(f"waiting {n}")["waiting"])
     out["create"] = {"count": n, "created": n, "create_s": round(create_s, 3),
-                     "creates_per_s": round(n / create_s, 1), "errors": {},
+                     "creates_per_s": round(n / create_s, 1), "errors": {}, "retried": {},
                      "all_running_s": round(time.monotonic() - began, 3) if waiting >= n else None,
                      "load_average": load_average()}
     time.sleep(1.0)

@@ -31,7 +31,8 @@ _STEPS = {
     "type": "object",
     "properties": {
         "create": _step({"count": {"type": "integer"}, "created": {"type": "integer"}, "create_s": {"type": "number"},
-                         "creates_per_s": _NUM_OR_NULL, "errors": _ERRORS, "all_running_s": _NUM_OR_NULL}),
+                         "creates_per_s": _NUM_OR_NULL, "errors": _ERRORS, "retried": _ERRORS,
+                         "all_running_s": _NUM_OR_NULL}),
         "memory": _step({"before": _SNAPSHOT, "after": _SNAPSHOT, "pss_per_loop": {"type": "number"},
                          "rss_per_loop": {"type": "number"}}),
         "idle": _step({"seconds": {"type": "number"}, "cpu_s": {"type": "number"},

@@ -24,6 +24,8 @@ from wakeful.bench.variants import BenchError
 __all__ = ["Fleet", "NodeSteps"]
 
 CREATE_IN_FLIGHT = 16  # §2.1 step 2
+CREATE_RETRIES = 5  # 503 (the store gave no lock in time, nothing was written) is retried, and counted
+CREATE_RETRY_S = 1.0  # the node's Retry-After for unavailable
 INGEST_IN_FLIGHT = 64  # §2.1 step 5
 WAKE_RATE_S = 0.2  # §2.1 step 6: one at a time at 5/s
 RUNNING_TIMEOUT_S = 600.0
@@ -101,6 +103,7 @@ class NodeSteps:
         self.baselines = [snapshot(node.pid) for node in self.nodes]
         self.progress.phase("create", count)
         statuses: Counter[str] = Counter()
+        retried: Counter[str] = Counter()
         began = time.monotonic()
         todo = iter(range(count))
         made: dict[int, str] = {}
@@ -110,9 +113,15 @@ class NodeSteps:
             try:
                 for n in todo:
                     agent_id, session_id = self.fleet.agents[n // per_agent]
-                    answer = await conn.request("POST", self.g + "/loops", {
-                        "agent_id": agent_id, "session_id": session_id, "artifact": artifact,
-                        "name": f"alert-{n}", "config": {"threshold": 90}})
+                    body = {"agent_id": agent_id, "session_id": session_id, "artifact": artifact,
+                            "name": f"alert-{n}", "config": {"threshold": 90}}
+                    answer = await conn.request("POST", self.g + "/loops", body)
+                    for _ in range(CREATE_RETRIES):  # a client's answer to 503: again after Retry-After
+                        if answer.status != 503:
+                            break
+                        retried["503"] += 1
+                        await asyncio.sleep(CREATE_RETRY_S)
+                        answer = await conn.request("POST", self.g + "/loops", body)
                     statuses[str(answer.status)] += 1
                     if answer.status == 201:
                         made[n] = str(answer.json()["id"])
@@ -131,7 +140,8 @@ class NodeSteps:
         running = await self.wait_running(began, min_incarnation={})
         return {"count": count, "created": len(made), "create_s": round(created_s, 3),
                 "creates_per_s": round(len(made) / created_s, 1) if created_s else None,
-                "errors": errors, "all_running_s": running, "load_average": load_average()}
+                "errors": errors, "retried": dict(retried), "all_running_s": running,
+                "load_average": load_average()}
 
     async def _make_agents(self, agents: int) -> None:
         todo = iter(range(agents))
@@ -406,3 +416,4 @@ class NodeSteps:
         after_term = await self.wait_running(began, min_incarnation=before)
         return {"kill9_all_running_s": after_kill, "sigterm_exit_code": code, "sigterm_all_running_s": after_term,
                 "load_average": load_average()}
+
