@@ -36,6 +36,7 @@ def test_group_and_agent_list_are_tables(tmp_path: Path, monkeypatch: pytest.Mon
                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("WAKEFUL_SERVER", raising=False)
+    monkeypatch.delenv("WAKEFUL_DB_URL", raising=False)  # an earlier in-process `--db` exports it (CI run: a foreign group)
     assert main(["group", "create", "g1"]) == 0
     created = capsys.readouterr().out
     assert re.search(rf"^created_ms: {ISO}$", created, re.M), created
