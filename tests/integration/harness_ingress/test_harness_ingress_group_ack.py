@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows
 from support.loops_harness import started
 
@@ -19,23 +20,11 @@ from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
-from wakeful.harness.store import Store, Tx, schema
+from wakeful.harness.store import Store, schema
 
 E, L = schema.loop_event, schema.loop
 
 
-class Gate:
-    """A ``before_commit`` hook that holds the first commit it sees until released."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = asyncio.Event(), asyncio.Event()
-        self.seen = 0
-
-    async def __call__(self, tx: Tx) -> None:
-        self.seen += 1
-        if self.seen == 1:
-            self.entered.set()
-            await self.release.wait()
 
 
 async def _incarnation(store: Store, loop_id: str) -> int:

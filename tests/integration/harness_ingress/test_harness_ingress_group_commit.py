@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
 from support.loops_harness import started, until
 
@@ -21,21 +22,7 @@ from wakeful.harness.config import Limits
 from wakeful.harness.errors import LoopMailboxFull, LoopNotActive, NotFound
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
-from wakeful.harness.store import Store, Tx
-
-
-class Gate:
-    """A ``before_commit`` hook that holds the first commit it sees until released."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = asyncio.Event(), asyncio.Event()
-        self.seen = 0
-
-    async def __call__(self, tx: Tx) -> None:
-        self.seen += 1
-        if self.seen == 1:
-            self.entered.set()
-            await self.release.wait()
+from wakeful.harness.store import Store
 
 
 async def _until_waiting(intake: Intake, n: int) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.commit_gate import Gate
 
 from wakeful.harness.errors import InvalidRequest
 from wakeful.harness.store import Store, Tx, groups, schema
@@ -30,18 +31,6 @@ def _create(name: str, *, refuse: bool = False, explode: bool = False) -> Any:
     return unit
 
 
-class Gate:
-    """A ``before_commit`` hook that holds the first commit until released (and counts the commits it saw)."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = asyncio.Event(), asyncio.Event()
-        self.seen = 0
-
-    async def __call__(self, tx: Tx) -> None:
-        self.seen += 1
-        if self.seen == 1:
-            self.entered.set()
-            await self.release.wait()
 
 
 async def _until(check: Any) -> None:
