@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from support.harness_fixtures import run_async_test
 
     return run_async_test(pyfuncitem)
+
+
+@pytest.fixture(autouse=True)
+def _wakeful_environment_per_test() -> Iterator[None]:
+    """Each test starts from the ``WAKEFUL_*`` environment the suite started with: a test that runs the typer
+    app in process (``CliRunner``) or a server in this process cannot leave a store URL or data directory for a
+    later test's children (``main()`` itself restores it: tests/unit/cli/test_cli_main_environment.py)."""
+    kept = {key: value for key, value in os.environ.items() if key.startswith("WAKEFUL_")}
+    yield
+    for key in [key for key in os.environ if key.startswith("WAKEFUL_") and key not in kept]:
+        del os.environ[key]
+    os.environ.update(kept)

@@ -317,7 +317,27 @@ def _schema_version() -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point `wakeful`."""
+    """Console entry point `wakeful`. Called in process (a test, an embedding program), it leaves the caller's
+    ``WAKEFUL_*`` environment as it found it: the global options reach the commands through the environment
+    (interfaces.md §7), but only for the length of the call."""
+    kept = _wakeful_environment()
+    try:
+        return _main(argv)
+    finally:
+        _restore_environment(kept)
+
+
+def _wakeful_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key.startswith("WAKEFUL_")}
+
+
+def _restore_environment(kept: dict[str, str]) -> None:
+    for key in [key for key in os.environ if key.startswith("WAKEFUL_") and key not in kept]:
+        del os.environ[key]
+    os.environ.update(kept)
+
+
+def _main(argv: list[str] | None) -> int:
     from wakeful.cli.examples import attach
 
     attach(app)  # issue 19: examples at the end of each command's --help
