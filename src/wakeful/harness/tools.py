@@ -135,9 +135,11 @@ class LoopTools:
                                    to_reason=None, incarnation=0, actor=creator, detail="created")
 
     async def _load(self, loop_id: str) -> None:
-        # the change is committed: a load that cannot reach the store is retried by the next tick
+        # the change is committed: a load that cannot reach the store is retried by the next tick. Every caller
+        # made the Loop active from not active (create, resume, unarchive), so an object of it here was loaded after
+        # the commit (the placement adopting the agent it just claimed, concurrently) and is kept, not reloaded
         if self.adopt:
-            await self.node.try_load(loop_id)
+            await self.node.try_load(loop_id, if_absent=True)
         else:
             await self.ring(loop_id)
 

@@ -225,6 +225,35 @@ async def test_archive_pauses_and_unarchive_readmits_within_quota(
         await h.stop()
 
 
+async def test_unarchive_does_not_reload_a_loop_adopted_meanwhile(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """After unarchive commits, something else may load one of its Loops before unarchive reaches it — on
+    PostgreSQL the placement adopts the agent it just claimed, concurrently. That Loop is then resident at an
+    incarnation begun after the commit and must stay so: before, unarchive ended and reloaded it (incarnation 3,
+    seen in a full CI run). Here the concurrent adopter is a task started by the transition instrument."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        ids = [(await h.create_loop(agent_id=agent, session_id=session, artifact=art))["id"] for _ in range(2)]
+        await h.archive_agent(agent)
+        adopters: list[asyncio.Task[Any]] = []
+
+        def adopt(loop_id: str) -> None:  # runs at unarchive's first wait, while it loads ids[0]
+            if loop_id == ids[1]:
+                adopters.append(asyncio.get_running_loop().create_task(h.node.try_load(loop_id, if_absent=True)))
+
+        h.node.add_instrument(SimpleNamespace(transition=adopt))
+        back = await h.unarchive_agent(agent)
+        await asyncio.gather(*adopters)
+        assert back["resumed"] == ids and len(adopters) == 1
+        assert [(await loop_row(h, i)).incarnation for i in ids] == [2, 2]
+        assert sorted(r.loop_id for r in h.node.residents()) == sorted(ids)
+    finally:
+        await h.stop()
+
+
 async def test_tool_input_model_and_failures_are_host_errors(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
