@@ -16,12 +16,12 @@ __all__ = ["Connection", "HttpAnswer"]
 
 
 class HttpAnswer:
-    """Status and body bytes of one answer."""
+    """Status and body bytes of one answer, and its ``Retry-After`` in seconds (None: none or not a number)."""
 
-    __slots__ = ("body", "status")
+    __slots__ = ("body", "retry_after", "status")
 
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status, self.body = status, body
+    def __init__(self, status: int, body: bytes, retry_after: float | None = None) -> None:
+        self.status, self.body, self.retry_after = status, body, retry_after
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -57,7 +57,7 @@ class Connection:
         head = await self._reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
-        length, close = 0, False
+        length, close, retry_after = 0, False, None
         for line in lines[1:]:
             name, _, value = line.partition(":")
             name = name.strip().lower()
@@ -65,10 +65,12 @@ class Connection:
                 length = int(value)
             elif name == "connection" and value.strip().lower() == "close":
                 close = True
+            elif name == "retry-after":
+                retry_after = _seconds(value)
         body = await self._reader.readexactly(length) if length else b""
         if close:
             await self.close()
-        return HttpAnswer(status, body)
+        return HttpAnswer(status, body, retry_after)
 
     async def close(self) -> None:
         writer, self._writer, self._reader = self._writer, None, None
@@ -76,3 +78,12 @@ class Connection:
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
+
+
+def _seconds(value: str) -> float | None:
+    """``Retry-After`` as delay-seconds (the node never sends the HTTP-date form)."""
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None

@@ -28,6 +28,7 @@ __all__ = ["run_dbos"]
 RECV_TIMEOUT_S = 3600
 CREATE_IN_FLIGHT, INGEST_IN_FLIGHT, WAKE_RATE_S = 16, 64, 0.2
 WAIT_S = 600.0
+SAMPLE_CHARS = 200  # error_samples: a failure's message cut to this (as harness_steps)
 
 
 # ---------------------------------------------------------------------- the DBOS process
@@ -168,7 +169,7 @@ def _steps(peer: _Peer, store: TestStore, options: Any, progress: Progress,
     create_s = float(peer.ask(f"create {n}")["create_s"])
     waiting = int(peer.ask(f"waiting {n}")["waiting"])
     out["create"] = {"count": n, "created": n, "create_s": round(create_s, 3),
-                     "creates_per_s": round(n / create_s, 1), "errors": {}, "retried": {},
+                     "creates_per_s": round(n / create_s, 1), "errors": {}, "retried": {}, "error_samples": {},
                      "all_running_s": round(time.monotonic() - began, 3) if waiting >= n else None,
                      "load_average": load_average()}
     time.sleep(1.0)
@@ -207,6 +208,7 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
     progress.phase("dbos ingest", int(seconds))
     latencies: list[float] = []
     errors: dict[str, int] = {}
+    samples: dict[str, dict[str, str | None]] = {}  # the first failure of each kind (the client does not retry)
     consumed0 = int(peer.ask("consumed")["consumed"])
     commits0 = _commits(store)
     began = time.monotonic()
@@ -221,6 +223,7 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
                 latencies.append(time.monotonic() - now)
             except Exception as exc:  # any failure of a send is an error of the run, counted by kind
                 errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                samples.setdefault(type(exc).__name__, {"error": None, "message": str(exc)[:SAMPLE_CHARS]})
 
     with ThreadPoolExecutor(INGEST_IN_FLIGHT) as pool:
         for future in [pool.submit(worker) for _ in range(INGEST_IN_FLIGHT)]:
@@ -241,8 +244,8 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
     commits1 = _commits(store)
     commits = None if commits0 is None or commits1 is None else commits1 - commits0
     return {"seconds": round(elapsed, 2), "in_flight": INGEST_IN_FLIGHT, "accepted": accepted,
-            "accepted_per_s": round(accepted / elapsed, 1), "errors": errors,
-            "latency_ms": {"p50": round(percentile(latencies, 50) * 1000, 2),
+            "accepted_per_s": round(accepted / elapsed, 1), "errors": errors, "retried": {},
+            "error_samples": samples, "latency_ms": {"p50": round(percentile(latencies, 50) * 1000, 2),
                            "p99": round(percentile(latencies, 99) * 1000, 2)},
             "drained": drained, "drain_s": round(time.monotonic() - drain_began, 2), "commits": commits,
             "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),

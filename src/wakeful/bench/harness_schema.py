@@ -18,6 +18,10 @@ _LOAD = {"type": "array", "items": {"type": "number"}}
 _P50_P99 = {"type": "object", "required": ["p50", "p99"],
             "properties": {"p50": {"type": "number"}, "p99": {"type": "number"}}}
 _ERRORS = {"type": "object", "additionalProperties": {"type": "integer"}}
+# per failing HTTP status, the first answer's error code and message (cut short); the peer's: per exception type
+_SAMPLES = {"type": "object", "additionalProperties": {
+    "type": "object", "required": ["error", "message"],
+    "properties": {"error": {"type": ["string", "null"]}, "message": {"type": "string"}}}}
 _SNAPSHOT = {"type": "object", "required": ["rss", "pss", "pss_is_rss"],
              "properties": {"rss": {"type": "integer"}, "pss": {"type": "integer"}, "pss_is_rss": {"type": "boolean"}}}
 
@@ -32,7 +36,7 @@ _STEPS = {
     "properties": {
         "create": _step({"count": {"type": "integer"}, "created": {"type": "integer"}, "create_s": {"type": "number"},
                          "creates_per_s": _NUM_OR_NULL, "errors": _ERRORS, "retried": _ERRORS,
-                         "all_running_s": _NUM_OR_NULL}),
+                         "error_samples": _SAMPLES, "all_running_s": _NUM_OR_NULL}),
         "memory": _step({"before": _SNAPSHOT, "after": _SNAPSHOT, "pss_per_loop": {"type": "number"},
                          "rss_per_loop": {"type": "number"}}),
         "idle": _step({"seconds": {"type": "number"}, "cpu_s": {"type": "number"},
@@ -40,7 +44,7 @@ _STEPS = {
                        "commits_per_min": _NUM_OR_NULL}),
         "ingest": _step({"seconds": {"type": "number"}, "in_flight": {"type": "integer"},
                          "accepted": {"type": "integer"}, "accepted_per_s": {"type": "number"}, "errors": _ERRORS,
-                         "latency_ms": _P50_P99, "drained": {"type": "boolean"}, "drain_s": {"type": "number"},
+                         "retried": _ERRORS, "error_samples": _SAMPLES, "latency_ms": _P50_P99, "drained": {"type": "boolean"}, "drain_s": {"type": "number"},
                          "commits": _INT_OR_NULL, "commits_per_event": _NUM_OR_NULL}),
         "wake": _step({"wakes": {"type": "integer"}, "samples": {"type": "integer"}, "latency_ms": _P50_P99}),
         "restart": _step({"kill9_all_running_s": _NUM_OR_NULL, "sigterm_all_running_s": _NUM_OR_NULL}),

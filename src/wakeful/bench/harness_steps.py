@@ -15,17 +15,21 @@ from collections.abc import Callable, Coroutine
 from importlib import resources
 from typing import Any
 
-from wakeful.bench.harness_http import Connection
+from wakeful.bench.harness_http import Connection, HttpAnswer
 from wakeful.bench.harness_node import NodeProcess, Tenant, TestStore, cpu_seconds, load_average
 from wakeful.bench.memory import snapshot
 from wakeful.bench.progress import Progress, percentile
 from wakeful.bench.variants import BenchError
 
-__all__ = ["Fleet", "NodeSteps"]
+__all__ = ["Answers", "Fleet", "NodeSteps"]
 
 CREATE_IN_FLIGHT = 16  # §2.1 step 2
-CREATE_RETRIES = 5  # 503 (the store gave no lock in time, nothing was written) is retried, and counted
-CREATE_RETRY_S = 1.0  # the node's Retry-After for unavailable
+# a client's answer to 503 (the store gave no lock in time, nothing was written): again after Retry-After, at most
+# RETRIES times; each retry is counted in the step's ``retried``, and only an answer still failing is an error
+RETRIES = 5
+RETRY_S = 1.0  # the wait when the answer names none (StoreUnavailable carries no Retry-After)
+RETRY_MAX_S = 5.0  # a longer Retry-After is cut to this (the steps are short)
+SAMPLE_CHARS = 200  # error_samples: the message of the first answer of each failing status, cut to this
 INGEST_IN_FLIGHT = 64  # §2.1 step 5
 WAKE_RATE_S = 0.2  # §2.1 step 6: one at a time at 5/s
 RUNNING_TIMEOUT_S = 600.0
@@ -52,6 +56,51 @@ async def _pool(n: int, work: Callable[[int], Coroutine[Any, Any, None]]) -> Non
     async with asyncio.TaskGroup() as group:
         for worker in range(n):
             group.create_task(work(worker))
+
+
+class Answers:
+    """The answers of one step's requests: final statuses, 503s retried, and per non-2xx status the first body
+    (``error_samples``: its ``error`` code and ``message``, so a failed run says why, not only how often)."""
+
+    def __init__(self) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.retried: Counter[str] = Counter()
+        self.samples: dict[str, dict[str, str | None]] = {}
+
+    async def send(self, conn: Connection, method: str, path: str, body: Any) -> HttpAnswer:
+        """``body`` to ``path``, again after a 503's Retry-After (bounded); the final answer is counted."""
+        answer = await conn.request(method, path, body)
+        for _ in range(RETRIES):
+            if answer.status != 503:
+                break
+            self.retried["503"] += 1
+            self._sample(answer)
+            await asyncio.sleep(min(RETRY_MAX_S, RETRY_S if answer.retry_after is None else answer.retry_after))
+            answer = await conn.request(method, path, body)
+        self.statuses[str(answer.status)] += 1
+        if not 200 <= answer.status < 300:
+            self._sample(answer)
+        return answer
+
+    def errors(self, ok: int) -> dict[str, int]:
+        return {k: v for k, v in self.statuses.items() if k != str(ok)}
+
+    def _sample(self, answer: HttpAnswer) -> None:
+        key = str(answer.status)
+        if key not in self.samples:
+            self.samples[key] = sample_of(answer)
+
+
+def sample_of(answer: HttpAnswer) -> dict[str, str | None]:
+    """The ``{error, message}`` of an error body (a body that is not one: its first bytes as the message)."""
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        code = body.get("error")
+        return {"error": code if isinstance(code, str) else None, "message": body["message"][:SAMPLE_CHARS]}
+    return {"error": None, "message": answer.body[:SAMPLE_CHARS].decode("utf-8", "replace")}
 
 
 class NodeSteps:
@@ -102,8 +151,7 @@ class NodeSteps:
         # §2.1 step 3 "before": the nodes with the tenant and the build, no Loop yet
         self.baselines = [snapshot(node.pid) for node in self.nodes]
         self.progress.phase("create", count)
-        statuses: Counter[str] = Counter()
-        retried: Counter[str] = Counter()
+        answers = Answers()
         began = time.monotonic()
         todo = iter(range(count))
         made: dict[int, str] = {}
@@ -115,14 +163,7 @@ class NodeSteps:
                     agent_id, session_id = self.fleet.agents[n // per_agent]
                     body = {"agent_id": agent_id, "session_id": session_id, "artifact": artifact,
                             "name": f"alert-{n}", "config": {"threshold": 90}}
-                    answer = await conn.request("POST", self.g + "/loops", body)
-                    for _ in range(CREATE_RETRIES):  # a client's answer to 503: again after Retry-After
-                        if answer.status != 503:
-                            break
-                        retried["503"] += 1
-                        await asyncio.sleep(CREATE_RETRY_S)
-                        answer = await conn.request("POST", self.g + "/loops", body)
-                    statuses[str(answer.status)] += 1
+                    answer = await answers.send(conn, "POST", self.g + "/loops", body)
                     if answer.status == 201:
                         made[n] = str(answer.json()["id"])
                         self.progress.advance(len(made))
@@ -134,14 +175,14 @@ class NodeSteps:
         for n in sorted(made):
             self.fleet.loops.append(made[n])
             self.fleet.loop_agent[made[n]] = n // per_agent
-        errors = {k: v for k, v in statuses.items() if k != "201"}
+        errors = answers.errors(201)
         if errors:
-            self.failures.append(f"create: answers {dict(errors)}")
+            self.failures.append(f"create: answers {errors} {answers.samples}")
         running = await self.wait_running(began, min_incarnation={})
         return {"count": count, "created": len(made), "create_s": round(created_s, 3),
                 "creates_per_s": round(len(made) / created_s, 1) if created_s else None,
-                "errors": errors, "retried": dict(retried), "all_running_s": running,
-                "load_average": load_average()}
+                "errors": errors, "retried": dict(answers.retried), "error_samples": answers.samples,
+                "all_running_s": running, "load_average": load_average()}
 
     async def _make_agents(self, agents: int) -> None:
         todo = iter(range(agents))
@@ -281,8 +322,8 @@ class NodeSteps:
     async def ingest(self, seconds: float) -> dict[str, Any]:
         loops = self.fleet.loops
         self.progress.phase("ingest", int(seconds))
-        latencies: list[float] = []
-        statuses: Counter[str] = Counter()
+        latencies: list[float] = []  # from the first send to the final answer (retries included, as a client sees)
+        answers = Answers()
         commits0, cpus0 = await self.commits(), self.cpu()
         began = time.monotonic()
         stop_at = began + seconds
@@ -293,9 +334,8 @@ class NodeSteps:
             try:
                 while (now := time.monotonic()) < stop_at:
                     loop_id = loops[next(turn) % len(loops)]
-                    answer = await conn.request("POST", f"{self.g}/loops/{loop_id}/events", self._event(LOW))
+                    await answers.send(conn, "POST", f"{self.g}/loops/{loop_id}/events", self._event(LOW))
                     latencies.append(time.monotonic() - now)
-                    statuses[str(answer.status)] += 1
                     if len(latencies) % 256 == 0:
                         self.progress.advance(int(now - began))
             finally:
@@ -303,17 +343,18 @@ class NodeSteps:
 
         await _pool(INGEST_IN_FLIGHT, worker)
         elapsed = time.monotonic() - began
-        accepted = statuses.get("202", 0)
+        accepted = answers.statuses.get("202", 0)
         drain_began = time.monotonic()
         drained = await self._drain()
         drain_s = time.monotonic() - drain_began
         commits1, cpus1 = await self.commits(), self.cpu()
-        errors = {k: v for k, v in statuses.items() if k != "202"}
+        errors = answers.errors(202)
         if errors:
-            self.failures.append(f"ingest: answers {dict(errors)}")
+            self.failures.append(f"ingest: answers {errors} {answers.samples}")
         commits = None if commits0 is None or commits1 is None else commits1 - commits0
         return {"seconds": round(elapsed, 2), "in_flight": INGEST_IN_FLIGHT, "accepted": accepted,
                 "accepted_per_s": round(accepted / elapsed, 1), "errors": errors,
+                "retried": dict(answers.retried), "error_samples": answers.samples,
                 "latency_ms": {"p50": round(percentile(latencies, 50) * 1000, 2),
                                "p99": round(percentile(latencies, 99) * 1000, 2)},
                 "drained": drained, "drain_s": round(drain_s, 2), "commits": commits,

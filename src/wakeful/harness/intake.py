@@ -204,12 +204,19 @@ class Intake:
                 or len(self._collecting[1]) >= BATCH_EVENTS):
             taken: list[_Admission] = []
 
-            async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+            def close() -> None:
                 if self._collecting is not None and self._collecting[1] is taken:
                     self._collecting = None  # closed: admissions from now on go to the next unit
+
+            async def unit(tx: Tx) -> list[tuple[dict[str, Any], bool] | HarnessError]:
+                close()
                 return await self._admit_many(tx, taken)  # (a rerun of the unit admits the same ones)
 
-            self._collecting = (asyncio.ensure_future(self.node.store.grouped(unit)), taken)
+            def locks() -> list[str]:  # the Loop rows _admit_many locks (the batch locks them with the others')
+                close()
+                return [a.loop_id for a in taken]
+
+            self._collecting = (asyncio.ensure_future(self.node.store.grouped(unit, locks=locks)), taken)
         task, collected = self._collecting
         collected.append(adm)
         try:
@@ -223,7 +230,8 @@ class Intake:
                 return await self._admit(tx, adm.loop_id, adm.event, adm.source, adm.secret_sha256, adm.group_id,
                                          adm.agent_id)
 
-            single: tuple[dict[str, Any], bool] = await self.node.store.grouped(alone, key=adm.loop_id)
+            single: tuple[dict[str, Any], bool] = await self.node.store.grouped(alone, key=adm.loop_id,
+                                                                                locks=lambda: [adm.loop_id])
             return single
         outcome = outcomes[adm.index]
         if isinstance(outcome, HarnessError):

@@ -107,7 +107,8 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
-    answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many)
+    answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
+                                                     lock_of=_ack_loop)
     return answer
 
 
@@ -152,6 +153,10 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
         await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
             status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
     return answers
+
+
+def _ack_loop(a: _Ack) -> str:
+    return a.loop_id
 
 
 def _fence_refusal(row: Any, a: _Ack) -> HostCallRefused | None:

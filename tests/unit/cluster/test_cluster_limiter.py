@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.commit_gate import Gate
 from support.harness_fixtures import PgProxy, TestClock, pg_url_with_schema
 
 from wakeful.harness.errors import StoreUnavailable
@@ -58,6 +59,25 @@ async def test_two_nodes_sharing_a_bucket_never_overshoot(pg_store: Any, pg_sche
         assert all(a is None or (isinstance(a, float) and a > 0) for a in answers)
     finally:
         await other.close()
+
+
+async def test_takes_arriving_while_a_check_is_in_flight_share_the_next_check(pg_store: Any) -> None:
+    """Every take was a transaction of its own on the bucket's row, and ``ingress:global`` is one row every event
+    passes: under load the requests of two nodes queued on its lock past ``statement_timeout`` and ingest answered
+    503 (bench harness --nodes 2). The takes that arrive while a check of their bucket is in flight are one check of
+    the next round, answered in arrival order exactly as that many checks one after the other would be."""
+    limiter = PgLimiter(pg_store)
+    gate = Gate()
+    pg_store.before_commit.append(gate)
+    first = asyncio.create_task(limiter.take("ingress:global", 10, 1.0))
+    await gate.entered.wait()  # the first check holds the row at its COMMIT
+    rest = [asyncio.create_task(limiter.take("ingress:global", 10, 1.0)) for _ in range(19)]
+    await asyncio.sleep(0)  # each of them has asked
+    gate.release.set()
+    answers = [await first] + [await t for t in rest]
+    assert gate.seen == 2 and limiter.rounds == 2  # one transaction for the 19, not 19
+    assert answers[:10] == [None] * 10  # the store clock stands still: 10 tokens, taken in arrival order
+    assert answers[10:] == [pytest.approx(1.0)] * 10
 
 
 async def test_an_unreachable_store_fails_closed(harness_runner: Any, pg_schema: str, store_clock: TestClock) -> None:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
+from support.harness_fixtures import pg_url_with_schema
 
 from wakeful.harness.errors import InvalidRequest
-from wakeful.harness.store import Store, Tx, groups, schema
+from wakeful.harness.store import Store, Tx, agents, artifacts, groups, loops, schema, sessions
 
 
 async def _names(store: Store) -> list[str]:
@@ -130,3 +131,64 @@ async def test_a_cancelled_caller_does_not_stop_the_others(store: Store, n: int)
     done = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(d, asyncio.CancelledError) for d in done[:n]) and done[n:] == [f"c{i}" for i in range(n, 3)]
     assert await _names(store) == sorted(["first", *[f"c{i}" for i in range(n, 3)]])
+
+
+async def _two_loops(store: Store) -> list[str]:
+    async with store.tx() as tx:
+        group = await groups.create_group(tx, name="g")
+        agent = await agents.create_agent(tx, group_id=group.id, name="bot")
+        session = await sessions.create_session(tx, agent_id=agent.id)
+        art = await artifacts.put_artifact(tx, group_id=group.id, elf=b"\x7fELF" + b"\x01" * 64, origin="build",
+                                           created_by="t")
+        made = [await loops.insert_loop(tx, group_id=group.id, agent_id=agent.id, session_id=session.id,
+                                        artifact_sha256=art.sha256, config={}, capabilities=[],
+                                        creator=f"agent:{agent.id}", name=name) for name in ("a", "b")]
+    return sorted(loop.id for loop in made)
+
+
+async def _blocks_another(store: Store, pid: int) -> bool:
+    async with store.tx(readonly=True) as tx:
+        return bool((await tx.execute(sa.text(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid)))"),
+            {"pid": pid})).scalar_one())
+
+
+def _locking(store: Store, loop_id: str, mine: asyncio.Event | None = None, other: asyncio.Event | None = None) -> Any:
+    """A unit that locks one Loop row; with events: then says so and waits until the other node's unit has locked
+    its row too, or until this transaction blocks the other node (it waits for a row this batch holds)."""
+    async def unit(tx: Tx) -> str:
+        L = schema.loop
+        await tx.execute(sa.select(L.c.id).where(L.c.id == loop_id).with_for_update())
+        if mine is not None and other is not None:
+            pid = int((await tx.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+            mine.set()
+            while not other.is_set() and not await _blocks_another(store, pid):
+                await asyncio.sleep(0.005)  # polling for the other node's state, not a timing assertion
+        return loop_id
+    return unit
+
+
+async def test_two_nodes_batches_lock_loop_rows_in_one_order(harness_runner: Any, pg_schema: str,
+                                                              store_clock: Any) -> None:
+    """Each unit locks its Loop rows in id order, but the units of a batch are passes of their own: node A's
+    admission unit locking Loop 1 then its ack unit Loop 2, node B's the other way round, deadlocked (40P01, or
+    statement_timeout ending the wait — a 503 of bench harness --nodes 2). The batch locks every unit's declared
+    Loop rows first, in id order, so both batches commit whole."""
+    a = await Store.open(pg_url_with_schema(pg_schema), clock=store_clock)
+    b = await Store.open(pg_url_with_schema(pg_schema), clock=store_clock, migrate=False)
+    try:
+        first, second = await _two_loops(a)
+        a_locked, b_locked = asyncio.Event(), asyncio.Event()
+
+        def batch(store: Store, mine: str, then: str, locked: asyncio.Event, other: asyncio.Event) -> Any:
+            return asyncio.gather(  # submitted in one step: one batch, the key orders the units
+                store.grouped(_locking(store, mine, locked, other), key="", locks=lambda: [mine]),
+                store.grouped(_locking(store, then), key="z", locks=lambda: [then]))
+
+        answers = await asyncio.gather(batch(a, first, second, a_locked, b_locked),
+                                       batch(b, second, first, b_locked, a_locked))
+        assert answers == [[first, second], [second, first]]
+        assert (a.grouping.batches, b.grouping.batches) == (1, 1)  # neither batch failed and was rerun alone
+    finally:
+        await b.close()
+        await a.close()

@@ -3,11 +3,20 @@
 One atomic ``UPDATE … RETURNING`` per check: it refills by the elapsed store-clock time (negative elapsed counts as
 zero, so a clock stepping back never refills twice) and takes a token when one is there. Any failure of the
 store is ``StoreUnavailable``: the limiter fails closed.
+
+The checks of one bucket that arrive while that bucket's previous check is in flight on this node are one check
+of the next round: a single ``UPDATE`` takes up to ``n`` tokens (as many as the refilled level holds) and the
+callers are answered in arrival order, exactly as ``n`` checks one after the other at the same store-clock
+instant would be. So every node holds a bucket's row lock at most once at a time, instead of once per request:
+``ingress:global`` is one row every event of the cluster passes, and with a transaction per request the
+requests of two loaded nodes queued on that row lock past ``statement_timeout`` (``503 unavailable`` on ingest).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
@@ -20,36 +29,100 @@ __all__ = ["PgLimiter"]
 R = schema.rate_bucket
 
 
+@dataclass
+class _Check:
+    capacity: float
+    rate: float
+    answer: asyncio.Future[float | None] = field(repr=False)
+
+
+@dataclass
+class _Bucket:
+    """One bucket's checks on this node: those waiting for the next round, and the task running the rounds."""
+
+    waiting: list[_Check] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
 class PgLimiter:
     """``await take(bucket, capacity, refill_per_s)`` → None when a token was taken, else seconds until one is
     available (the ``Limiter`` protocol of ``wakeful.harness.ratelimit``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.rounds = 0  # checks made in the store (each answering the takes of one bucket waiting together)
+        self._buckets: dict[str, _Bucket] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def take(self, bucket: str, capacity: float, refill_per_s: float) -> float | None:
         if capacity < 1 or refill_per_s <= 0:
             raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # (a limiter used from another event loop starts afresh)
+            self._buckets, self._loop = {}, loop
+        state = self._buckets.setdefault(bucket, _Bucket())
+        check = _Check(float(capacity), float(refill_per_s), loop.create_future())
+        state.waiting.append(check)
+        if state.task is None or state.task.done():
+            state.task = loop.create_task(self._rounds(bucket, state))
+        return await check.answer
+
+    async def _rounds(self, bucket: str, state: _Bucket) -> None:
+        """Until no check of ``bucket`` waits: the waiting ones (of one shape) answered by one store check."""
+        try:
+            while state.waiting:
+                first = state.waiting[0]
+                batch = [c for c in state.waiting if (c.capacity, c.rate) == (first.capacity, first.rate)]
+                state.waiting = [c for c in state.waiting if (c.capacity, c.rate) != (first.capacity, first.rate)]
+                batch = [c for c in batch if not c.answer.done()]  # a caller that gave up before its round
+                if not batch:
+                    continue
+                try:
+                    level, granted = await self._check(bucket, first.capacity, first.rate, len(batch))
+                except BaseException as exc:  # never leave a caller waiting (cancellation at shutdown included)
+                    for check in batch:
+                        if check.answer.done():
+                            continue
+                        if isinstance(exc, asyncio.CancelledError):
+                            check.answer.cancel()
+                        else:
+                            check.answer.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                self.rounds += 1
+                left = level - granted
+                for n, check in enumerate(batch):  # in arrival order, as n checks one after the other
+                    if not check.answer.done():
+                        check.answer.set_result(None if n < granted else (1.0 - left) / check.rate)
+        finally:  # (cancelled at shutdown: the checks that arrived meanwhile are not left waiting either)
+            for check in state.waiting:
+                check.answer.cancel()
+            if self._buckets.get(bucket) is state:
+                del self._buckets[bucket]
+
+    async def _check(self, bucket: str, capacity: float, rate: float, wanted: int) -> tuple[float, int]:
+        """One transaction: up to ``wanted`` tokens taken → (the refilled level, the tokens taken)."""
         try:
             async with self.store.tx() as tx:
                 now = await tx.now_ms()
-                level = await self._take(tx, bucket, float(capacity), float(refill_per_s), now)
+                level = await self._take(tx, bucket, capacity, rate, now, wanted)
                 if level is None:  # first use of this bucket: create it full, then take
-                    await tx.insert_if_absent(R, {"key": bucket, "tokens": float(capacity), "refreshed_ms": now})
-                    level = await self._take(tx, bucket, float(capacity), float(refill_per_s), now)
+                    await tx.insert_if_absent(R, {"key": bucket, "tokens": capacity, "refreshed_ms": now})
+                    level = await self._take(tx, bucket, capacity, rate, now, wanted)
         except HarnessError:
             raise
         except Exception as exc:  # fail closed: anything but a clear answer is "unavailable"
             raise StoreUnavailable(f"rate limiter unavailable: {type(exc).__name__}") from exc
         if level is None:
             raise StoreUnavailable(f"rate bucket {bucket!r} vanished during the check")
-        if level >= 1.0:
-            return None
-        return (1.0 - level) / refill_per_s
+        return level, _granted(level, wanted)
 
     @staticmethod
-    async def _take(tx: object, bucket: str, capacity: float, rate: float, now: int) -> float | None:
-        """One statement: lock the row, refill, take if a whole token is there; returns the refilled level."""
+    async def _take(tx: object, bucket: str, capacity: float, rate: float, now: int,
+                    wanted: int = 1) -> float | None:
+        """One statement: lock the row, refill, take as many whole tokens as are there (at most ``wanted``);
+        returns the refilled level."""
         from wakeful.harness.store.core import Tx
 
         assert isinstance(tx, Tx)
@@ -60,12 +133,18 @@ class PgLimiter:
                 R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * sa.literal(rate / 1000.0),
             ).label("level"),
         ).where(R.c.key == bucket).with_for_update().subquery("cur")
+        taken = sa.func.least(sa.literal(float(wanted)), sa.func.floor(cur.c.level))  # (_granted, in the store)
         stmt = R.update().where(R.c.key == cur.c.key).values(
-            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - 1.0), else_=cur.c.level),
+            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
             refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
         ).returning(cur.c.level)
         value = (await tx.execute(stmt)).scalar_one_or_none()
         return None if value is None else float(value)
+
+
+def _granted(level: float, wanted: int) -> int:
+    """The tokens ``_take`` took from a bucket refilled to ``level``: its whole tokens, at most ``wanted``."""
+    return 0 if level < 1.0 else min(wanted, math.floor(level))
 
 
 def retry_after_s(wait_s: float) -> int:

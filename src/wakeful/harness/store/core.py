@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -156,21 +156,26 @@ class Store:
     def sqlite_path(self) -> Path | None:
         return self.target.sqlite_path
 
-    async def grouped(self, work: Callable[[Tx], Awaitable[T]], *, key: str = "") -> T:
+    async def grouped(self, work: Callable[[Tx], Awaitable[T]], *, key: str = "",
+                      locks: Callable[[], Iterable[str]] | None = None) -> T:
         """Run ``work(tx)`` in a write transaction shared with the other units queued meanwhile (group commit,
         see ``store.group``); returns its result — or raises its error — only after that transaction committed.
         ``work`` raises its typed refusals (``HarnessError``) before writing anything, and may be run twice (a
         batch that fails for another reason is retried unit by unit). ``key``: units are run in key order
-        (arrival order within a key), e.g. the id of the row they lock."""
-        result: T = await self.grouping.submit(work, key)
+        (arrival order within a key), e.g. the id of the row they lock. ``locks``: the ids of the Loop rows
+        ``work`` will lock, asked right before the batch runs; the batch locks those of all its units first, in
+        one order (``store.group``: two nodes' batches cannot deadlock on them)."""
+        result: T = await self.grouping.submit(work, key, locks)
         return result
 
-    async def grouped_batch(self, kind: str, item: Any, work: BatchWork) -> Any:
+    async def grouped_batch(self, kind: str, item: Any, work: BatchWork,
+                            lock_of: Callable[[Any], str] | None = None) -> Any:
         """``item`` answered by one ``work(tx, items)`` with the other items of ``kind`` submitted meanwhile, as a
         unit of the group commit: ``work`` returns one answer per item, in order, a ``HarnessError`` in the place
         of an item it refuses (raised to that caller alone), and writes nothing for a refused item. Returns the
-        item's answer only after the transaction committed (see ``store.group``)."""
-        return await self.grouping.submit_batch(kind, item, work)
+        item's answer only after the transaction committed (see ``store.group``). ``lock_of``: the id of the Loop
+        row ``work`` locks for an item (as ``locks`` of ``grouped``)."""
+        return await self.grouping.submit_batch(kind, item, work, lock_of=lock_of)
 
     @asynccontextmanager
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:

@@ -11,6 +11,13 @@ so a unit must raise its typed refusals before it writes anything. Any other fai
 connection, a failed commit) rolls the whole batch back, and each unit of it is then run again alone in a
 transaction of its own, so one bad unit fails alone and nothing is answered before its own commit.
 
+Row locks across units (PostgreSQL): each unit locks its Loop rows in id order, but two units of one batch are
+two such passes — an admission unit taking Loops {a, b} and an ack unit taking {c} on one node, {c} and {a} on
+another, lock a before c on the first and c before a on the second: the two batches deadlock (two nodes on one
+store; PostgreSQL aborts one after ``deadlock_timeout``, or ``statement_timeout`` ends the wait first). So a unit may
+name the Loop rows it will lock (``locks``); before the units run, the batch locks all of them in one statement in
+id order, and every batch of every node then takes its Loop rows in one order.
+
 ``await store.grouped_batch(kind, item, work)`` goes one step further for many small requests of one kind (acks):
 the items submitted while the previous ones wait form one unit, ``work(tx, items)``, which answers every item with
 a fixed number of statements for the whole batch; each item gets its own answer (a ``HarnessError`` in its place
@@ -22,12 +29,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import sqlalchemy as sa
+
 from wakeful.harness.errors import HarnessError
+from wakeful.harness.store import schema
 
 if TYPE_CHECKING:
     from wakeful.harness.store.core import Store, Tx
@@ -45,6 +55,7 @@ _PAUSE_POLL_S = 0.02
 
 ItemT = TypeVar("ItemT")  # an item of a batch unit
 BatchWork = Callable[["Tx", list[Any]], Awaitable[list[Any]]]  # items → one answer (or HarnessError) per item
+Locks = Callable[[], Iterable[str]]  # the ids of the Loop rows a unit will lock (asked right before the batch runs)
 
 
 @dataclass
@@ -60,6 +71,7 @@ class _Unit:
     work: Callable[[Tx], Awaitable[Any]]
     key: str
     future: asyncio.Future[Any] = field(repr=False)
+    locks: Locks | None = None
 
 
 class GroupCommit:
@@ -77,32 +89,42 @@ class GroupCommit:
         pause = os.environ.get(PAUSE_ENV)
         self._pause_dir = Path(pause) if pause else None
 
-    async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "") -> Any:
+    async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "", locks: Locks | None = None) -> Any:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
             self._queue, self._task, self._loop, self._collecting = [], None, loop, {}
-        unit = _Unit(work, key, loop.create_future())
+        unit = _Unit(work, key, loop.create_future(), locks)
         self._queue.append(unit)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
         return await unit.future
 
-    async def submit_batch(self, kind: str, item: Any, work: BatchWork, *, limit: int = MAX_BATCH) -> Any:
+    async def submit_batch(self, kind: str, item: Any, work: BatchWork, *, limit: int = MAX_BATCH,
+                           lock_of: Callable[[Any], str] | None = None) -> Any:
         """``item`` joins the next batch unit of ``kind`` (at most ``limit`` items; more start another unit);
-        returns its own answer after that unit's transaction committed (``Store.grouped_batch``)."""
+        returns its own answer after that unit's transaction committed (``Store.grouped_batch``). ``lock_of``:
+        the id of the Loop row the unit locks for an item."""
         if self._loop is not asyncio.get_running_loop():
             self._collecting = {}  # (submit resets the rest)
         coll = self._collecting.get(kind)
         if coll is None or coll.task.done() or len(coll.items) >= limit:  # (done: failed before it ran)
             items: list[Any] = []
 
-            async def unit(tx: Tx) -> list[Any]:
+            def close() -> None:
                 opened = self._collecting.get(kind)
                 if opened is not None and opened.items is items:
                     del self._collecting[kind]  # closed: items from now on go to the next unit
+
+            async def unit(tx: Tx) -> list[Any]:
+                close()
                 return await work(tx, items)  # (a rerun of the unit answers the same items)
 
-            coll = _Collection(asyncio.ensure_future(self.submit(unit, kind)), items)
+            def locks() -> list[str]:
+                close()  # the items the batch locks for are the items the unit answers
+                assert lock_of is not None
+                return [lock_of(i) for i in items]
+
+            coll = _Collection(asyncio.ensure_future(self.submit(unit, kind, locks if lock_of else None)), items)
             self._collecting[kind] = coll
         index = len(coll.items)
         coll.items.append(item)
@@ -152,6 +174,7 @@ class GroupCommit:
         outcomes: list[tuple[bool, Any]] = []
         try:
             async with self.store.tx() as tx:
+                await _lock_ahead(tx, batch)
                 for unit in batch:
                     mark = tx.after_commit_mark()
                     try:
@@ -191,6 +214,17 @@ class GroupCommit:
         (self._pause_dir / f"held-{point}").write_text(str(os.getpid()))
         while (self._pause_dir / f"hold-{point}").exists():
             await asyncio.sleep(_PAUSE_POLL_S)
+
+
+async def _lock_ahead(tx: Tx, batch: list[_Unit]) -> None:
+    """The Loop rows the units of a batch will lock, locked in id order by one statement (PostgreSQL; SQLite's
+    write transaction is the lock). A unit alone already locks its rows in one pass."""
+    if tx.dialect != "postgresql" or len(batch) < 2:
+        return
+    ids = sorted({i for u in batch if u.locks is not None for i in u.locks()})
+    if ids:
+        L = schema.loop
+        await tx.execute(sa.select(L.c.id).where(L.c.id.in_(ids)).order_by(L.c.id).with_for_update())
 
 
 def _settle(unit: _Unit, value: Any, *, failed: bool) -> None:
