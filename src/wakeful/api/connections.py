@@ -29,7 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from wakeful.harness.config import HttpLimits
 
-__all__ = ["LINGER_S", "Guard", "guarded_protocol", "raw_answer"]
+__all__ = ["LINGER_S", "CoalescingTransport", "Guard", "guarded_protocol", "raw_answer"]
 
 LINGER_S = 1.0  # a refused connection stays this long after its 503, for the client to read it
 
@@ -41,6 +41,82 @@ class Guard:
     limits: HttpLimits
     max_connections: int
     on_refusal: Callable[[int], None] = lambda status: None
+
+
+class CoalescingTransport(asyncio.Transport):
+    """A connection's transport that sends the bytes written in one event-loop turn with one ``write`` at the
+    end of that turn, in order (issue 16): uvicorn's h11 protocol writes a response's head and its body
+    separately, two system calls and, on loopback, two wake-ups of the client per answer. ``close`` and
+    ``write_eof`` send what is buffered first; ``abort`` drops it. A streamed answer (SSE) still goes out each
+    turn, so nothing waits longer than the loop takes to come round."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending = []
+        self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._transport.abort()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(d) for d in self._pending)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -56,6 +132,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = CoalescingTransport(transport, self.loop)  # (FlowControl keeps the socket's own)
         if len(self.connections) > self.guard.max_connections:
             self._refuse_busy()
             return
