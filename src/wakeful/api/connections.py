@@ -44,34 +44,37 @@ class Guard:
 
 
 class CoalescingTransport(asyncio.Transport):
-    """A connection's transport that sends the bytes written in one event-loop turn with one ``write`` at the
-    end of that turn, in order (issue 16): uvicorn's h11 protocol writes a response's head and its body
-    separately, two system calls and, on loopback, two wake-ups of the client per answer. ``close`` and
-    ``write_eof`` send what is buffered first; ``abort`` drops it. A streamed answer (SSE) still goes out each
-    turn, so nothing waits longer than the loop takes to come round."""
+    """A connection's transport that sends a response's head together with its body (issue 16): uvicorn's h11
+    protocol writes them with two ``write`` calls, two system calls and, on loopback, two wake-ups of the client
+    per answer. A write is held until the next one, which sends both at once (the body after the head; an empty
+    write, such as the end of a body, sends what is held); a write that nothing follows goes out at the end of
+    the event-loop turn (the head of a streamed answer). Nothing waits for a later turn when the response is
+    complete, so an answer leaves no later than before. ``close`` and ``write_eof`` send what is held first,
+    ``abort`` drops it."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._transport, self._loop = transport, loop
-        self._pending: list[bytes] = []
+        self._held: bytes | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not data:
+        held = self._held
+        if held is None:
+            if data:
+                self._held = bytes(data)
+                self._loop.call_soon(self.flush)
             return
-        if not self._pending:
-            self._loop.call_soon(self.flush)
-        self._pending.append(bytes(data))
+        self._held = None
+        self._transport.write(held + bytes(data) if data else held)
 
     def writelines(self, list_of_data: Any) -> None:
         for data in list_of_data:
             self.write(data)
 
     def flush(self) -> None:
-        if not self._pending:
-            return
-        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-        self._pending = []
-        self._transport.write(data)
+        held, self._held = self._held, None
+        if held is not None:
+            self._transport.write(held)
 
     def close(self) -> None:
         self.flush()
@@ -82,7 +85,7 @@ class CoalescingTransport(asyncio.Transport):
         self._transport.write_eof()
 
     def abort(self) -> None:
-        self._pending = []
+        self._held = None
         self._transport.abort()
 
     def can_write_eof(self) -> bool:
@@ -107,7 +110,7 @@ class CoalescingTransport(asyncio.Transport):
         self._transport.set_write_buffer_limits(high, low)
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(d) for d in self._pending)
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._transport.get_write_buffer_limits()
