@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from wakeful.api import errors
 from wakeful.api.context import ApiSettings
-from wakeful.api.middleware import RecentRefusals, RequestGuard
+from wakeful.api.middleware import GroupEventEndpoint, RecentRefusals, RequestGuard
 from wakeful.api.openapi import build_openapi
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
     app.state.settings = ApiSettings(node_name=node_name, public_base_url=public_base_url,
                                      public_docs=public_docs)
     errors.install(app)
-    for name in routers if routers is not None else ROUTERS:
+    names = routers if routers is not None else ROUTERS
+    for name in names:
         module = importlib.import_module(f"wakeful.api.routes_{name}")
         app.include_router(module.router)
     if public_docs:
@@ -79,7 +80,12 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
 
         install_ui(app, ui_settings.session_hours)
     app.state.refusals = RecentRefusals()  # 429/503 in the last hour: /v1/info, dashboard, `wakeful status`
-    app.add_middleware(RequestGuard, refusals=app.state.refusals)
+    group_events: GroupEventEndpoint | None = None
+    if "intake" in names:  # issue 16: intake route 1 is served by RequestGuard straight to its endpoint
+        from wakeful.api.routes_intake import serve_group_event
+
+        group_events = serve_group_event
+    app.add_middleware(RequestGuard, refusals=app.state.refusals, group_events=group_events)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -29,7 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from wakeful.harness.config import HttpLimits
 
-__all__ = ["LINGER_S", "Guard", "guarded_protocol", "raw_answer"]
+__all__ = ["LINGER_S", "CoalescingTransport", "Guard", "guarded_protocol", "raw_answer"]
 
 LINGER_S = 1.0  # a refused connection stays this long after its 503, for the client to read it
 
@@ -41,6 +41,85 @@ class Guard:
     limits: HttpLimits
     max_connections: int
     on_refusal: Callable[[int], None] = lambda status: None
+
+
+class CoalescingTransport(asyncio.Transport):
+    """A connection's transport that sends a response's head together with its body (issue 16): uvicorn's h11
+    protocol writes them with two ``write`` calls, two system calls and, on loopback, two wake-ups of the client
+    per answer. A write is held until the next one, which sends both at once (the body after the head; an empty
+    write, such as the end of a body, sends what is held); a write that nothing follows goes out at the end of
+    the event-loop turn (the head of a streamed answer). Nothing waits for a later turn when the response is
+    complete, so an answer leaves no later than before. ``close`` and ``write_eof`` send what is held first,
+    ``abort`` drops it."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is None:
+            if data:
+                self._held = bytes(data)
+                self._loop.call_soon(self.flush)
+            return
+        self._held = None
+        self._transport.write(held + bytes(data) if data else held)
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -56,6 +135,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = CoalescingTransport(transport, self.loop)  # (FlowControl keeps the socket's own)
         if len(self.connections) > self.guard.max_connections:
             self._refuse_busy()
             return

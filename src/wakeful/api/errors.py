@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -23,7 +25,9 @@ __all__ = [
     "Unauthorized",
     "error_response",
     "register_status",
+    "send_json",
     "status_for",
+    "wakeful_error_response",
 ]
 
 log = logging.getLogger("wakeful.api")
@@ -74,10 +78,27 @@ def error_response(code: str, message: str, *, status: int | None = None, detail
 
 def _wakeful_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WakefulError)
+    return wakeful_error_response(exc, request)
+
+
+def wakeful_error_response(exc: WakefulError, request: Request | None = None) -> JSONResponse:
+    """The answer to a ``WakefulError``: its code's status and body (a 500 code is logged, its stack kept)."""
     status = status_for(exc.code)
     if status == 500:
         return internal_response(request, exc)
     return error_response(exc.code, exc.message, status=status, details=exc.details)
+
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+async def send_json(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, body: Any) -> None:
+    """A JSON answer sent straight to ASGI ``send``: the bytes and headers ``JSONResponse`` would send
+    (compact, UTF-8, no NaN), without building a ``Response``."""
+    data = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(data)).encode()), *_JSON_HEADERS]})
+    await send({"type": "http.response.body", "body": data})
 
 
 def internal_response(request: Request | None, exc: BaseException | None, request_id: str = "") -> JSONResponse:

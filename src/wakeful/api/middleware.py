@@ -8,6 +8,7 @@ The intake routes (``body_self_checked``) read their bodies themselves after aut
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import re
 import secrets
@@ -17,7 +18,7 @@ from typing import Any
 
 from wakeful.api.errors import error_response, internal_response
 
-__all__ = ["RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
+__all__ = ["GroupEventEndpoint", "RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
 
 log = logging.getLogger("wakeful.api")
 
@@ -26,15 +27,28 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# intake route 1 served without FastAPI's router: (scope, receive, send, group_id, loop_id)
+GroupEventEndpoint = Callable[[Scope, Receive, Send, str, str], Awaitable[None]]
 
 DEFAULT_LIMIT = 65_536  # interfaces.md §2.1
 BUILD_LIMIT = 262_144  # builds and scripts
 WEBHOOK_LIMIT = 1_048_576  # the most a webhook route reads: 16 KiB (§10.4 step 5) unless a verifier maps fields
 
 _WEBHOOK = re.compile(r"^/v1/loop-webhooks/[^/]*$")
-_GROUP_EVENTS = re.compile(r"^/v1/agent-groups/[^/]+/loops/[^/]+/events$")
+_GROUP_EVENTS = re.compile(r"^/v1/agent-groups/([^/]+)/loops/([^/]+)/events$")
 _BIG = re.compile(r"^/v1/agent-groups/[^/]+/(builds|scripts/run)$")
 _RAW = re.compile(r"^/v1/agent-groups/[^/]+/artifacts$")  # raw ELF, application/octet-stream
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# issue 16: a request id is the process's random prefix and a counter (``req_`` + 16 hex digits, as before)
+# instead of 8 bytes from the OS per request; it names a request in logs and error answers, it is not a secret.
+_ID_PREFIX = secrets.randbits(32)
+_id_counter = itertools.count(secrets.randbits(31))
+
+
+def _new_request_id() -> str:
+    return f"req_{_ID_PREFIX:08x}{next(_id_counter) & 0xFFFFFFFF:08x}"
 
 
 def body_limit_for(path: str) -> int:
@@ -101,17 +115,19 @@ class RecentRefusals:
 class RequestGuard:
     """The outermost wakeful middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, refusals: RecentRefusals | None = None) -> None:
+    def __init__(self, app: ASGIApp, refusals: RecentRefusals | None = None,
+                 group_events: GroupEventEndpoint | None = None) -> None:
         self.app = app
         self.refusals = refusals or RecentRefusals()
+        self.group_events = group_events  # issue 16: intake route 1 straight to its endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         rid = _header(scope, b"x-request-id")
-        if rid is None or not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", rid):
-            rid = "req_" + secrets.token_hex(8)
+        if rid is None or not _REQUEST_ID.fullmatch(rid):
+            rid = _new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
         path, method = scope.get("path", ""), scope.get("method", "GET")
         limit = body_limit_for(path)
@@ -155,8 +171,14 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send_wrapper)
             return
+        direct = (_GROUP_EVENTS.match(path) if self.group_events is not None and method == "POST"
+                  and not scope.get("root_path") else None)
         try:
-            await self.app(scope, counting_receive, send_wrapper)
+            if direct is not None:
+                assert self.group_events is not None
+                await self.group_events(scope, counting_receive, send_wrapper, direct[1], direct[2])
+            else:
+                await self.app(scope, counting_receive, send_wrapper)
         except Exception as exc:
             if refused:
                 return

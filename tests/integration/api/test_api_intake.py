@@ -15,7 +15,7 @@ from live_api import LiveApi, auth, count_events, make_loop, seen, tenant, wait_
 from support.harness_fixtures import TestClock
 
 from wakeful.harness.config import Limits
-from wakeful.harness.store import events
+from wakeful.harness.store import events, groups
 
 pytestmark = pytest.mark.integration
 @pytest.fixture
@@ -99,6 +99,26 @@ def test_group_route_status_codes(live: LiveApi, compile_c: Any) -> None:
     assert r.status_code == 409 and r.json() | {"message": ""} == {
         "error": "loop_not_active", "message": "", "state": "paused", "pause_reason": "manual"}
     assert count_events(live, loop_id) == before
+
+
+def test_a_revoked_key_is_refused_by_the_intake_at_once(live: LiveApi, compile_c: Any) -> None:
+    """The key cache serves the intake's authentication (issue 16: no store read per request), and a revocation on
+    this node still takes effect on the very next request; the agent key of the same group keeps working."""
+    t = live.call(tenant)
+    loop_id = make_loop(live, t, compile_c)
+    url = f"{live.url}/v1/agent-groups/{t['group']}/loops/{loop_id}/events"
+    c = live.client
+    for n in range(3):  # the key is cached after the first request
+        assert c.post(url, headers=auth(t["gkey"]), json={"topic": "t", "event_id": f"r{n}"}).status_code == 202
+    before = count_events(live, loop_id)
+    parts = groups.split_key_text(t["gkey"])
+    assert parts is not None
+    gone = c.delete(f"{live.url}/v1/groups/{t['group']}/keys/{parts[0]}", headers=auth(t["admin"]))
+    assert gone.status_code == 204, gone.text
+    r = c.post(url, headers=auth(t["gkey"]), json={"topic": "t", "event_id": "after"})
+    assert r.status_code == 401 and r.json()["error"] == "unauthorized", r.text
+    assert c.post(url, headers=auth(t["akey"]), json={"topic": "t", "event_id": "agent"}).status_code == 202
+    assert count_events(live, loop_id) == before + 1  # the refused event was not stored
 
 
 def test_body_over_64k_refused_without_reading(live: LiveApi, compile_c: Any) -> None:
