@@ -24,6 +24,7 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from wakeful.errors import InvalidParams
 from wakeful.vm import isa
@@ -495,6 +496,17 @@ def _strtab(names: Sequence[str]) -> tuple[bytes, dict[str, int]]:
     return bytes(out), offs
 
 
+class Contents(TypedDict, total=False):
+    """What an object holds besides its functions (``builder``/``elf`` keywords); absent means empty."""
+
+    rodata: bytes
+    data: bytes
+    bss: int
+    extra_sections: Sequence[Section]
+    extra_symbols: Sequence[Symbol]
+    extra_relocs: Sequence[tuple[str, Reloc]]
+
+
 def builder(
     functions: Sequence[Func],
     *,
@@ -528,20 +540,10 @@ def builder(
     return b
 
 
-def elf(
-    functions: Sequence[Func],
-    *,
-    rodata: bytes = b"",
-    data: bytes = b"",
-    bss: int = 0,
-    extra_sections: Sequence[Section] = (),
-    extra_symbols: Sequence[Symbol] = (),
-    extra_relocs: Sequence[tuple[str, Reloc]] = (),
-) -> bytes:
+def elf(functions: Sequence[Func], **contents: Unpack[Contents]) -> bytes:
     """An ET_REL EM_BPF object: the entry is the Func with ``section="spinfoam.main"``, else the first;
     other Funcs default to ``.text``; relocations become ``.rel<section>``."""
-    return builder(functions, rodata=rodata, data=data, bss=bss, extra_sections=extra_sections,
-                   extra_symbols=extra_symbols, extra_relocs=extra_relocs).build()
+    return builder(functions, **contents).build()
 
 
 def _place_functions(
