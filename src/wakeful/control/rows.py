@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -95,21 +95,12 @@ async def load_item(tx: Tx, goal_id: str, item_id: str, *, for_update: bool = Fa
 
 
 async def load_items(tx: Tx, goal_id: str, *, status: str | None = None, cls: str | None = None) -> list[dict[str, Any]]:
-    W = S.work_item
-    stmt = sa.select(W).where(W.c.goal_id == goal_id).order_by(W.c.created_ms, W.c.id)
-    if status is not None:
-        stmt = stmt.where(W.c.status == status)
-    if cls is not None:
-        stmt = stmt.where(W.c["class"] == cls)
-    return [item_row(r) for r in (await tx.execute(stmt)).all()]
+    where = {"status": status, "class": cls}
+    return await _goal_rows(tx, S.work_item, goal_id, ("created_ms", "id"), item_row, where)
 
 
 async def load_claims(tx: Tx, goal_id: str, *, item_id: str | None = None) -> list[dict[str, Any]]:
-    C = S.work_claim
-    stmt = sa.select(C).where(C.c.goal_id == goal_id).order_by(C.c.item_id)
-    if item_id is not None:
-        stmt = stmt.where(C.c.item_id == item_id)
-    return [claim_row(r) for r in (await tx.execute(stmt)).all()]
+    return await _goal_rows(tx, S.work_claim, goal_id, ("item_id",), claim_row, {"item_id": item_id})
 
 
 async def load_contract(tx: Tx, goal_id: str, revision: int) -> dict[str, Any] | None:
@@ -121,11 +112,7 @@ async def load_contract(tx: Tx, goal_id: str, revision: int) -> dict[str, Any] |
 async def load_evidence(
     tx: Tx, goal_id: str, *, item_id: str | None = None, criterion_id: str | None = None
 ) -> list[dict[str, Any]]:
-    E = S.evidence
-    stmt = sa.select(E).where(E.c.goal_id == goal_id).order_by(E.c.seq, E.c.id)
-    if item_id is not None:
-        stmt = stmt.where(E.c.work_item_id == item_id)
-    rows = [evidence_row(r) for r in (await tx.execute(stmt)).all()]
+    rows = await _goal_rows(tx, S.evidence, goal_id, ("seq", "id"), evidence_row, {"work_item_id": item_id})
     if criterion_id is not None:
         rows = [r for r in rows if criterion_id in r["criterion_ids"]]
     return rows
@@ -134,10 +121,18 @@ async def load_evidence(
 async def load_effects(
     tx: Tx, goal_id: str, *, state: str | None = None, item_id: str | None = None
 ) -> list[dict[str, Any]]:
-    F = S.effect
-    stmt = sa.select(F).where(F.c.goal_id == goal_id).order_by(F.c.created_ms, F.c.id)
-    if state is not None:
-        stmt = stmt.where(F.c.state == state)
-    if item_id is not None:
-        stmt = stmt.where(F.c.work_item_id == item_id)
-    return [effect_row(r) for r in (await tx.execute(stmt)).all()]
+    where = {"state": state, "work_item_id": item_id}
+    return await _goal_rows(tx, S.effect, goal_id, ("created_ms", "id"), effect_row, where)
+
+
+async def _goal_rows(
+    tx: Tx, table: sa.Table, goal_id: str, order: tuple[str, ...], decode: Callable[[Any], dict[str, Any]],
+    where: Mapping[str, str | None],
+) -> list[dict[str, Any]]:
+    """The rows of ``table`` for ``goal_id`` ordered by the ``order`` columns and decoded, keeping those whose
+    column equals each value of ``where`` that is not None."""
+    stmt = sa.select(table).where(table.c.goal_id == goal_id).order_by(*(table.c[name] for name in order))
+    for name, value in where.items():
+        if value is not None:
+            stmt = stmt.where(table.c[name] == value)
+    return [decode(r) for r in (await tx.execute(stmt)).all()]

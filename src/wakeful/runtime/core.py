@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from wakeful.errors import (
     BuildUnavailable,
@@ -47,6 +47,15 @@ LOADED, STARTING, RUNNING, STOPPING = "loaded", "starting", "running", "stopping
 STOPPED, EXITED, FAILED = "stopped", "exited", "failed"
 TERMINAL = frozenset({STOPPED, EXITED, FAILED})
 ACCEPTS_EVENTS = frozenset({LOADED, STARTING, RUNNING})
+
+
+class LoadOptions(TypedDict, total=False):
+    """The keywords of ``Runtime.load`` / ``load_nowait`` (§6.3); an absent one takes its default there."""
+
+    config: Any
+    capabilities: Iterable[Any]
+    cpu_limit_ms: int | None
+    label: str | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -220,19 +229,9 @@ class Runtime:
 
     # ------------------------------------------------------------------ load (§6.3)
 
-    async def load(
-        self,
-        elf: bytes,
-        *,
-        config: Any = None,
-        capabilities: Iterable[Any] = (),
-        cpu_limit_ms: int | None = None,
-        label: str | None = None,
-    ) -> ObjectStatus:
+    async def load(self, elf: bytes, **options: Unpack[LoadOptions]) -> ObjectStatus:
         """§6.3 in order: params → config → capabilities → object limit → new id → loader → memory."""
-        return self.load_nowait(
-            elf, config=config, capabilities=capabilities, cpu_limit_ms=cpu_limit_ms, label=label
-        )
+        return self.load_nowait(elf, **options)
 
     def load_nowait(
         self,

@@ -467,34 +467,15 @@ class GuestContext:
 
     # sdk.md §9.7: length > 16384, invalid regions, overlapping regions → faults; returns dest
     def memcpy(self, dest: int, source: int, length: int) -> int:
-        self.debt += 8
-        _check_size("memcpy", length)
-        if length == 0:
-            return dest
-        d = self._write(dest, length, "memcpy")
-        s = self._read(source, length, "memcpy")
-        if dest < source + length and source < dest + length:
-            raise GuestFault("HELPER_OVERLAP", "memcpy: overlapping regions", address=dest, size=length,
-                             helper="memcpy")
-        self._view[d:d + length] = self._mem[s:s + length]
-        return dest
+        return self._copy("memcpy", dest, source, length, overlap=False)
 
     # sdk.md §9.7 (extension): overlap allowed
     def memmove(self, dest: int, source: int, length: int) -> int:
-        self.debt += 8
-        _check_size("memmove", length)
-        if length == 0:
-            return dest
-        d = self._write(dest, length, "memmove")
-        s = self._read(source, length, "memmove")
-        self._view[d:d + length] = self._mem[s:s + length]  # the right side is a copy
-        return dest
+        return self._copy("memmove", dest, source, length, overlap=True)
 
     # sdk.md §9.7: fills with the low byte of value
     def memset(self, dest: int, value: int, length: int) -> int:
-        self.debt += 8
-        _check_size("memset", length)
-        if length == 0:
+        if self._no_bytes("memset", length):
             return dest
         d = self._write(dest, length, "memset")
         self._view[d:d + length] = bytes((value & 0xFF,)) * length
@@ -502,15 +483,31 @@ class GuestContext:
 
     # sdk.md §9.7: -1, 0 or 1 (unsigned byte order)
     def memcmp(self, a: int, b: int, length: int) -> int:
-        self.debt += 8
-        _check_size("memcmp", length)
-        if length == 0:
+        if self._no_bytes("memcmp", length):
             return 0
         i = self._read(a, length, "memcmp")
         j = self._read(b, length, "memcmp")
         left = self._mem[i:i + length]
         right = self._mem[j:j + length]
         return (left > right) - (left < right)
+
+    def _copy(self, helper: str, dest: int, source: int, length: int, *, overlap: bool) -> int:
+        """memcpy/memmove: both regions checked (destination first), then overlap unless allowed."""
+        if self._no_bytes(helper, length):
+            return dest
+        d = self._write(dest, length, helper)
+        s = self._read(source, length, helper)
+        if not overlap and dest < source + length and source < dest + length:
+            raise GuestFault("HELPER_OVERLAP", f"{helper}: overlapping regions", address=dest, size=length,
+                             helper=helper)
+        self._view[d:d + length] = self._mem[s:s + length]  # the right side is a copy
+        return dest
+
+    def _no_bytes(self, helper: str, length: int) -> bool:
+        """The §9.7 prologue: charge the call, fault a length over the limit; True when ``length`` is 0."""
+        self.debt += 8
+        _check_size(helper, length)
+        return length == 0
 
     # ------------------------------------------------------------ suspending helpers (for the scheduler)
 

@@ -24,6 +24,7 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from wakeful.errors import InvalidParams
 from wakeful.vm import isa
@@ -212,16 +213,27 @@ def _jumps(fn: _Fn, s: str, n: int) -> bool:
         slot = fn.emit(isa.OP_CALL, src=isa.PSEUDO_CALL, imm=-1)
         fn.relocs.append(Reloc(slot * 8, R_BPF_64_32, m.group(1)))
     else:
-        return _cond_jump(fn, s, n)
+        return False
     return True
 
 
-def _cond_jump(fn: _Fn, s: str, n: int) -> bool:
-    m = re.fullmatch(rf"if ([rw]\d+) ({_JMP_OP_RE}) ([rw]\d+|{_NUM}) goto {_TARGET}", s)
+_COND_JUMP = rf"if ([rw]\d+) ({_JMP_OP_RE}) ([rw]\d+|{_NUM}) goto {_TARGET}"
+
+
+def _reg_form(pattern: str, s: str, wide: int, narrow: int) -> tuple[re.Match[str], str, int, int] | None:
+    """``s`` matched in full by ``pattern``, whose group 1 is a register → (match, kind, register, class):
+    the class is ``wide`` for an ``r`` register and ``narrow`` for a ``w`` one."""
+    m = re.fullmatch(pattern, s)
     if not m:
-        return False
+        return None
     kind, dst = _reg(m.group(1))
-    cls = isa.JMP if kind == "r" else isa.JMP32
+    return m, kind, dst, wide if kind == "r" else narrow
+
+
+def _cond_jump(fn: _Fn, s: str, n: int) -> bool:
+    if (form := _reg_form(_COND_JUMP, s, isa.JMP, isa.JMP32)) is None:
+        return False
+    m, kind, dst, cls = form
     slot = _reg_or_imm(fn, cls | _JMP_BY_NAME[m.group(2)], kind, dst, m.group(3), n)
     fn.target(slot, "off", m.group(4), n)
     return True
@@ -271,7 +283,7 @@ def _memory(fn: _Fn, s: str, n: int) -> bool:
         else:
             fn.emit(isa.ST | isa.MODE_MEM | size, int(base), 0, _signed(pm, off), _int(value))
     else:
-        return _atomic(fn, s, n)
+        return False
     return True
 
 
@@ -328,23 +340,25 @@ def _alu(fn: _Fn, s: str, n: int) -> bool:
         _same_kind(kind, skind, n)
         fn.emit((isa.ALU64 if kind == "r" else isa.ALU) | isa.MOV | isa.X, dst, src, int(m.group(2)))
     else:
-        return _alu_binary(fn, s, n)
+        return False
     return True
 
 
+_ALU_BINARY = rf"([rw]\d+) ({_ALU_OP_RE}) ([rw]\d+|{_NUM})"
+
+
 def _alu_binary(fn: _Fn, s: str, n: int) -> bool:
-    m = re.fullmatch(rf"([rw]\d+) ({_ALU_OP_RE}) ([rw]\d+|{_NUM})", s)
-    if not m:
+    if (form := _reg_form(_ALU_BINARY, s, isa.ALU64, isa.ALU)) is None:
         return False
-    kind, dst = _reg(m.group(1))
-    cls = isa.ALU64 if kind == "r" else isa.ALU
+    m, kind, dst, cls = form
     name = m.group(2)
     code, off = (_SIGNED_BY_NAME[name], 1) if name in _SIGNED_BY_NAME else (_ALU_BY_NAME[name], 0)
     _reg_or_imm(fn, cls | code, kind, dst, m.group(3), n, off)
     return True
 
 
-_HANDLERS = (_raw, _jumps, _ldimm64, _memory, _alu)
+# tried in this order; each either assembles the statement and says True or leaves it and says False
+_HANDLERS = (_raw, _jumps, _cond_jump, _ldimm64, _memory, _atomic, _alu, _alu_binary)
 
 
 # ---------------------------------------------------------------- ELF writer
@@ -482,6 +496,17 @@ def _strtab(names: Sequence[str]) -> tuple[bytes, dict[str, int]]:
     return bytes(out), offs
 
 
+class Contents(TypedDict, total=False):
+    """What an object holds besides its functions (``builder``/``elf`` keywords); absent means empty."""
+
+    rodata: bytes
+    data: bytes
+    bss: int
+    extra_sections: Sequence[Section]
+    extra_symbols: Sequence[Symbol]
+    extra_relocs: Sequence[tuple[str, Reloc]]
+
+
 def builder(
     functions: Sequence[Func],
     *,
@@ -515,20 +540,10 @@ def builder(
     return b
 
 
-def elf(
-    functions: Sequence[Func],
-    *,
-    rodata: bytes = b"",
-    data: bytes = b"",
-    bss: int = 0,
-    extra_sections: Sequence[Section] = (),
-    extra_symbols: Sequence[Symbol] = (),
-    extra_relocs: Sequence[tuple[str, Reloc]] = (),
-) -> bytes:
+def elf(functions: Sequence[Func], **contents: Unpack[Contents]) -> bytes:
     """An ET_REL EM_BPF object: the entry is the Func with ``section="spinfoam.main"``, else the first;
     other Funcs default to ``.text``; relocations become ``.rel<section>``."""
-    return builder(functions, rodata=rodata, data=data, bss=bss, extra_sections=extra_sections,
-                   extra_symbols=extra_symbols, extra_relocs=extra_relocs).build()
+    return builder(functions, **contents).build()
 
 
 def _place_functions(

@@ -10,6 +10,7 @@ import hashlib
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, TypedDict, TypeVar, Unpack
 
 from wakeful.errors import InvalidParams
 from wakeful.vm import elf as elfmod
@@ -45,20 +46,18 @@ class _Verified:
     report: VerifyReport
 
 
-class VerifyCache:
-    """vm.md §1.1: at most ``capacity`` code keys, least recently used evicted first."""
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
-    def __init__(self, capacity: int = 1024) -> None:
+
+class _Lru(Generic[_K, _V]):
+    """At most ``capacity`` entries: ``put`` makes its entry the most recent and evicts the least recent."""
+
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[str, _Verified] = OrderedDict()
+        self._entries: OrderedDict[_K, _V] = OrderedDict()
 
-    def get(self, key: str) -> _Verified | None:
-        hit = self._entries.get(key)
-        if hit is not None:
-            self._entries.move_to_end(key)
-        return hit
-
-    def put(self, key: str, value: _Verified) -> None:
+    def put(self, key: _K, value: _V) -> None:
         self._entries[key] = value
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
@@ -69,6 +68,19 @@ class VerifyCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class VerifyCache(_Lru[str, _Verified]):
+    """vm.md §1.1: at most ``capacity`` code keys, least recently used evicted first (a hit counts as a use)."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        super().__init__(capacity)
+
+    def get(self, key: str) -> _Verified | None:
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+        return hit
 
 
 CACHE = VerifyCache()
@@ -133,30 +145,33 @@ def _spans_are_private(obj: elfmod.ElfObject, mutable: list[elfmod.Sec]) -> bool
     return True
 
 
-class _TwinCache:
-    """One twin per (ELF size, options); at most ``capacity`` sizes, least recently used evicted."""
+class _TwinCache(_Lru[tuple[int, ...], _Twin]):
+    """One twin per (ELF size, options); at most ``capacity`` sizes, least recently stored evicted."""
 
     def __init__(self, capacity: int = 64) -> None:
-        self.capacity = capacity
-        self._twins: OrderedDict[tuple[int, ...], _Twin] = OrderedDict()
+        super().__init__(capacity)
 
     def get(self, key: tuple[int, ...]) -> _Twin | None:
-        return self._twins.get(key)
+        return self._entries.get(key)
 
-    def put(self, key: tuple[int, ...], twin: _Twin | None) -> None:
-        if twin is None:
-            self._twins.pop(key, None)
-            return
-        self._twins[key] = twin
-        self._twins.move_to_end(key)
-        while len(self._twins) > self.capacity:
-            self._twins.popitem(last=False)
-
-    def clear(self) -> None:
-        self._twins.clear()
+    def put(self, key: tuple[int, ...], value: _Twin | None) -> None:
+        """``None`` (an ELF without a usable twin) forgets the size's twin."""
+        if value is None:
+            self._entries.pop(key, None)
+        else:
+            super().put(key, value)
 
 
 TWINS = _TwinCache()
+
+
+class PrepareOptions(TypedDict, total=False):
+    """The keywords of ``prepare`` and ``verify_elf``; an absent one takes its default in ``prepare``."""
+
+    max_elf_bytes: int
+    max_instructions: int
+    max_image_bytes: int
+    cache: VerifyCache | None
 
 
 def prepare(
@@ -191,17 +206,9 @@ def prepare(
     return Prepared(verified.code, layout, report, digest)
 
 
-def verify_elf(
-    data: bytes,
-    *,
-    max_elf_bytes: int = 65536,
-    max_instructions: int = 8192,
-    max_image_bytes: int = 65536,
-    cache: VerifyCache | None = CACHE,
-) -> VerifyReport:
+def verify_elf(data: bytes, **options: Unpack[PrepareOptions]) -> VerifyReport:
     """vm.md §4.3: the report of a successful load (raises ``InvalidObject`` otherwise)."""
-    return prepare(data, max_elf_bytes=max_elf_bytes, max_instructions=max_instructions,
-                   max_image_bytes=max_image_bytes, cache=cache).report
+    return prepare(data, **options).report
 
 
 def _as_bytes(data: object) -> bytes:
