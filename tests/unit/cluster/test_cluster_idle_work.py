@@ -25,7 +25,7 @@ from wakeful.harness.store.ids import new_id
 PLACEMENT = Placement()  # the defaults: renew every 10 s, heartbeat every 5 s, tick every 10 s, reconcile 60 s
 LIMITS = Limits(loops_per_group=1000)
 PER_AGENT = 5
-INTERVALS = PLACEMENT.reconcile_s // PLACEMENT.renew_s  # one minute: the reconcile runs once in it
+INTERVALS = PLACEMENT.reconcile_s // PLACEMENT.renew_s  # one minute: … and the next reconcile ends it
 
 
 async def _add_loops(url: str, clock: TestClock, home: Path, compile_c: Any, first: int, count: int) -> None:
@@ -59,6 +59,7 @@ async def _idle_minute(url: str, clock: TestClock, home: Path, loops_expected: i
         if placement is not None:  # their own schedules run on real time: stopped, the rounds run below
             await asyncio.to_thread(placement.renewer.stop)
             await placement.listener.stop()
+        await h._sweep_tick()  # the first sweep tick reconciles (and prunes settled events, once an hour) …
         await h.settle()
         transactions = 0
 
@@ -78,9 +79,7 @@ async def _idle_minute(url: str, clock: TestClock, home: Path, loops_expected: i
                         assert h._solo is not None
                         await h._solo.heartbeat()
                     else:  # the renewer's round: the heartbeat, with the renewal once per renew interval
-                        await placement.renewer._heartbeat(h.store)
-                        if beat == 0:
-                            await placement.renewer._renew(h.store)
+                        assert await placement.renewer.round(h.store, renew=beat == 0) == (True, beat == 0)
                 if placement is not None:
                     await placement.tick()
                 await h._sweep_tick()
