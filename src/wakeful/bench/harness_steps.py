@@ -34,6 +34,10 @@ INGEST_IN_FLIGHT = 64  # §2.1 step 5
 WAKE_RATE_S = 0.2  # §2.1 step 6: one at a time at 5/s
 RUNNING_TIMEOUT_S = 600.0
 DRAIN_TIMEOUT_S = 300.0
+# §2.1 step 4: the idle window starts after this long with nothing sent (at most the window itself): PostgreSQL
+# backends flush their counters up to 10 s late (PGSTAT_IDLE_INTERVAL), so the create step's last commits landed
+# in an idle window opened at once — 1,000 of them at N = 1,000 — and the node's post-create work with them
+IDLE_SETTLE_S = 11.0
 LOW, HIGH = 40, 95  # below and above the example's threshold of 90
 
 
@@ -298,6 +302,7 @@ class NodeSteps:
                              for k, (node, a, b) in enumerate(zip(self.nodes, afters, self.baselines))]}
 
     async def idle(self, seconds: float) -> dict[str, Any]:
+        await asyncio.sleep(min(IDLE_SETTLE_S, seconds))
         self.progress.phase("idle", int(seconds))
         cpus0, commits0, began = self.cpu(), await self.commits(), time.monotonic()
         while (elapsed := time.monotonic() - began) < seconds:

@@ -480,18 +480,38 @@ class Node:
         await self.flush_logs()
         await self.settle()
 
-    # §19.3 reconcile, single node: every decision is taken under the Loop's lock on a fresh read
+    # §19.3 reconcile, single node: every decision is taken under the Loop's lock on a fresh read. issue 16: the
+    # Loops are compared with the residents in one read of the columns it needs; only a Loop that needs a change
+    # is read again (under its lock), so an idle node's reconcile is one transaction however many Loops it runs
     async def _reconcile(self) -> None:
+        L = schema.loop
+        columns = (L.c.id, L.c.agent_id, L.c.state, L.c.incarnation, L.c.object_id)
         async with self.store.tx(readonly=True) as tx:
-            active = {row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)
-                      if self.placement is None or self.placement.holds(row.agent_id)}  # §19.3: owned agents
+            rows = {r.id: r for r in await tx.execute(sa.select(*columns).where(L.c.state == lc.ACTIVE))}
+            gone = sorted(set(self._residents) - set(rows))
+            for start in range(0, len(gone), 500):  # residents whose Loop is no longer active (or deleted)
+                chunk = gone[start:start + 500]
+                rows.update((r.id, r) for r in await tx.execute(sa.select(*columns).where(L.c.id.in_(chunk))))
+        active = {loop_id for loop_id, r in rows.items() if r.state == lc.ACTIVE
+                  and (self.placement is None or self.placement.holds(r.agent_id))}  # §19.3: owned agents
         for loop_id in sorted(active | set(self._residents)):
             if self._lock(loop_id).locked() or loop_id in self._reload_due or loop_id in self._reporting:
                 continue  # being loaded, unloaded, reloaded or reported right now
+            if not self._reconcile_due(self._residents.get(loop_id), rows.get(loop_id), loop_id in active):
+                continue
             try:
                 await self._reconcile_one(loop_id)
             except StoreUnavailable as exc:
                 log.warning("reconcile of %s deferred: %s", loop_id, exc.message)
+
+    @staticmethod
+    def _reconcile_due(res: Resident | None, row: Any, active: bool) -> bool:
+        """What ``_reconcile_one`` would change, judged on the reconcile's read: an object to end or reload, or an
+        owned active Loop to load. It decides again on its own fresh read."""
+        if res is None:
+            return active
+        return (row is None or row.state != lc.ACTIVE or int(row.incarnation) != res.incarnation
+                or row.object_id != res.object_id)
 
     async def _reconcile_one(self, loop_id: str) -> None:
         async with self._lock(loop_id):

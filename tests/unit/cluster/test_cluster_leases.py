@@ -109,3 +109,19 @@ async def test_node_rows_register_heartbeat_and_count_as_dead_by_the_store_clock
         await nodes.set_state(tx, "n2", "draining")
         states = {n.name: n.state for n in await nodes.list_nodes(tx, 20_000)}
     assert states == {"one": "gone", "two": "draining"}
+
+
+async def test_one_renewal_answers_for_every_lease_of_the_node(store: Any, store_clock: Any) -> None:
+    """issue 16: a node's leases are renewed in one statement however many it holds; each agent is kept only at
+    the holder and epoch the node believes."""
+    async with store.tx() as tx:
+        group = await groups.create_group(tx, name="g")
+        ids = [(await agents.create_agent(tx, group_id=group.id, name=f"a{i}")).id for i in range(600)]
+    for agent in ids:
+        await _claim(store, agent, "n1" if agent != ids[1] else "n2")
+    store_clock.advance(s=10)
+    held = {agent: 1 for agent in ids}
+    held[ids[0]] = 2  # a stale belief about the epoch
+    kept = await _renew(store, "n1", held)
+    assert set(kept) == set(ids) - {ids[0], ids[1]}
+    assert set(kept.values()) == {await store.now_ms() + TTL}

@@ -67,15 +67,28 @@ async def reclaim(tx: Tx, node_id: str, ttl_ms: int) -> dict[str, int]:
     return {r.agent_id: int(r.epoch) for r in await tx.execute(stmt)}
 
 
-# §19.2 renew: conditional on node_id = self AND epoch = mine; an agent missing from the answer is lost
+# §19.2 renew: conditional on node_id = self AND epoch = mine; an agent missing from the answer is lost.
+# issue 16: one statement for all of a node's leases — on PostgreSQL the pairs go as two arrays (unnest), so the
+# statement and its parameters stay two however many agents the node holds
 async def renew(tx: Tx, node_id: str, held: Mapping[str, int], ttl_ms: int) -> dict[str, int]:
     """Renew the given ``{agent_id: epoch}``; returns ``{agent_id: expires_ms}`` of those still ours."""
     if not held:
         return {}
     now = await tx.now_ms()
-    out: dict[str, int] = {}
     pairs = sorted(held.items())
-    for start in range(0, len(pairs), 500):
+    if tx.dialect == "postgresql":
+        mine = sa.select(
+            sa.func.unnest(sa.bindparam("agents", [a for a, _ in pairs], type_=pg_dialect.ARRAY(sa.Text)))
+            .label("agent_id"),
+            sa.func.unnest(sa.bindparam("epochs", [e for _, e in pairs], type_=pg_dialect.ARRAY(sa.BigInteger)))
+            .label("epoch"),
+        ).subquery("mine")
+        stmt = A.update().where(
+            A.c.node_id == node_id, A.c.agent_id == mine.c.agent_id, A.c.epoch == mine.c.epoch,
+        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id, A.c.expires_ms)
+        return {r.agent_id: int(r.expires_ms) for r in await tx.execute(stmt)}
+    out: dict[str, int] = {}
+    for start in range(0, len(pairs), 500):  # SQLite (one node, no leases in use): bounded parameter lists
         chunk = pairs[start:start + 500]
         stmt = A.update().where(
             A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(chunk),

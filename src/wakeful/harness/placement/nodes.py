@@ -14,7 +14,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
 
-__all__ = ["GONE_AFTER_MS", "NodeInfo", "heartbeat", "list_nodes", "live_nodes", "register", "set_state",
+__all__ = ["GONE_AFTER_MS", "NodeInfo", "gone_due", "heartbeat", "list_nodes", "live_nodes", "register", "set_state",
            "sweep_gone"]
 
 N = schema.node
@@ -80,7 +80,14 @@ async def live_nodes(tx: Tx, dead_after_ms: int) -> int:
     return int((await tx.execute(stmt)).scalar_one())
 
 
-# §19.1: others sweep a dead node's row to `gone` after 10 minutes
+# §19.1: others sweep a dead node's row to `gone` after 10 minutes; issue 16: the tick reads first, writes if due
+async def gone_due(tx: Tx) -> bool:
+    """Whether ``sweep_gone`` would change a row (a read)."""
+    now = await tx.now_ms()
+    stmt = sa.select(N.c.id).where(N.c.state != "gone", N.c.heartbeat_ms <= now - GONE_AFTER_MS).limit(1)
+    return (await tx.execute(stmt)).first() is not None
+
+
 async def sweep_gone(tx: Tx) -> int:
     now = await tx.now_ms()
     stmt = N.update().where(N.c.state != "gone", N.c.heartbeat_ms <= now - GONE_AFTER_MS).values(state="gone")

@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -72,7 +73,8 @@ class Placement:
             monotonic_ns=self.mono, objects=lambda: self.node.resident_count,
             on_lost=self._lost_threadsafe, wall=wall,
         )
-        self.listener = signals.Listener(node.store, self._on_signal)
+        # issue 16: the LISTEN connection is checked once per tick period, not every second
+        self.listener = signals.Listener(node.store, self._on_signal, ping_s=max(1.0, float(cfg.tick_s)))
         self._cursor: tuple[int, str] | None = None
         self._claiming: dict[str, asyncio.Lock] = {}  # one claim at a time per agent on this node
         self._agent_of: dict[str, str] = {}  # loop id → agent id (an agent never changes; saves a read per load)
@@ -247,18 +249,47 @@ class Placement:
     # ------------------------------------------------------------------ §19.3 placement tick
 
     async def tick(self) -> None:
-        """Fence, release idle leases, sweep stranded agents (claim + adopt), poll for undelivered events."""
+        """Renew when the renewer has not, fence, release idle leases, sweep stranded agents (claim + adopt), poll
+        for undelivered events, sweep dead nodes' rows.
+
+        issue 16 / benchmarks.md §2.2: what the tick needs to know is read in one transaction (``_survey``), and
+        it writes only when that read found work, so an idle node's tick is one read however many Loops it runs."""
         if self.state != "alive":
             return
         async with self._tick_lock:
             if self.state != "alive":
                 return  # drained while this tick waited
-            for step in (self.renew, self.fence, self._adopt_pending, self._release_idle, self._sweep_stranded,
-                         self.poll_events, self._sweep_gone_nodes):
+            for step in (self.renew, self.fence, self._adopt_pending):
                 try:
                     await step()
                 except StoreUnavailable as exc:
                     log.warning("placement %s deferred: %s", step.__name__, exc.message)
+            try:
+                survey = await self._survey()
+            except StoreUnavailable as exc:
+                log.warning("placement sweep deferred: %s", exc.message)
+                return
+            for name, act in (("release", lambda: self._release_idle(survey.busy)),
+                              ("stranded sweep", lambda: self._claim_stranded(survey)),
+                              ("event poll", lambda: self._replay_undelivered(survey.undelivered)),
+                              ("node sweep", lambda: self._sweep_gone_nodes(survey.gone_due))):
+                try:
+                    await act()
+                except StoreUnavailable as exc:
+                    log.warning("placement %s deferred: %s", name, exc.message)
+
+    async def _survey(self) -> _Survey:
+        """The tick's reads, in one read-only transaction."""
+        survey = _Survey()
+        held = sorted(self.book.snapshot())
+        async with self.store.tx(readonly=True) as tx:
+            now = await tx.now_ms()
+            survey.busy = await self._busy_agents(tx, held)
+            await self._stranded(tx, now, survey)
+            if self.node.resident_count:
+                survey.undelivered = await self._undelivered(tx)
+            survey.gone_due = await nodes.gone_due(tx)
+        return survey
 
     async def _adopt_pending(self) -> None:
         """issue 16: on this tick, not the 60 s reconcile — adopt the agents reclaimed at start, and retry the
@@ -275,69 +306,76 @@ class Placement:
                 await node.try_load(loop_id, if_absent=True)
 
     async def renew(self) -> None:
-        """§19.3: the placement tick renews too (the renewer thread does it on its own period as well)."""
+        """§19.3: the placement tick renews too — issue 16: only when the renewer thread has not renewed within
+        ``renew_s`` (stuck, paused, or not yet), so a healthy node renews once per period, not twice."""
         held = self.book.snapshot()
         if not held:
             return
+        last = self.renewer.renewed_ns
         sent_ns = self.mono()
+        if last is not None and sent_ns - last < self.cfg.renew_s * 1_000_000_000:
+            return
         async with self.store.tx() as tx:
             kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
         if self.book.renewed(held, kept, sent_ns):
             await self.fence()
 
-    async def _release_idle(self) -> None:
+    async def _busy_agents(self, tx: Tx, held: list[str]) -> set[str]:
+        """Of the agents held, those with an active Loop (or an unhandled message for our wake handlers)."""
+        busy: set[str] = set()
+        for chunk in _chunks(held, 500):
+            stmt = sa.select(L.c.agent_id).where(L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE).distinct()
+            busy.update(r.agent_id for r in await tx.execute(stmt))
+            if self.wants_messages():
+                M = schema.message
+                stmt = sa.select(M.c.agent_id).where(
+                    M.c.agent_id.in_(chunk), M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
+                ).distinct()
+                busy.update(r.agent_id for r in await tx.execute(stmt))
+        return busy
+
+    async def _release_idle(self, busy: set[str]) -> None:
         """§19.2 release: the agent has no active Loop (and no unhandled message for our wake handlers)."""
         held = self.book.snapshot()
-        if not held:
-            return
-        busy: set[str] = set()
-        async with self.store.tx(readonly=True) as tx:
-            for chunk in _chunks(sorted(held), 500):
-                stmt = sa.select(L.c.agent_id).where(L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE).distinct()
-                busy.update(r.agent_id for r in await tx.execute(stmt))
-                if self.wants_messages():
-                    M = schema.message
-                    stmt = sa.select(M.c.agent_id).where(
-                        M.c.agent_id.in_(chunk), M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
-                    ).distinct()
-                    busy.update(r.agent_id for r in await tx.execute(stmt))
-        idle = {a: e for a, e in held.items() if a not in busy and not self._resident_agent(a)}
+        resident_agents = {res.agent_id for res in self.node.residents()}
+        idle = {a: e for a, e in held.items() if a not in busy and a not in resident_agents}
         if not idle:
             return
         async with self.store.tx() as tx:
             await leases.release(tx, self.node_id, idle)
         self.book.drop(idle)
 
-    def _resident_agent(self, agent_id: str) -> bool:
-        return any(res.agent_id == agent_id for res in self.node.residents())
-
-    async def _sweep_stranded(self) -> None:
-        """§19.3: page through active Loops whose agent lease is missing or expired and claim those agents
-        while below capacity and below 1.25 × the fair share."""
-        async with self.store.tx(readonly=True) as tx:
-            now = await tx.now_ms()
-            live = max(1, await nodes.live_nodes(tx, self.dead_after_ms))
-            active_agents = int((await tx.execute(
-                sa.select(sa.func.count(sa.distinct(L.c.agent_id))).where(L.c.state == lc.ACTIVE))).scalar_one())
-            stmt = sa.select(L.c.id, L.c.agent_id, L.c.updated_ms).select_from(
-                L.outerjoin(A, A.c.agent_id == L.c.agent_id),
-            ).where(L.c.state == lc.ACTIVE, sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now))
-            if self._cursor is not None:
-                stmt = stmt.where(sa.tuple_(L.c.updated_ms, L.c.id) > sa.tuple_(*self._cursor))
-            rows = list(await tx.execute(stmt.order_by(L.c.updated_ms, L.c.id).limit(SWEEP_PAGE)))
-            waiting: list[str] = []
-            if self.wants_messages():  # §19.3: agents with unhandled messages, when this node has wake handlers
-                M = schema.message
-                stmt = sa.select(M.c.agent_id).select_from(M.outerjoin(A, A.c.agent_id == M.c.agent_id)).where(
-                    M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
-                    sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now),
-                ).distinct().limit(SWEEP_PAGE)
-                waiting = [r.agent_id for r in await tx.execute(stmt)]
+    async def _stranded(self, tx: Tx, now: int, survey: _Survey) -> None:
+        """§19.3: a page of active Loops whose agent lease is missing or expired (ordered by (updated_ms, id)),
+        the agents with unhandled messages and no lease when this node has wake handlers, and — only when there
+        is something to claim — the live nodes and active agents for the fair share."""
+        stmt = sa.select(L.c.id, L.c.agent_id, L.c.updated_ms).select_from(
+            L.outerjoin(A, A.c.agent_id == L.c.agent_id),
+        ).where(L.c.state == lc.ACTIVE, sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now))
+        if self._cursor is not None:
+            stmt = stmt.where(sa.tuple_(L.c.updated_ms, L.c.id) > sa.tuple_(*self._cursor))
+        rows = list(await tx.execute(stmt.order_by(L.c.updated_ms, L.c.id).limit(SWEEP_PAGE)))
         self._cursor = None if len(rows) < SWEEP_PAGE else (int(rows[-1].updated_ms), str(rows[-1].id))
-        limit = FAIR_SHARE_SLACK * max(1, active_agents) / live
+        waiting: list[str] = []
+        if self.wants_messages():  # §19.3: agents with unhandled messages, when this node has wake handlers
+            M = schema.message
+            stmt = sa.select(M.c.agent_id).select_from(M.outerjoin(A, A.c.agent_id == M.c.agent_id)).where(
+                M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
+                sa.or_(A.c.agent_id.is_(None), A.c.expires_ms <= now),
+            ).distinct().limit(SWEEP_PAGE)
+            waiting = [r.agent_id for r in await tx.execute(stmt)]
+        survey.candidates = [row.agent_id for row in rows] + waiting
+        if any(not self.holds(agent_id) for agent_id in survey.candidates):
+            survey.live = max(1, await nodes.live_nodes(tx, self.dead_after_ms))
+            survey.active_agents = int((await tx.execute(
+                sa.select(sa.func.count(sa.distinct(L.c.agent_id))).where(L.c.state == lc.ACTIVE))).scalar_one())
+
+    async def _claim_stranded(self, survey: _Survey) -> None:
+        """§19.3: claim the surveyed stranded agents while below capacity and below 1.25 × the fair share."""
+        limit = FAIR_SHARE_SLACK * max(1, survey.active_agents) / survey.live
         seen: set[str] = set()
         claimed: list[str] = []
-        for agent_id in [row.agent_id for row in rows] + waiting:
+        for agent_id in survey.candidates:
             if agent_id in seen or self.holds(agent_id):
                 continue
             seen.add(agent_id)
@@ -363,20 +401,28 @@ class Placement:
         if not self.node.resident_count:
             return 0
         async with self.store.tx(readonly=True) as tx:
-            stmt = sa.select(E.c.loop_id).select_from(E.join(L, L.c.id == E.c.loop_id)).where(
-                L.c.node_id == self.node_id, L.c.state == lc.ACTIVE, E.c.status == "pending",
-                E.c.first_delivered_ms.is_(None),
-            ).distinct()
-            ids = [r.loop_id for r in await tx.execute(stmt)]
+            ids = await self._undelivered(tx)
+        return await self._replay_undelivered(ids)
+
+    async def _undelivered(self, tx: Tx) -> list[str]:
+        stmt = sa.select(E.c.loop_id).select_from(E.join(L, L.c.id == E.c.loop_id)).where(
+            L.c.node_id == self.node_id, L.c.state == lc.ACTIVE, E.c.status == "pending",
+            E.c.first_delivered_ms.is_(None),
+        ).distinct()
+        return [r.loop_id for r in await tx.execute(stmt)]
+
+    async def _replay_undelivered(self, ids: list[str]) -> int:
         n = 0
         for loop_id in ids:
             if self.node.resident(loop_id) is not None:
                 n += await self.node.replay(loop_id)
         return n
 
-    async def _sweep_gone_nodes(self) -> None:
-        async with self.store.tx() as tx:
-            await nodes.sweep_gone(tx)
+    async def _sweep_gone_nodes(self, due: bool) -> None:
+        """§19.1: dead nodes' rows to ``gone``; written only when the survey found one."""
+        if due:
+            async with self.store.tx() as tx:
+                await nodes.sweep_gone(tx)
 
     # ------------------------------------------------------------------ §19.2 self-fence
 
@@ -456,6 +502,18 @@ class Placement:
                 await self.node.try_load(loop_id, if_absent=True)
         except StoreUnavailable:
             pass
+
+
+@dataclass(slots=True)
+class _Survey:
+    """What one placement tick read (``Placement._survey``)."""
+
+    busy: set[str] = field(default_factory=set)  # held agents with an active Loop or an unhandled message
+    candidates: list[str] = field(default_factory=list)  # stranded agents, in sweep order (may repeat)
+    live: int = 1  # live nodes (read only when there is a candidate)
+    active_agents: int = 0  # agents with an active Loop (likewise)
+    undelivered: list[str] = field(default_factory=list)  # this node's Loops with never-delivered events
+    gone_due: bool = False  # a dead node's row is due for ``gone``
 
 
 class _Signaller(Instrument):

@@ -26,7 +26,8 @@ log = logging.getLogger("wakeful.placement")
 
 
 class Renewer:
-    """Renews every lease in ``book`` each ``renew_s`` and heartbeats the node row each ``heartbeat_s``."""
+    """Heartbeats the node row each ``heartbeat_s`` and renews every lease in ``book`` each ``renew_s``, the renewal
+    in the same transaction as a heartbeat."""
 
     def __init__(
         self, url: str, *, book: LeaseBook, node_id: str, ttl_ms: int, renew_s: float, heartbeat_s: float,
@@ -42,6 +43,9 @@ class Renewer:
         self._wake: asyncio.Event | None = None
         self._ready = threading.Event()
         self.renewals = 0  # successful renewal rounds (tests, status)
+        # monotonic reading sent before the last renewal that succeeded (None: none yet); the placement tick
+        # renews itself only when this is older than renew_s (a stuck or paused renewer)
+        self.renewed_ns: int | None = None
         self.failures = 0
         self.paused = False  # tests: simulate blocked renewals
 
@@ -79,12 +83,14 @@ class Renewer:
         try:
             while not self._stop.is_set():
                 now = self._loop.time()
-                if now >= next_beat:
-                    next_beat = now + (self.heartbeat_s if await self._heartbeat(store) else 0.5)
-                if now >= next_renew or self._wake.is_set():
+                renew = now >= next_renew or self._wake.is_set()
+                if renew or now >= next_beat:
                     self._wake.clear()
-                    ok = await self._renew(store)
-                    next_renew = now + (self.renew_s if ok else min(1.0, self.renew_s / 2))
+                    beat_ok, renew_ok = await self.round(store, renew=renew)
+                    # every round heartbeats, so a renewal off the beat (a retry) realigns the two schedules
+                    next_beat = now + (self.heartbeat_s if beat_ok else 0.5)
+                    if renew:
+                        next_renew = now + (self.renew_s if renew_ok else min(1.0, self.renew_s / 2))
                 delay = max(0.01, min(next_beat, next_renew) - self._loop.time())
                 waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._wake.wait())]
                 await asyncio.wait(waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
@@ -93,40 +99,36 @@ class Renewer:
         finally:
             await store.close()
 
-    async def _renew(self, store: Store) -> bool:
-        held = self.book.snapshot()
-        if not held:
-            return True
+    # issue 16 / benchmarks.md §2.2: one transaction per heartbeat, the renewal of every lease of the node riding
+    # in it (one statement, leases.renew) when it is due — an idle node's renewer commits once per heartbeat_s
+    # however many agents it holds
+    async def round(self, store: Store, *, renew: bool) -> tuple[bool, bool]:
+        """One heartbeat of the node row and, with ``renew``, the renewal of every lease in the book, in one
+        transaction on ``store``; (heartbeat written, leases renewed). Failures are counted and logged."""
         if self.paused:
-            return False
+            return False, False
+        held = self.book.snapshot() if renew else {}
         sent_ns = self._mono()
         try:
-            async with asyncio.timeout(max(1.0, self.renew_s)):
-                async with store.tx() as tx:
-                    kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
-        except (StoreUnavailable, TimeoutError) as exc:
-            self.failures += 1
-            log.warning("lease renewal failed: %s", exc)
-            return False
-        except Exception:
-            self.failures += 1
-            log.exception("lease renewal failed")
-            return False
-        self.renewals += 1
-        lost = self.book.renewed(held, kept, sent_ns)
-        if lost:
-            log.warning("leases lost to another node: %s", ", ".join(sorted(lost)[:10]))
-            self._on_lost(lost)
-        return True
-
-    async def _heartbeat(self, store: Store) -> bool:
-        if self.paused:
-            return False
-        try:
-            async with asyncio.timeout(max(1.0, self.heartbeat_s)):
+            async with asyncio.timeout(max(1.0, self.renew_s if held else self.heartbeat_s)):
                 async with store.tx() as tx:
                     await nodes.heartbeat(tx, self.node_id, objects=self._objects())
-        except Exception as exc:
-            log.warning("heartbeat failed: %s", exc)
-            return False
-        return True
+                    kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
+        except (StoreUnavailable, TimeoutError) as exc:
+            self.failures += renew
+            log.warning("%s failed: %s", "lease renewal" if renew else "heartbeat", exc)
+            return False, False
+        except Exception:
+            self.failures += renew
+            log.exception("%s failed", "lease renewal" if renew else "heartbeat")
+            return False, False
+        if not renew:
+            return True, False
+        if held:
+            self.renewals += 1
+            self.renewed_ns = sent_ns
+            lost = self.book.renewed(held, kept, sent_ns)
+            if lost:
+                log.warning("leases lost to another node: %s", ", ".join(sorted(lost)[:10]))
+                self._on_lost(lost)
+        return True, True

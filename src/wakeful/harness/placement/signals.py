@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -44,12 +45,18 @@ def connect_kwargs(store: Store) -> dict[str, Any]:
 
 
 class Listener:
-    """A dedicated asyncpg connection LISTENing on both channels; reconnects with backoff while running."""
+    """A dedicated asyncpg connection LISTENing on both channels; reconnects with backoff while running.
 
-    def __init__(self, store: Store, on_signal: Callable[[str, str], None]) -> None:
+    issue 16: the connection is checked with a ``SELECT 1`` (a transaction PostgreSQL counts) only after
+    ``ping_s`` without a notification; a connection the server closes ends the wait at once."""
+
+    def __init__(self, store: Store, on_signal: Callable[[str, str], None], *, ping_s: float = 1.0) -> None:
         self.store = store
         self.on_signal = on_signal
+        self.ping_s = ping_s
+        self.pings = 0  # liveness checks sent (tests)
         self._task: asyncio.Task[None] | None = None
+        self._heard = False  # a notification arrived since the last check
         self.connected = asyncio.Event()
 
     def start(self) -> None:
@@ -60,6 +67,7 @@ class Listener:
         self._task = None
 
     def _received(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self._heard = True
         try:
             self.on_signal(channel, payload)
         except Exception:
@@ -73,12 +81,22 @@ class Listener:
             conn: Any = None
             try:
                 conn = await asyncpg.connect(**connect_kwargs(self.store), timeout=10)
+                closed = asyncio.Event()
+                conn.add_termination_listener(functools.partial(_set_on_close, closed))
                 await conn.add_listener(EVENTS, self._received)
                 await conn.add_listener(LOOPS, self._received)
                 self.connected.set()
                 delay = 0.5
                 while not conn.is_closed():
-                    await asyncio.sleep(1.0)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.ping_s):
+                            await closed.wait()
+                    if conn.is_closed():
+                        break
+                    if self._heard:
+                        self._heard = False  # the connection delivered within the period: alive
+                        continue
+                    self.pings += 1
                     with contextlib.suppress(asyncio.TimeoutError):
                         await conn.execute("SELECT 1", timeout=5)  # notice a dead connection
             except asyncio.CancelledError:
@@ -92,3 +110,7 @@ class Listener:
                         await asyncio.wait_for(conn.close(), 2)
             await asyncio.sleep(delay)
             delay = min(10.0, delay * 2)
+
+
+def _set_on_close(closed: asyncio.Event, conn: Any) -> None:
+    closed.set()
