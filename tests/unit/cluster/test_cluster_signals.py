@@ -1,5 +1,5 @@
 """Signals are hints, and hostile ones are normal input (harness.md §10.2, §19.3): any database user can NOTIFY
-``wakeful_events`` / ``wakeful_loops``; junk, floods and ids of Loops that are not ours change nothing, and a real
+the store's ``wakeful_events`` / ``wakeful_loops`` channels (``signals.channel_of``); junk, floods and ids of Loops that are not ours change nothing, and a real
 signal still delivers at once."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from support.loops_harness import send as admit_row
 
 from wakeful.harness.config import Config
 from wakeful.harness.embed import Harness
+from wakeful.harness.placement import signals
 
 
 async def test_junk_and_floods_of_signals_change_nothing(
@@ -28,18 +29,19 @@ async def test_junk_and_floods_of_signals_change_nothing(
         assert placement is not None
         await until(lambda: _listening(placement))
         row = await loop_row(h, loop_id)
+        events, loops = signals.channel_of(h.store, signals.EVENTS), signals.channel_of(h.store, signals.LOOPS)
         for payload in ["x" * 7000, "", " ", "*", "lp_notaloop other", f"{loop_id} {'n' * 50}", "\u0000junk",
                         f"{loop_id}{'z' * 40} other"]:
-            for channel in ("wakeful_events", "wakeful_loops", "wakeful_other"):
+            for channel in (events, loops, "wakeful_events", "wakeful_loops", "wakeful_other"):
                 await conn.execute("SELECT pg_notify($1, $2)", channel, payload.replace("\u0000", ""))
         for _ in range(200):  # a flood of "sweep now"
-            await conn.execute("SELECT pg_notify('wakeful_loops', '* someone')")
+            await conn.execute("SELECT pg_notify($1, '* someone')", loops)
         await h.settle()
         assert h.node.resident(loop_id) is not None and (await loop_row(h, loop_id)).incarnation == row.incarnation
 
         # a real signal from another node is acted on at once: an event admitted "elsewhere" is delivered
         await admit_row_without_replay(h, loop_id)
-        await conn.execute("SELECT pg_notify('wakeful_events', $1)", f"{loop_id} node_elsewhere")
+        await conn.execute("SELECT pg_notify($1, $2)", events, f"{loop_id} node_elsewhere")
 
         async def delivered() -> bool:
             await h.node.flush_logs()

@@ -153,13 +153,13 @@ async def _sqlite_wal(store: Store) -> Check:
 async def _pg_notify(store: Store) -> Check:
     import asyncpg  # type: ignore[import-untyped]
 
-    from wakeful.harness.placement.signals import connect_kwargs, notify
+    from wakeful.harness.placement.signals import channel_of, connect_kwargs, notify
 
     channel, payload = f"wakeful_doctor_{secrets.token_hex(4)}", secrets.token_hex(8)
     got: asyncio.Queue[str] = asyncio.Queue()
     conn: Any = await asyncpg.connect(**connect_kwargs(store), timeout=STEP_S)
     try:
-        await conn.add_listener(channel, lambda _c, _pid, _ch, text: got.put_nowait(text))
+        await conn.add_listener(channel_of(store, channel), lambda _c, _pid, _ch, text: got.put_nowait(text))
         await notify(store, channel, payload)
         received = await got.get()
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from wakeful.harness.store.core import Store
 from wakeful.harness.tasks import cancel_and_wait
 
-__all__ = ["EVENTS", "LOOPS", "Listener", "connect_kwargs", "notify"]
+__all__ = ["EVENTS", "LOOPS", "Listener", "channel_of", "connect_kwargs", "notify"]
 
 log = logging.getLogger("wakeful.placement")
 
@@ -27,10 +28,21 @@ EVENTS = "wakeful_events"  # payload: "<loop id> <sender node id>" after an admi
 LOOPS = "wakeful_loops"  # payload: "<loop id or *> <sender node id>"; "*": leases were released, sweep now
 
 
+def channel_of(store: Store, name: str) -> str:
+    """The PostgreSQL channel of ``name`` (EVENTS or LOOPS) for this store. Channels are per database, so a store
+    in a schema of its own (``?search_path=…``) adds a digest of it: deployments in two schemas of one database
+    never hear each other. The default schema keeps the plain names."""
+    scope = store.target.search_path
+    if not scope:
+        return name
+    return f"{name}_{hashlib.sha256(scope.encode()).hexdigest()[:16]}"
+
+
 async def notify(store: Store, channel: str, payload: str) -> None:
-    """Send one notification (delivered at commit). Raises ``StoreUnavailable`` like any transaction."""
+    """Send one notification on ``channel`` (EVENTS or LOOPS) of this store (delivered at commit). Raises
+    ``StoreUnavailable`` like any transaction."""
     async with store.tx() as tx:
-        await tx.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+        await tx.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": channel_of(store, channel), "p": payload})
 
 
 _SA_ONLY = ("async_creator_fn", "prepared_statement_cache_size", "prepared_statement_name_func")
@@ -57,6 +69,7 @@ class Listener:
         self.pings = 0  # liveness checks sent (tests)
         self._task: asyncio.Task[None] | None = None
         self._heard = False  # a notification arrived since the last check
+        self._names = {channel_of(store, name): name for name in (EVENTS, LOOPS)}  # channel → EVENTS / LOOPS
         self.connected = asyncio.Event()
 
     def start(self) -> None:
@@ -69,7 +82,7 @@ class Listener:
     def _received(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         self._heard = True
         try:
-            self.on_signal(channel, payload)
+            self.on_signal(self._names.get(channel, channel), payload)
         except Exception:
             log.exception("signal handler failed for %s %s", channel, payload)
 
@@ -83,8 +96,8 @@ class Listener:
                 conn = await asyncpg.connect(**connect_kwargs(self.store), timeout=10)
                 closed = asyncio.Event()
                 conn.add_termination_listener(functools.partial(_set_on_close, closed))
-                await conn.add_listener(EVENTS, self._received)
-                await conn.add_listener(LOOPS, self._received)
+                for channel in self._names:
+                    await conn.add_listener(channel, self._received)
                 self.connected.set()
                 delay = 0.5
                 while not conn.is_closed():
