@@ -132,9 +132,8 @@ async def _local(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> 
 def _remote(agent: str | None, body: Callable[[GoalCli], Awaitable[T]]) -> T:
     from urllib.parse import unquote
 
-    import wakeful.control  # noqa: F401 - registers the control-plane operations HttpBackend names
     from wakeful.cli import remote
-    from wakeful.harness.ops import HttpBackend, SyncCaller
+    from wakeful.harness.ops import HttpBackend, SyncCaller  # the routes alone (ops.routes): no control plane
 
     api = remote.connect(agent=agent)
 

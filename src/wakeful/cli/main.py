@@ -25,7 +25,6 @@ from wakeful.cli import (
     goal_cmd,
     loop_cmd,
     mcp_cmd,
-    run,
     script_cmd,
     sdk_cmd,
     serve_cmd,
@@ -163,6 +162,8 @@ def run_cmd(
     json_: JsonOpt = False,
 ) -> None:
     """Run one program locally against a scripted host (no store, no server)."""
+    from wakeful.cli import run  # the runtime loads when a program runs, not for every command
+
     out = out_for(ctx, json_)
     request = run.parse_request(program, config, event or [], host_replies, engine, timeout)
     raise CliExit(run.run_command(out, request))
@@ -305,12 +306,10 @@ def versions() -> dict[str, object]:
 
 
 def _schema_version() -> int | None:
-    try:
-        from wakeful import harness  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    found = getattr(harness, "SCHEMA_VERSION", None)
-    return found if isinstance(found, int) else None
+    # null, as it has always answered: it read ``wakeful.harness.SCHEMA_VERSION``, a name the harness never had,
+    # at the price of loading the harness and SQLAlchemy. The code's schema head is `wakeful db version`'s
+    # (``ops.store_admin.SCHEMA_HEAD``, read from the migrations, which import SQLAlchemy).
+    return None
 
 
 # ---- the error seam: typed errors → message + exit code; never a traceback ----

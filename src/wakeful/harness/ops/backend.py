@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from wakeful.harness.errors import HarnessError, InvalidRequest
+from wakeful.harness.ops.routes import route_named
 from wakeful.harness.ops.table import OPERATIONS, Operation
 
 if TYPE_CHECKING:
@@ -45,7 +46,9 @@ class ApiCaller(Protocol):
 
 
 def operation_named(name: str) -> Operation:
-    import wakeful.harness.ops  # noqa: F401 - registers every operation module
+    from wakeful.harness.ops import register_all
+
+    register_all()
 
     found = OPERATIONS.get(name)
     if found is None:
@@ -71,7 +74,7 @@ class HttpBackend:
         self.api = api
 
     async def call(self, name: str, /, **arguments: Any) -> Any:
-        op = operation_named(name)
+        op = route_named(name)  # the route alone: a remote client never loads the operations (and the store)
         path = op.path
         for param in op.path_params:
             value = arguments.pop(param, None)

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from wakeful.harness.ops.routes import ROUTES, Route
+
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
     from wakeful.harness.principal import Principal
@@ -58,6 +60,8 @@ def operation(name: str, method: str, path: str, *, query: tuple[str, ...] = (),
     def register(fn: F) -> F:
         if name in OPERATIONS:
             raise ValueError(f"operation {name} is registered twice")
+        if ROUTES.get(name) != Route(name, method, path, query, status):  # what a remote client sends
+            raise ValueError(f"operation {name}: {method} {path} is not its route in wakeful.harness.ops.routes")
         OPERATIONS[name] = Operation(name, fn, method, path, query, status, read_only=method == "GET")
         return fn
 
