@@ -216,9 +216,14 @@ class JsonRequired(HarnessError):
 
 
 class StoreUnavailable(HarnessError):
-    """harness.md §3: connection loss, lock timeout or disk full. Never reported as success."""
+    """harness.md §3: connection loss, lock timeout or disk full. Never reported as success.
+
+    ``lost_uncommitted``: the transaction's PostgreSQL session was lost and the transaction did not commit (set by
+    ``Store.tx``), so work that may run twice can run again at once on a fresh session (``Store.run_rerunnable``,
+    group commit)."""
 
     code = "unavailable"
+    lost_uncommitted = False
 
 
 Unavailable = StoreUnavailable

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.store import schema
-from wakeful.harness.store.core import Store
+from wakeful.harness.store.core import Store, Tx
 
 __all__ = ["PgLimiter"]
 
@@ -102,14 +102,19 @@ class PgLimiter:
                 del self._buckets[bucket]
 
     async def _check(self, bucket: str, capacity: float, rate: float, wanted: int) -> tuple[float, int]:
-        """One transaction: up to ``wanted`` tokens taken → (the refilled level, the tokens taken)."""
-        try:
-            async with self.store.tx() as tx:
-                now = await tx.now_ms()
+        """One transaction: up to ``wanted`` tokens taken → (the refilled level, the tokens taken). Run again on a
+        fresh session if its session was lost with nothing taken (``Store.run_rerunnable``)."""
+
+        async def check(tx: Tx) -> float | None:
+            now = await tx.now_ms()
+            level = await self._take(tx, bucket, capacity, rate, now, wanted)
+            if level is None:  # first use of this bucket: create it full, then take
+                await tx.insert_if_absent(R, {"key": bucket, "tokens": capacity, "refreshed_ms": now})
                 level = await self._take(tx, bucket, capacity, rate, now, wanted)
-                if level is None:  # first use of this bucket: create it full, then take
-                    await tx.insert_if_absent(R, {"key": bucket, "tokens": capacity, "refreshed_ms": now})
-                    level = await self._take(tx, bucket, capacity, rate, now, wanted)
+            return level
+
+        try:
+            level = await self.store.run_rerunnable(check)
         except HarnessError:
             raise
         except Exception as exc:  # fail closed: anything but a clear answer is "unavailable"

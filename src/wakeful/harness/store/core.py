@@ -28,6 +28,7 @@ from wakeful.harness.store.engine import (
     SessionTimeouts,
     is_nul_text,
     is_unavailable,
+    lost_uncommitted,
     make_engine,
     parse_url,
     unavailable_from,
@@ -177,6 +178,22 @@ class Store:
         row ``work`` locks for an item (as ``locks`` of ``grouped``)."""
         return await self.grouping.submit_batch(kind, item, work, lock_of=lock_of)
 
+    async def run_rerunnable(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """``work(tx)`` in a write transaction, and once more on a fresh session when the first one's session was
+        lost with nothing committed (``StoreUnavailable.lost_uncommitted``: e.g. the server ended it after its
+        idle-in-transaction timeout, on a node starved of CPU). ``work`` may run twice, as a group-commit unit."""
+        try:
+            return await self._run(work)
+        except StoreUnavailable as exc:
+            if not exc.lost_uncommitted:
+                raise
+            log.info("%s; nothing was committed, running the transaction again on a fresh session", exc)
+        return await self._run(work)
+
+    async def _run(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        async with self.tx() as tx:
+            return await work(tx)
+
     @asynccontextmanager
     async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
         """``async with store.tx() as tx:`` — commit on normal exit, roll back on error.
@@ -215,6 +232,7 @@ class Store:
 
     @asynccontextmanager
     async def _tx(self, *, readonly: bool) -> AsyncIterator[Tx]:
+        commit_sent = False  # from here on a lost session may have committed
         try:
             async with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -226,6 +244,7 @@ class Store:
                     for hook in list(self.before_commit):
                         await hook(tx)
                 # harness.md §3: no success before commit returns; a commit error is unavailable
+                commit_sent = True
                 await conn.commit()
             if not readonly:
                 self.commits += 1
@@ -234,7 +253,9 @@ class Store:
             raise
         except Exception as exc:
             if is_unavailable(exc):
-                raise unavailable_from(exc, "a transaction") from exc
+                error = unavailable_from(exc, "a transaction")
+                error.lost_uncommitted = self.dialect == "postgresql" and lost_uncommitted(exc, commit_sent=commit_sent)
+                raise error from exc
             if is_nul_text(exc):  # a text value with U+0000 that no entry check caught: a typed refusal, not a crash
                 raise InvalidRequest("text values must not contain U+0000") from exc
             raise

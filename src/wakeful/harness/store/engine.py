@@ -14,15 +14,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import sqlalchemy.exc as sa_exc
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from wakeful.harness.errors import InvalidRequest, NodeLocked, StoreUnavailable
 
 __all__ = [
-    "EngineTarget", "NodeLock", "SessionTimeouts", "is_nul_text", "is_unavailable", "make_engine", "parse_url",
-    "session_timeouts", "unavailable_from",
+    "EngineTarget", "NodeLock", "SessionTimeouts", "is_nul_text", "is_unavailable", "lost_uncommitted", "make_engine",
+    "parse_url", "session_timeouts", "unavailable_from",
 ]
 
 # harness.md §3: the SQLite pragmas applied on every connection
@@ -37,6 +37,12 @@ PG_LOCK_TIMEOUT_MS = 5000
 # PostgreSQL SQLSTATE classes that mean "the store is not available now" (connection, resources, admin, locks)
 _PG_UNAVAILABLE_PREFIXES = ("08", "53", "57", "58")
 _PG_UNAVAILABLE_CODES = {"55P03", "40P01", "40001", "25006"}
+# the server ended a session idle in a transaction (idle_in_transaction_session_timeout): it ran no COMMIT of it
+_PG_IDLE_ENDED = "25P03"
+# asyncpg refuses a statement with these before it sends a byte: the session is closed, or its protocol is stuck
+# after a message the server sent unasked — the FATAL that ended the session, read before the socket's close
+# ("cannot switch to state 11; another operation (2) is in progress")
+_UNSENT_PREFIXES = ("cannot switch to state", "connection is closed", "cannot perform operation: connection is closed")
 
 
 @dataclass(frozen=True)
@@ -119,13 +125,26 @@ def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -
         settings["idle_in_transaction_session_timeout"] = str(timeouts.idle_in_transaction_ms)
     if target.search_path:
         settings["search_path"] = target.search_path
-    return create_async_engine(
+    engine = create_async_engine(
         target.sa_url,
         isolation_level="READ COMMITTED",
         pool_size=10,
         max_overflow=10,
         connect_args={"server_settings": settings, "timeout": 10},
     )
+    _install_pg_hooks(engine)
+    return engine
+
+
+def _install_pg_hooks(engine: AsyncEngine) -> None:
+    # a session the server ended (lost_uncommitted below) is never used again — asyncpg need not have noticed the
+    # close yet — and it is that session alone: the pool's other connections are not thrown away for it
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(ctx: ExceptionContext) -> None:
+        exc = ctx.sqlalchemy_exception
+        if isinstance(exc, sa_exc.DBAPIError) and (_never_sent(exc) or _PG_IDLE_ENDED in _sqlstates(exc)):
+            ctx.is_disconnect = True
+            ctx.invalidate_pool_on_disconnect = False
 
 
 def _install_sqlite_hooks(engine: AsyncEngine) -> None:
@@ -172,6 +191,35 @@ def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
             if isinstance(value, str):
                 return value
     return None
+
+
+# issue 16: a node starved of CPU between two statements of a transaction for longer than its
+# idle_in_transaction_session_timeout has that session ended by the server, with nothing committed
+def lost_uncommitted(exc: BaseException, *, commit_sent: bool) -> bool:
+    """The transaction's session is gone (or unusable) and the transaction did not commit: the failure came before
+    its COMMIT was sent, asyncpg never sent the statement that failed, or the server says it ended the session
+    while idle. A lost answer to a COMMIT that went out is never this: that transaction may have committed."""
+    if not isinstance(exc, sa_exc.DBAPIError) or not (exc.connection_invalidated or _never_sent(exc)):
+        return False
+    return not commit_sent or _never_sent(exc) or _PG_IDLE_ENDED in _sqlstates(exc)
+
+
+def _never_sent(exc: sa_exc.DBAPIError) -> bool:
+    return isinstance(exc, (sa_exc.InterfaceError, sa_exc.InternalError)) and str(exc.orig).startswith(_UNSENT_PREFIXES)
+
+
+def _sqlstates(exc: BaseException) -> set[str]:
+    """Every SQLSTATE along the cause chain (asyncpg puts the server's reason for a close under its own error)."""
+    found: set[str] = set()
+    holder: BaseException | None = exc
+    for _ in range(8):  # (a bounded walk: SQLAlchemy's error → the adapter's → asyncpg's → the server's)
+        if holder is None:
+            break
+        value = getattr(holder, "sqlstate", None)
+        if isinstance(value, str):
+            found.add(value)
+        holder = getattr(holder, "orig", None) or holder.__cause__
+    return found
 
 
 def is_nul_text(exc: BaseException) -> bool:

@@ -9,7 +9,8 @@ commits at once.
 Per-unit outcomes: a ``HarnessError`` raised by a unit is that unit's own answer and the others still commit —
 so a unit must raise its typed refusals before it writes anything. Any other failure (a driver error, a lost
 connection, a failed commit) rolls the whole batch back, and each unit of it is then run again alone in a
-transaction of its own, so one bad unit fails alone and nothing is answered before its own commit.
+transaction of its own, so one bad unit fails alone and nothing is answered before its own commit. A batch of one
+unit is run again only when its session was lost with nothing committed (``StoreUnavailable.lost_uncommitted``).
 
 Row locks across units (PostgreSQL): each unit locks its Loop rows in id order, but two units of one batch are
 two such passes — an admission unit taking Loops {a, b} and an ack unit taking {c} on one node, {c} and {a} on
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
-from wakeful.harness.errors import HarnessError
+from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.store import schema
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ class GroupCommit:
                         outcomes.append((True, exc))
                 await self._pause("before")
         except Exception as exc:
-            if len(batch) == 1:
+            if len(batch) == 1 and not (isinstance(exc, StoreUnavailable) and exc.lost_uncommitted):
                 _settle(batch[0], exc, failed=True)
                 return
             log.info("group commit of %d units failed (%s); running each alone", len(batch), type(exc).__name__)
