@@ -24,9 +24,12 @@ from wakeful.bench.variants import BenchError
 __all__ = ["Answers", "Fleet", "NodeSteps"]
 
 CREATE_IN_FLIGHT = 16  # §2.1 step 2
-# a client's answer to 503 (the store gave no lock in time, nothing was written): again after Retry-After, at most
-# RETRIES times; each retry is counted in the step's ``retried``, and only an answer still failing is an error
+# a client's answer to 503 (the store gave no lock in time, nothing was written) and to 429 (back-pressure: a Loop's
+# mailbox is full until it acks, or a rate bucket is empty): again after Retry-After, at most RETRIES times; each
+# retry is counted in the step's ``retried`` by status, and only an answer still failing is an error. (A small N with
+# 64 requests in flight sends each Loop more than its guest acks at once: 429 mailbox_full, which is not a failure.)
 RETRIES = 5
+RETRIED = frozenset({429, 503})
 RETRY_S = 1.0  # the wait when the answer names none (StoreUnavailable carries no Retry-After)
 RETRY_MAX_S = 5.0  # a longer Retry-After is cut to this (the steps are short)
 SAMPLE_CHARS = 200  # error_samples: the message of the first answer of each failing status, cut to this
@@ -63,7 +66,7 @@ async def _pool(n: int, work: Callable[[int], Coroutine[Any, Any, None]]) -> Non
 
 
 class Answers:
-    """The answers of one step's requests: final statuses, 503s retried, and per non-2xx status the first body
+    """The answers of one step's requests: final statuses, 429s and 503s retried, and per non-2xx status the first body
     (``error_samples``: its ``error`` code and ``message``, so a failed run says why, not only how often)."""
 
     def __init__(self) -> None:
@@ -72,12 +75,12 @@ class Answers:
         self.samples: dict[str, dict[str, str | None]] = {}
 
     async def send(self, conn: Connection, method: str, path: str, body: Any) -> HttpAnswer:
-        """``body`` to ``path``, again after a 503's Retry-After (bounded); the final answer is counted."""
+        """``body`` to ``path``, again after a 429's or 503's Retry-After (bounded); the final answer is counted."""
         answer = await conn.request(method, path, body)
         for _ in range(RETRIES):
-            if answer.status != 503:
+            if answer.status not in RETRIED:
                 break
-            self.retried["503"] += 1
+            self.retried[str(answer.status)] += 1
             self._sample(answer)
             await asyncio.sleep(min(RETRY_MAX_S, RETRY_S if answer.retry_after is None else answer.retry_after))
             answer = await conn.request(method, path, body)
