@@ -306,10 +306,15 @@ def versions() -> dict[str, object]:
 
 
 def _schema_version() -> int | None:
-    # null, as it has always answered: it read ``wakeful.harness.SCHEMA_VERSION``, a name the harness never had,
-    # at the price of loading the harness and SQLAlchemy. The code's schema head is `wakeful db version`'s
-    # (``ops.store_admin.SCHEMA_HEAD``, read from the migrations, which import SQLAlchemy).
-    return None
+    # the schema version this code writes (``ops.store_admin.SCHEMA_HEAD``, what `wakeful db version` calls the
+    # code's), read from the migration files' numbers: importing the migrations would load SQLAlchemy, and
+    # `version` starts without it (tests/unit/cli/test_cli_lazy_imports.py). It answered null before, reading a
+    # name the harness never had. None only when the files are not on disk (a zipped install).
+    import re
+
+    folder = Path(__file__).resolve().parents[1] / "harness" / "store" / "migrations"
+    numbers = [int(m.group(1)) for f in folder.glob("*.py") if (m := re.fullmatch(r"(\d{4})_\w+\.py", f.name))]
+    return max(numbers) if numbers else None
 
 
 # ---- the error seam: typed errors → message + exit code; never a traceback ----

@@ -170,3 +170,13 @@ def test_exit_codes_follow_the_error_code() -> None:
     assert exit_code_for(BuildUnavailable("no zig")) == 3
     assert exit_code_for(UsageError("bad flag")) == 2
     assert exit_code_for(InvalidObject("ELF_HEADER", "bad magic")) == 1
+
+
+def test_version_names_the_schema_this_code_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    """interfaces.md §4.2: `wakeful version` gives the schema version too (it printed null)."""
+    import json
+
+    from wakeful.harness.ops.store_admin import SCHEMA_HEAD
+
+    assert main(["version", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema_version"] == SCHEMA_HEAD

@@ -43,3 +43,4 @@ def test_a_failing_command_restores_it_too(clean_env: None, tmp_path: Path) -> N
     code = main(["--data-dir", str(tmp_path / "d"), "build", "--check", str(tmp_path / "missing.o")])
     assert code != 0
     assert os.environ.get("WAKEFUL_HOME") is None
+
