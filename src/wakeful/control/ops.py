@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["ENVELOPE", "actor_of", "check_envelope", "control_of", "goal_in_group", "new_operation_id",
            "refusal_statuses"]
 
-G = "/v1/agent-groups/{group_id}"
-GOAL = G + "/goals/{goal_id}"
 ENVELOPE = ("operation_id", "command", "expected")  # the members of §3.1 besides goal_id (the path's)
 
 
@@ -116,7 +114,7 @@ async def check_envelope(harness: Harness, principal: Principal, group_id: str, 
 # ---------------------------------------------------------------- goals and commands
 
 
-@operation("goals.create", "POST", G + "/goals", status=201)
+@operation("goals.create")
 async def create_goal(harness: Harness, principal: Principal, /, *, group_id: str, title: str, objective: str,
                       operation_id: str | None = None, claim_mode: str | None = None,
                       subjects: dict[str, str] | None = None, budget: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -130,7 +128,7 @@ async def create_goal(harness: Harness, principal: Principal, /, *, group_id: st
     return {"goal": await control.goal(receipt["goal_id"]), "receipt": receipt}
 
 
-@operation("goals.list", "GET", G + "/goals")
+@operation("goals.list")
 async def list_goals(harness: Harness, principal: Principal, /, *, group_id: str, status: str | None = None,
                      limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
     """Goals of the group (an agent principal sees the goals it is registered on), one page."""
@@ -139,7 +137,7 @@ async def list_goals(harness: Harness, principal: Principal, /, *, group_id: str
     return page(goals, limit=limit, cursor=cursor, key=lambda g: str(g["id"]), render=lambda g: g)
 
 
-@operation("goals.get", "GET", GOAL)
+@operation("goals.get")
 async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str | None,
                    goal_id: str) -> dict[str, Any]:
     """The goal and its status summary."""
@@ -147,7 +145,7 @@ async def get_goal(harness: Harness, principal: Principal, /, *, group_id: str |
     return {"goal": goal, "status": await control.status(goal_id)}
 
 
-@operation("goals.submit", "POST", GOAL + "/commands")
+@operation("goals.submit")
 async def submit(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                  command: dict[str, Any] | None = None, operation_id: str | None = None,
                  expected: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -161,7 +159,7 @@ async def submit(harness: Harness, principal: Principal, /, *, group_id: str | N
     return await control.submit(actor_of(principal, str(goal["group_id"])), envelope)
 
 
-@operation("goals.validate", "POST", GOAL + "/criteria/{criterion_id}/validate")
+@operation("goals.validate")
 async def validate_criterion(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                              criterion_id: str) -> dict[str, Any]:
     """Run the criterion's validator in the node's script sandbox (or reuse its run) and record the evidence."""
@@ -173,21 +171,21 @@ async def validate_criterion(harness: Harness, principal: Principal, /, *, group
 # ---------------------------------------------------------------- projections and reads
 
 
-@operation("goals.status", "GET", GOAL + "/status")
+@operation("goals.status")
 async def goal_status(harness: Harness, principal: Principal, /, *, group_id: str | None,
                       goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.status(goal_id)
 
 
-@operation("goals.board", "GET", GOAL + "/board")
+@operation("goals.board")
 async def goal_board(harness: Harness, principal: Principal, /, *, group_id: str | None,
                      goal_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.board(goal_id)
 
 
-@operation("work.list", "GET", GOAL + "/work")
+@operation("work.list")
 async def list_work(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                     status: str | None = None, limit: int = 50, cursor: str | None = None,
                     **filters: Any) -> dict[str, Any]:
@@ -201,7 +199,7 @@ async def list_work(harness: Harness, principal: Principal, /, *, group_id: str 
     return page(items, limit=limit, cursor=cursor, key=lambda it: str(it["id"]), render=lambda it: it)
 
 
-@operation("work.get", "GET", GOAL + "/work/{item_id}")
+@operation("work.get")
 async def get_work(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                    item_id: str) -> dict[str, Any]:
     """The item with its claim, evidence and effects."""
@@ -209,14 +207,14 @@ async def get_work(harness: Harness, principal: Principal, /, *, group_id: str |
     return await control.item(goal_id, item_id)
 
 
-@operation("goals.acceptance", "GET", GOAL + "/acceptance")
+@operation("goals.acceptance")
 async def get_acceptance(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                          revision: int | None = None) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
     return await control.acceptance(goal_id, revision=revision)
 
 
-@operation("goals.evidence", "GET", GOAL + "/evidence")
+@operation("goals.evidence")
 async def list_evidence(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                         item: str | None = None, criterion: str | None = None, limit: int = 50,
                         cursor: str | None = None) -> dict[str, Any]:
@@ -226,7 +224,7 @@ async def list_evidence(harness: Harness, principal: Principal, /, *, group_id: 
     return page(rows, limit=limit, cursor=cursor, key=lambda e: f"{int(e['seq']):020d}:{e['id']}", render=lambda e: e)
 
 
-@operation("goals.effects", "GET", GOAL + "/effects")
+@operation("goals.effects")
 async def list_effects(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                        state: str | None = None, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
@@ -234,7 +232,7 @@ async def list_effects(harness: Harness, principal: Principal, /, *, group_id: s
     return page(rows, limit=limit, cursor=cursor, key=lambda e: str(e["id"]), render=lambda e: e)
 
 
-@operation("goals.commits", "GET", GOAL + "/commits")
+@operation("goals.commits")
 async def list_commits(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                        after_seq: int = 0, limit: int = 50) -> dict[str, Any]:
     """The commit log after ``after_seq``: ``{items, next_after_seq}`` (null at the end)."""
@@ -243,7 +241,7 @@ async def list_commits(harness: Harness, principal: Principal, /, *, group_id: s
     return {"items": rows, "next_after_seq": rows[-1]["seq"] if len(rows) == limit else None}
 
 
-@operation("goals.receipt", "GET", GOAL + "/receipts/{operation_id}")
+@operation("goals.receipt")
 async def get_receipt(harness: Harness, principal: Principal, /, *, group_id: str | None, goal_id: str,
                       operation_id: str) -> dict[str, Any]:
     control, _ = await _goal(harness, principal, group_id, goal_id)
@@ -273,7 +271,7 @@ async def _next_agent(harness: Harness, principal: Principal, group_id: str | No
     return agent
 
 
-@operation("next.get", "GET", G + "/next")
+@operation("next.get")
 async def next_read(harness: Harness, principal: Principal, /, *, group_id: str | None, agent_id: str | None = None,
                     goal_id: str | None = None) -> dict[str, Any]:
     """The ``next`` decision (read-only)."""
@@ -281,7 +279,7 @@ async def next_read(harness: Harness, principal: Principal, /, *, group_id: str 
     return await control_of(harness).next(agent, goal_id)
 
 
-@operation("next.claim", "POST", G + "/next")
+@operation("next.claim")
 async def next_claim(harness: Harness, principal: Principal, /, *, group_id: str | None, agent_id: str | None = None,
                      goal_id: str | None = None, claim: bool = True, key: str | None = None,
                      ttl_s: int | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def test_a_route_not_in_the_table_is_refused_at_registration() -> None:
         return None
 
     with pytest.raises(ValueError, match="is not its route"):
-        operation("probe.unlisted", "GET", "/v1/probe")(probe)
+        operation("probe.unlisted")(probe)
     assert "probe.unlisted" not in OPERATIONS
 
 

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["agent_in_scope", "agent_view", "archive", "create", "find", "get", "list_agents", "unarchive"]
 
-G = "/v1/agent-groups/{group_id}"
-
 
 def agent_view(agent: agents.Agent) -> dict[str, Any]:
     return {"id": agent.id, "group_id": agent.group_id, "name": agent.name, "status": agent.status,
@@ -48,7 +46,7 @@ async def find(harness: Harness, principal: Principal, agent_id: str) -> dict[st
     return agent_view(found)
 
 
-@operation("agents.create", "POST", G + "/agents", status=201)
+@operation("agents.create")
 async def create(harness: Harness, principal: Principal, *, group_id: str, name: str,
                  metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """A new agent in the group (a group or admin key)."""
@@ -58,7 +56,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, name:
     return agent_view(agent)
 
 
-@operation("agents.list", "GET", G + "/agents")
+@operation("agents.list")
 async def list_agents(harness: Harness, principal: Principal, *, group_id: str, limit: int = 50,
                       cursor: str | None = None) -> dict[str, Any]:
     """One page of the group's agents by id (an agent principal sees itself)."""
@@ -69,14 +67,14 @@ async def list_agents(harness: Harness, principal: Principal, *, group_id: str, 
     return page(found, limit=limit, cursor=cursor, key=lambda a: a.id, render=agent_view)
 
 
-@operation("agents.get", "GET", G + "/agents/{agent_id}")
+@operation("agents.get")
 async def get(harness: Harness, principal: Principal, *, group_id: str, agent_id: str) -> dict[str, Any]:
     """One agent."""
     async with harness.store.tx(readonly=True) as tx:
         return agent_view(await agent_in_scope(tx, principal, group_id, agent_id))
 
 
-@operation("agents.archive", "POST", G + "/agents/{agent_id}/archive")
+@operation("agents.archive")
 async def archive(harness: Harness, principal: Principal, *, group_id: str, agent_id: str) -> dict[str, Any]:
     """Archive the agent: its active Loops pause with reason ``archive``."""
     require_person(principal, group_id)
@@ -86,7 +84,7 @@ async def archive(harness: Harness, principal: Principal, *, group_id: str, agen
     return {"agent": await _agent(harness, agent_id), "paused_loops": result.get("paused", [])}
 
 
-@operation("agents.unarchive", "POST", G + "/agents/{agent_id}/unarchive")
+@operation("agents.unarchive")
 async def unarchive(harness: Harness, principal: Principal, *, group_id: str, agent_id: str) -> dict[str, Any]:
     """Unarchive the agent: the Loops its archive paused resume, within quota."""
     require_person(principal, group_id)

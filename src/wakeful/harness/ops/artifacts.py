@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_ELF", "download", "get", "upload"]
 
-G = "/v1/agent-groups/{group_id}"
 MAX_ELF = 65_536
 _SHA = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 
 
-@operation("artifacts.upload", "POST", G + "/artifacts", query=("path", "agent_id"), status=201)
+@operation("artifacts.upload")
 async def upload(harness: Harness, principal: Principal, *, group_id: str, elf: bytes, path: str = DEFAULT_PATH,
                  agent_id: str | None = None) -> dict[str, Any]:
     """Store a prebuilt ELF (verified as a build is) under the agent's ``path``: ``{artifact, size, path}``."""
@@ -51,7 +50,7 @@ async def _found(harness: Harness, principal: Principal, group_id: str, sha256: 
     return found
 
 
-@operation("artifacts.get", "GET", G + "/artifacts/{sha256}")
+@operation("artifacts.get")
 async def get(harness: Harness, principal: Principal, *, group_id: str, sha256: str) -> dict[str, Any]:
     """An artifact's metadata (group key): ``{artifact, sha256, group_id, size, origin, toolchain, …}``."""
     found = await _found(harness, principal, group_id, sha256, with_bytes=False)

@@ -40,7 +40,6 @@ __all__ = [
     "bundle_of", "create", "sdk", "sdk_view", "test",
 ]
 
-G = "/v1/agent-groups/{group_id}"
 DEFAULT_PATH = "/loops/main.elf"
 SPEC_LIMITS = AGENT_LIMITS  # harness.md §20, one table (wakeful.sdk.rules); a node's own replace the first four
 TEST_TIMEOUT_S = 5.0
@@ -90,7 +89,7 @@ def sdk_view(harness: Harness | None = None) -> dict[str, Any]:
     return {"sdk_version": SDK_ABI, "guide": guide_text(tools), "header": header_text(), "limits": limits}
 
 
-@operation("sdk.get", "GET", G + "/sdk")
+@operation("sdk.get")
 async def sdk(harness: Harness, principal: Principal, *, group_id: str) -> dict[str, Any]:
     """The SDK as this node offers it: the guide (with the node's configured tools), header and limits."""
     check_group(principal, group_id)
@@ -111,7 +110,7 @@ def bundle_of(source: str | None, files: Mapping[str, str] | None, entry: str | 
     return {"sdk_version": 1, "entry": entry, "files": dict(files)}
 
 
-@operation("builds.create", "POST", G + "/builds")
+@operation("builds.create")
 async def create(harness: Harness, principal: Principal, *, group_id: str, source: str | None = None,
                  files: Mapping[str, str] | None = None, entry: str | None = None, path: str = DEFAULT_PATH,
                  agent_id: str | None = None) -> dict[str, Any]:
@@ -147,7 +146,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, sourc
 # ---------------------------------------------------------------------- builds.test (loop.test)
 
 
-@operation("builds.test", "POST", G + "/loops/test")
+@operation("builds.test")
 async def test(harness: Harness, principal: Principal, *, group_id: str, artifact: str = DEFAULT_PATH,
                config: Mapping[str, Any] | None = None, events: list[Any] | None = None,
                host_replies: Mapping[str, Any] | None = None, engine: str = "translate",

@@ -35,7 +35,6 @@ __all__ = [
     "list_events", "open_intake", "open_webhook", "parse_body", "refuse_while_draining", "retry", "send",
 ]
 
-G = "/v1/agent-groups/{group_id}"
 BODY_KEYS = frozenset({"event_id", "topic", "payload"})  # §10.1: the body of route 1
 DELIVERY_HEADERS = ("webhook-id", "x-github-delivery")  # §10.1, in this order
 WEBHOOK_LIMIT = 16_384  # §10.4 step 5
@@ -52,7 +51,7 @@ async def _scoped(harness: Harness, principal: Principal, group_id: str | None, 
     await loop_in_scope(harness, principal, group_id, loop_id)
 
 
-@operation("events.list", "GET", G + "/loops/{loop_id}/events")
+@operation("events.list")
 async def list_events(harness: Harness, principal: Principal, *, group_id: str | None, loop_id: str,
                       limit: int = 50, cursor: str | None = None, status: str | None = None,
                       payloads: bool = False) -> dict[str, Any]:
@@ -64,7 +63,7 @@ async def list_events(harness: Harness, principal: Principal, *, group_id: str |
             "pending_count": listed.get("pending_count")}
 
 
-@operation("events.retry", "POST", G + "/loops/{loop_id}/pending/retry")
+@operation("events.retry")
 async def retry(harness: Harness, principal: Principal, *, group_id: str | None, loop_id: str,
                 event_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """``{retried, loop}``: the named (or every) pending event gets a fresh incarnation; ``loop`` is the Loop."""
@@ -75,7 +74,7 @@ async def retry(harness: Harness, principal: Principal, *, group_id: str | None,
     return out
 
 
-@operation("events.discard", "POST", G + "/loops/{loop_id}/pending/discard")
+@operation("events.discard")
 async def discard(harness: Harness, principal: Principal, *, group_id: str | None, loop_id: str,
                   event_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """``{discarded}``: the named (or every) pending event is discarded; its id stays known for dedup."""
@@ -83,7 +82,7 @@ async def discard(harness: Harness, principal: Principal, *, group_id: str | Non
     return await harness.events(loop_id, "discard", event_ids=event_ids, actor=principal.actor)
 
 
-@operation("events.send", "POST", G + "/loops/{loop_id}/events", status=202)
+@operation("events.send")
 async def send(harness: Harness, principal: Principal, *, group_id: str | None, loop_id: str, topic: Any,
                payload: Any = None, event_id: Any = None) -> dict[str, Any]:
     """§10.5: admit one event as the caller (the normalisation and admission of the intake routes)."""

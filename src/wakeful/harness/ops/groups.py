@@ -23,7 +23,7 @@ def group_view(group: groups.Group) -> dict[str, Any]:
     return {"id": group.id, "name": group.name, "limits": group.limits, "created_ms": group.created_ms}
 
 
-@operation("groups.create", "POST", "/v1/groups", status=201)
+@operation("groups.create")
 async def create(harness: Harness, principal: Principal, *, name: str,
                  limits: dict[str, Any] | None = None) -> dict[str, Any]:
     """A new group (tenant) with optional limit overrides."""
@@ -33,7 +33,7 @@ async def create(harness: Harness, principal: Principal, *, name: str,
     return group_view(group)
 
 
-@operation("groups.list", "GET", "/v1/groups")
+@operation("groups.list")
 async def list_groups(harness: Harness, principal: Principal, *, limit: int = 50,
                       cursor: str | None = None) -> dict[str, Any]:
     """One page of every group, by id."""

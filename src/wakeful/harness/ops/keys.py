@@ -65,7 +65,7 @@ async def _find_agent(harness: Harness, agent_id: str) -> agents.Agent | None:
         return await agents.find_agent(tx, agent_id)
 
 
-@operation("keys.create", "POST", "/v1/groups/{group_id}/keys", status=201)
+@operation("keys.create")
 async def create(harness: Harness, principal: Principal, *, group_id: str, role: str, agent_id: str | None = None,
                  label: str | None = None) -> dict[str, Any]:
     """A new ``group`` or ``agent`` key of the group: its record and, this once, its text (``key``)."""
@@ -78,7 +78,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, role:
     return {**key_view(key), "key": text}
 
 
-@operation("keys.list", "GET", "/v1/groups/{group_id}/keys")
+@operation("keys.list")
 async def list_keys(harness: Harness, principal: Principal, *, group_id: str, limit: int = 50,
                     cursor: str | None = None) -> dict[str, Any]:
     """One page of the group's keys, by id, never their secrets."""
@@ -89,7 +89,7 @@ async def list_keys(harness: Harness, principal: Principal, *, group_id: str, li
     return page(found, limit=limit, cursor=cursor, key=lambda k: k.id, render=key_view)
 
 
-@operation("keys.revoke", "DELETE", "/v1/groups/{group_id}/keys/{key_id}", status=204)
+@operation("keys.revoke")
 async def revoke(harness: Harness, principal: Principal, *, group_id: str, key_id: str) -> None:
     """Revoke one of the group's keys; the node's key cache forgets it at once."""
     require_person(principal, group_id)

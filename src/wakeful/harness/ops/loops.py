@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["create", "delete", "full_loop", "get", "list_loops", "log_line", "logs", "pause", "resume",
            "transitions"]
 
-G = "/v1/agent-groups/{group_id}"
 INCLUDES = ("checkpoint", "logs", "pending")
 STATES = ("active", "paused", "failed")
 PAUSE_REASONS = ("manual", "exited", "budget", "archive", "quota", "fault")
@@ -45,7 +44,7 @@ def _id_text(value: object, field: str) -> str:
     return value
 
 
-@operation("loops.create", "POST", G + "/loops", status=201)
+@operation("loops.create")
 async def create(harness: Harness, principal: Principal, *, group_id: str, agent_id: str, session_id: str,
                  artifact: str, name: str | None = None, config: Any = None,
                  capabilities: list[Any] | None = None) -> dict[str, Any]:
@@ -72,7 +71,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, agent
     return await full_loop(harness, view)
 
 
-@operation("loops.list", "GET", G + "/loops")
+@operation("loops.list")
 async def list_loops(harness: Harness, principal: Principal, *, group_id: str, limit: int = 50,
                      cursor: str | None = None, agent_id: str | None = None, state: str | None = None,
                      pause_reason: str | None = None) -> dict[str, Any]:
@@ -98,7 +97,7 @@ async def list_loops(harness: Harness, principal: Principal, *, group_id: str, l
     return out
 
 
-@operation("loops.get", "GET", G + "/loops/{loop_id}")
+@operation("loops.get")
 async def get(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
               include: str | None = None) -> dict[str, Any]:
     """The Loop object, with ``include`` (comma-separated ``checkpoint,logs,pending``) parts added."""
@@ -120,28 +119,28 @@ async def get(harness: Harness, principal: Principal, *, group_id: str, loop_id:
     return out
 
 
-@operation("loops.pause", "POST", G + "/loops/{loop_id}/pause")
+@operation("loops.pause")
 async def pause(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> dict[str, Any]:
     """Pause an active Loop (a Loop that is not active is answered unchanged)."""
     await loop_in_scope(harness, principal, group_id, loop_id)
     return await full_loop(harness, await harness.loops.pause(loop_id, actor=principal.actor))
 
 
-@operation("loops.resume", "POST", G + "/loops/{loop_id}/resume")
+@operation("loops.resume")
 async def resume(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> dict[str, Any]:
     """Resume a paused or failed Loop at a new incarnation."""
     await loop_in_scope(harness, principal, group_id, loop_id)
     return await full_loop(harness, await harness.loops.resume(loop_id, actor=principal.actor))
 
 
-@operation("loops.delete", "DELETE", G + "/loops/{loop_id}", status=204)
+@operation("loops.delete")
 async def delete(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> None:
     """Delete the Loop and everything it holds (its webhook stops at once); the route answers 204."""
     await loop_in_scope(harness, principal, group_id, loop_id)
     await harness.loops.delete(loop_id, actor=principal.actor)
 
 
-@operation("loops.logs", "GET", G + "/loops/{loop_id}/logs")
+@operation("loops.logs")
 async def logs(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
                after_seq: int | None = None, limit: int = 200) -> dict[str, Any]:
     """Stored log lines, oldest first, after the node's buffer is flushed."""
@@ -152,7 +151,7 @@ async def logs(harness: Harness, principal: Principal, *, group_id: str, loop_id
     return {"items": [log_line(line) for line in lines], "next_after_seq": lines[-1].seq if lines else after_seq}
 
 
-@operation("loops.transitions", "GET", G + "/loops/{loop_id}/transitions")
+@operation("loops.transitions")
 async def transitions(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> dict[str, Any]:
     """The newest state transitions."""
     await loop_in_scope(harness, principal, group_id, loop_id)

@@ -18,7 +18,6 @@ from wakeful.harness.inbox import (
     messages_after,
     parse_message_cursor,
 )
-from wakeful.harness.ops.agents import G
 from wakeful.harness.ops.sessions import session_in_scope
 from wakeful.harness.ops.table import operation
 
@@ -33,7 +32,7 @@ POLL_S = 0.5  # the backup poll of a stream: a commit on this node rings the sto
 MAX_LIMIT = 200
 
 
-@operation("messages.list", "GET", G + "/sessions/{session_id}/messages")
+@operation("messages.list")
 async def list_messages(harness: Harness, principal: Principal, *, group_id: str, session_id: str, limit: int = 50,
                         after: str | None = None, unhandled: bool = False,
                         cursor: str | None = None) -> dict[str, Any]:
@@ -49,7 +48,7 @@ async def list_messages(harness: Harness, principal: Principal, *, group_id: str
             "next_cursor": message_cursor(items[-1]) if len(found) > limit else None}
 
 
-@operation("messages.handled", "POST", G + "/sessions/{session_id}/messages/handled")
+@operation("messages.handled")
 async def handled(harness: Harness, principal: Principal, *, group_id: str, session_id: str,
                   message_ids: Sequence[str] | None = None, up_to: str | None = None) -> dict[str, Any]:
     """Mark the named messages (or every unhandled one up to a cursor) handled: ``{handled: [ids marked]}``."""

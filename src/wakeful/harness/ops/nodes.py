@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["health", "list_nodes", "status"]
 
 
-@operation("nodes.list", "GET", "/v1/nodes")
+@operation("nodes.list")
 async def list_nodes(harness: Harness, principal: Principal, *, limit: int = 50, cursor: str | None = None,
                      include_gone: bool = False) -> dict[str, Any]:
     """Nodes with state, heartbeat age, objects and the agent leases each holds (harness.md §2.8, §19)."""

@@ -15,10 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["run"]
 
-G = "/v1/agent-groups/{group_id}"
 
-
-@operation("scripts.run", "POST", G + "/scripts/run")
+@operation("scripts.run")
 async def run(harness: Harness, principal: Principal, *, group_id: str, source: str | None = None,
               files: dict[str, str] | None = None, entry: str | None = None, env: dict[str, str] | None = None,
               agent_id: str | None = None) -> dict[str, Any]:

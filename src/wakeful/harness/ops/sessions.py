@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wakeful.harness.errors import SessionNotFound
-from wakeful.harness.ops.agents import G, agent_in_scope
+from wakeful.harness.ops.agents import agent_in_scope
 from wakeful.harness.ops.pages import page
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import check_group
@@ -53,7 +53,7 @@ async def find(harness: Harness, principal: Principal, session_id: str) -> dict[
     return session_view(found)
 
 
-@operation("sessions.create", "POST", G + "/agents/{agent_id}/sessions", status=201)
+@operation("sessions.create")
 async def create(harness: Harness, principal: Principal, *, group_id: str, agent_id: str,
                  title: str = "") -> dict[str, Any]:
     """A new session (an inbox) of the agent."""
@@ -63,7 +63,7 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, agent
     return session_view(session)
 
 
-@operation("sessions.list", "GET", G + "/agents/{agent_id}/sessions")
+@operation("sessions.list")
 async def list_sessions(harness: Harness, principal: Principal, *, group_id: str, agent_id: str, limit: int = 50,
                         cursor: str | None = None) -> dict[str, Any]:
     """One page of the agent's sessions, by id."""
@@ -73,7 +73,7 @@ async def list_sessions(harness: Harness, principal: Principal, *, group_id: str
     return page(found, limit=limit, cursor=cursor, key=lambda s: s.id, render=session_view)
 
 
-@operation("sessions.delete", "DELETE", G + "/sessions/{session_id}", status=204)
+@operation("sessions.delete")
 async def delete(harness: Harness, principal: Principal, *, group_id: str, session_id: str) -> None:
     """Delete the session; ``session_in_use`` while a Loop targets it."""
     async with harness.store.tx() as tx:

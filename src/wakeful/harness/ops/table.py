@@ -9,7 +9,6 @@ own transactions and answers exactly the JSON the HTTP route answers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,12 +23,12 @@ __all__ = ["OPERATIONS", "Operation", "operation"]
 
 OpFn = Callable[..., Awaitable[Any]]
 F = TypeVar("F", bound=OpFn)
-_PATH_PARAM = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One operation: ``name`` (``loops.get``), its function, and the HTTP route offering it.
+    """One operation: ``name`` (``loops.get``), its function, and the HTTP route offering it (its entry in
+    ``ops.routes``, the one place a route is written).
 
     Path parameters are the ``{names}`` of ``path``; of the other arguments, those in ``query`` (all of them for
     GET and DELETE) travel in the query string and the rest in the JSON body. ``status`` is the route's success
@@ -37,15 +36,31 @@ class Operation:
 
     name: str
     fn: OpFn
-    method: str
-    path: str
-    query: tuple[str, ...] = ()
-    status: int = 200
-    read_only: bool = False
+    route: Route
+
+    @property
+    def method(self) -> str:
+        return self.route.method
+
+    @property
+    def path(self) -> str:
+        return self.route.path
+
+    @property
+    def query(self) -> tuple[str, ...]:
+        return self.route.query
+
+    @property
+    def status(self) -> int:
+        return self.route.status
+
+    @property
+    def read_only(self) -> bool:
+        return self.route.method == "GET"
 
     @property
     def path_params(self) -> tuple[str, ...]:
-        return tuple(_PATH_PARAM.findall(self.path))
+        return self.route.path_params
 
     async def __call__(self, harness: Harness, principal: Principal, **arguments: Any) -> Any:
         return await self.fn(harness, principal, **arguments)
@@ -54,15 +69,18 @@ class Operation:
 OPERATIONS: dict[str, Operation] = {}
 
 
-def operation(name: str, method: str, path: str, *, query: tuple[str, ...] = (), status: int = 200) -> Callable[[F], F]:
-    """Register ``fn`` as the operation ``name`` offered at ``method path`` (a name is registered once)."""
+def operation(name: str) -> Callable[[F], F]:
+    """Register ``fn`` as the operation ``name``, offered at its route in ``ops.routes`` (a name is registered
+    once, and only with a route there)."""
 
     def register(fn: F) -> F:
         if name in OPERATIONS:
             raise ValueError(f"operation {name} is registered twice")
-        if ROUTES.get(name) != Route(name, method, path, query, status):  # what a remote client sends
-            raise ValueError(f"operation {name}: {method} {path} is not its route in wakeful.harness.ops.routes")
-        OPERATIONS[name] = Operation(name, fn, method, path, query, status, read_only=method == "GET")
+        route = ROUTES.get(name)
+        if route is None:  # what a remote client sends is that table alone
+            raise ValueError(f"operation {name} has no route: a name that is not its route in "
+                             "wakeful.harness.ops.routes cannot register")
+        OPERATIONS[name] = Operation(name, fn, route)
         return fn
 
     return register

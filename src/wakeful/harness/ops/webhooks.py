@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["VERIFIER_KEYS", "clear_verifier", "get_verifier", "set_verifier", "webhook"]
 
-G = "/v1/agent-groups/{group_id}"
 VERIFIER_KEYS = ("scheme", "secret", "tolerance_s", "fields", "header", "encoding", "prefix", "id_header",
                  "topic_header")
 
 
-@operation("webhooks.webhook", "POST", G + "/loops/{loop_id}/webhook")
+@operation("webhooks.webhook")
 async def webhook(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
                   action: str) -> dict[str, Any]:
     """``enable`` (the URL shown once), ``rotate`` (a new URL, the old one stops) or ``revoke``."""
@@ -37,7 +36,7 @@ async def webhook(harness: Harness, principal: Principal, *, group_id: str, loop
                                actor=principal.actor)
 
 
-@operation("webhooks.set_verifier", "PUT", G + "/loops/{loop_id}/webhook/verifier")
+@operation("webhooks.set_verifier")
 async def set_verifier(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
                        **spec: Any) -> dict[str, Any]:
     """Give the webhook a verifier ``{scheme, secret, tolerance_s?, fields?, header?, encoding?, prefix?,
@@ -50,14 +49,14 @@ async def set_verifier(harness: Harness, principal: Principal, *, group_id: str,
     return await verifiers.set_verifier(harness.store, loop_id, given, actor=principal.actor)
 
 
-@operation("webhooks.get_verifier", "GET", G + "/loops/{loop_id}/webhook/verifier")
+@operation("webhooks.get_verifier")
 async def get_verifier(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> dict[str, Any]:
     """``{loop_id, verifier}`` (``verifier`` null when the webhook takes unsigned JSON; never the secret)."""
     await loop_in_scope(harness, principal, group_id, loop_id)
     return await verifiers.show_verifier(harness.store, loop_id)
 
 
-@operation("webhooks.clear_verifier", "DELETE", G + "/loops/{loop_id}/webhook/verifier", status=204)
+@operation("webhooks.clear_verifier")
 async def clear_verifier(harness: Harness, principal: Principal, *, group_id: str, loop_id: str) -> None:
     """Remove the verifier (the webhook takes unsigned JSON again); the route answers 204."""
     await loop_in_scope(harness, principal, group_id, loop_id)
