@@ -72,8 +72,9 @@ class PgLimiter:
         try:
             while state.waiting:
                 first = state.waiting[0]
-                batch = [c for c in state.waiting if (c.capacity, c.rate) == (first.capacity, first.rate)]
-                state.waiting = [c for c in state.waiting if (c.capacity, c.rate) != (first.capacity, first.rate)]
+                shape = (first.capacity, first.rate)
+                batch = [c for c in state.waiting if (c.capacity, c.rate) == shape]
+                state.waiting = [c for c in state.waiting if (c.capacity, c.rate) != shape]
                 batch = [c for c in batch if not c.answer.done()]  # a caller that gave up before its round
                 if not batch:
                     continue
