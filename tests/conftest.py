@@ -61,8 +61,7 @@ def _wakeful_environment_per_test() -> Iterator[None]:
     """Each test starts from the ``WAKEFUL_*`` environment the suite started with: a test that runs the typer
     app in process (``CliRunner``) or a server in this process cannot leave a store URL or data directory for a
     later test's children (``main()`` itself restores it: tests/unit/cli/test_cli_main_environment.py)."""
-    kept = {key: value for key, value in os.environ.items() if key.startswith("WAKEFUL_")}
-    yield
-    for key in [key for key in os.environ if key.startswith("WAKEFUL_") and key not in kept]:
-        del os.environ[key]
-    os.environ.update(kept)
+    from wakeful.cli.main import kept_environment
+
+    with kept_environment():
+        yield

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -324,21 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point `wakeful`. Called in process (a test, an embedding program), it leaves the caller's
     ``WAKEFUL_*`` environment as it found it: the global options reach the commands through the environment
     (interfaces.md §7), but only for the length of the call."""
-    kept = _wakeful_environment()
-    try:
+    with kept_environment():
         return _main(argv)
+
+
+@contextmanager
+def kept_environment() -> Iterator[None]:
+    """The ``WAKEFUL_*`` environment variables as they were on entry, restored on exit (values set meanwhile
+    undone, values removed meanwhile put back)."""
+    kept = {key: value for key, value in os.environ.items() if key.startswith("WAKEFUL_")}
+    try:
+        yield
     finally:
-        _restore_environment(kept)
-
-
-def _wakeful_environment() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if key.startswith("WAKEFUL_")}
-
-
-def _restore_environment(kept: dict[str, str]) -> None:
-    for key in [key for key in os.environ if key.startswith("WAKEFUL_") and key not in kept]:
-        del os.environ[key]
-    os.environ.update(kept)
+        for key in [key for key in os.environ if key.startswith("WAKEFUL_") and key not in kept]:
+            del os.environ[key]
+        os.environ.update(kept)
 
 
 def _main(argv: list[str] | None) -> int:
