@@ -187,6 +187,15 @@ class Node:
         issue 16 / benchmarks.md §2.2: a restart costs a few statements per batch, not four transactions per
         Loop. Loops resident, queued for a tick or being loaded or unloaded right now are left alone; an
         unavailable store defers the batch's Loops to the next tick. Returns how many were loaded."""
+        if not loop_ids:
+            return 0
+        self.runtime.scheduler.hold_hygiene()  # one collection after the whole burst (vm.md §7), not per batch
+        try:
+            return await self._load_batches(loop_ids)
+        finally:
+            self.runtime.scheduler.release_hygiene()
+
+    async def _load_batches(self, loop_ids: list[str]) -> int:
         loaded = 0
         for start in range(0, len(loop_ids), loops.BATCH):
             chunk = loop_ids[start:start + loops.BATCH]
