@@ -211,3 +211,49 @@ async def test_a_restart_never_takes_a_lease_another_live_node_took_nor_more_tha
     finally:
         await probe.close()
         await other.stop()
+
+
+async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The harness bench lists every Loop page by page while it waits for them to run: each page decodes at
+    most limit + 1 rows of the listing (and the page's own), so listing N Loops costs O(N), not O(N² / limit);
+    the pages still cover every Loop once, in id order, with the filters applied."""
+    from wakeful.harness.ops.loops import list_loops
+    from wakeful.harness.principal import Principal
+
+    h = Harness(_config(store_url, tmp_path / "node"), clock=store_clock, sweeps=False)
+    await h.start()
+    try:
+        fleet = await _fleet(h, compile_c, 0, 3, per_agent=5)  # 15 Loops
+        G = schema.agent_group
+        async with h.store.tx(readonly=True) as tx:
+            group_id = str((await tx.execute(sa.select(G.c.id))).scalar())
+        decoded = 0
+        real = loops.loop_from_row
+
+        def counted(row: Any) -> Any:
+            nonlocal decoded
+            decoded += 1
+            return real(row)
+
+        monkeypatch.setattr(loops, "loop_from_row", counted)
+        admin = Principal(role="admin", key_id="k", group_id=None, agent_id=None, operator=True)
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            decoded = 0
+            out = await list_loops(h, admin, group_id=group_id, limit=4, cursor=cursor, state="active")
+            assert decoded <= 5, decoded  # limit + 1: one more than the page, to know whether another follows
+            seen += [str(item["id"]) for item in out["items"]]
+            cursor = out["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == sorted(fleet)
+        one = sorted(set(fleet.values()))[0]
+        out = await list_loops(h, admin, group_id=group_id, limit=200, agent_id=one)
+        assert [item["id"] for item in out["items"]] == sorted(i for i, a in fleet.items() if a == one)
+        assert (await list_loops(h, admin, group_id=group_id, limit=200, state="paused"))["items"] == []
+    finally:
+        await h.stop()
