@@ -163,19 +163,123 @@ class Node:
     async def close(self) -> None:
         """§19.4 drain, single node: end every incarnation (Loops stay active), stop the runtime."""
         await self.settle()
-        for loop_id in list(self._residents):
-            await self.end_incarnation(loop_id)
+        await self.end_many(list(self._residents))
         await self.flush_logs()
         await self.runtime.close()
         await self.dispatch.drain()
         await self.settle()
 
     async def _adopt_all(self) -> None:
+        L = schema.loop
+        async with self.store.tx(readonly=True) as tx:  # oldest first; only the columns the choice needs
+            rows = list(await tx.execute(sa.select(L.c.id, L.c.agent_id).where(L.c.state == lc.ACTIVE)
+                                         .order_by(L.c.created_ms, L.c.id)))
+        ids = [row.id for row in rows
+               if self.placement is None or self.placement.holds(row.agent_id)]  # §19: leased agents only
+        await self.load_many(ids)
+
+    # ------------------------------------------------------------------ §4.3 for many Loops at once
+
+    async def load_many(self, loop_ids: list[str]) -> int:
+        """§4.3 for many Loops (a node's start, the adoption of claimed agents), oldest first as given: the same
+        steps as ``load``, batched — step 1 for ``loops.BATCH`` Loops in one transaction, the artifact read and
+        verified once per digest of a batch, step 4 in one transaction, step 5's pending events in one read.
+        issue 16 / benchmarks.md §2.2: a restart costs a few statements per batch, not four transactions per
+        Loop. Loops resident, queued for a tick or being loaded or unloaded right now are left alone; an
+        unavailable store defers the batch's Loops to the next tick. Returns how many were loaded."""
+        if not loop_ids:
+            return 0
+        self.runtime.scheduler.hold_hygiene()  # one collection after the whole burst (vm.md §7), not per batch
+        try:
+            return await self._load_batches(loop_ids)
+        finally:
+            self.runtime.scheduler.release_hygiene()
+
+    async def _load_batches(self, loop_ids: list[str]) -> int:
+        loaded = 0
+        for start in range(0, len(loop_ids), loops.BATCH):
+            chunk = loop_ids[start:start + loops.BATCH]
+            taken = [i for i in chunk if i not in self._residents and i not in self._reload_due
+                     and i not in self._reporting and not self.is_locked(i)]
+            locks = [self._lock(i) for i in taken]
+            for lock in locks:
+                await lock.acquire()  # free (checked above, and nothing ran in between): no wait
+            try:
+                loaded += await self._load_batch(taken)
+            except StoreUnavailable as exc:
+                log.warning("loading %d Loops deferred: %s", len(taken), exc.message)
+                self._load_deferred.update(i for i in taken if i not in self._residents)
+            finally:
+                for lock in locks:
+                    lock.release()
+        return loaded
+
+    async def _load_batch(self, loop_ids: list[str]) -> int:
+        if not loop_ids:
+            return 0
+        for loop_id in loop_ids:
+            self._waiting_capacity.discard(loop_id)
+            self._load_deferred.discard(loop_id)
+        if self.placement is not None and self.placement.state != "alive":
+            return 0
+        async with self.store.tx() as tx:  # step 1, for the batch
+            ids = loop_ids
+            if self.placement is not None:  # only Loops whose agent lease this node holds at the epoch it believes
+                ids = await self.placement.leases_ok_many(tx, loop_ids)
+            rows = await loops.begin_incarnations(tx, ids, node_id=self.node_id)
+        # step 2: once per digest of the batch (the bytes re-read and re-hashed for this load, §8)
+        elves: dict[tuple[str, str], bytes | ArtifactProblem] = {}
+        made: list[tuple[Loop, str]] = []
+        for row in rows:
+            key = (row.group_id, row.artifact_sha256)
+            if key not in elves:
+                try:
+                    elves[key] = await read_verified(self.store, self.config.artifact_dir, *key)
+                except ArtifactProblem as problem:
+                    elves[key] = problem
+            elf = elves[key]
+            if isinstance(elf, ArtifactProblem):
+                await self._pause_fault(row.id, row.incarnation, elf.failure, elf.detail)
+                continue
+            object_id = await self._load_runtime(row, elf)  # step 3
+            if object_id is not None:
+                made.append((row, object_id))
+        if not made:
+            return 0
+        try:
+            async with self.store.tx() as tx:  # step 4, for the batch
+                attached = await loops.attach_objects(tx, [(r.id, r.incarnation, o) for r, o in made])
+        except BaseException:
+            for _, object_id in made:
+                await self.runtime.unload(object_id)
+            raise
+        started: list[Resident] = []
+        for row, object_id in made:
+            if row.id not in attached:  # the Loop changed meanwhile
+                await self.runtime.unload(object_id)
+                continue
+            res = Resident(row.id, row.incarnation, object_id, row.agent_id)
+            if await self._start_object(res):  # step 5
+                started.append(res)
+        await self._replay_many(started)
+        return len(started)
+
+    async def _replay_many(self, started: list[Resident]) -> None:
+        """Step 5's replay for freshly started objects: their pending events in one read per batch."""
+        if not started:
+            return
+        E = schema.loop_event
+        ids = [res.loop_id for res in started]
         async with self.store.tx(readonly=True) as tx:
-            ids = [row.id for row in await loops.list_loops(tx, state=lc.ACTIVE)  # oldest first
-                   if self.placement is None or self.placement.holds(row.agent_id)]  # §19: leased agents only
-        for loop_id in ids:
-            await self.try_load(loop_id, if_absent=True)
+            stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.topic, E.c.payload).where(
+                E.c.loop_id.in_(ids), E.c.status == "pending",
+            ).order_by(E.c.loop_id, E.c.received_ms, E.c.event_id)
+            pending: dict[str, list[Any]] = {}
+            for r in await tx.execute(stmt):
+                pending.setdefault(r.loop_id, []).append(r)
+        for res in started:
+            if pending.get(res.loop_id) and self._residents.get(res.loop_id) is res:
+                await self._deliver(res, [r for r in pending[res.loop_id] if r.event_id not in res.delivered])
 
     # ------------------------------------------------------------------ §4.3 adoption sequence
 
@@ -229,6 +333,20 @@ class Node:
 
     # steps 3–5: load, attach (fenced), start, replay
     async def _load_object(self, row: Loop, elf: bytes) -> Resident | None:
+        object_id = await self._load_runtime(row, elf)
+        if object_id is None:
+            return None
+        res = Resident(row.id, row.incarnation, object_id, row.agent_id)
+        if not await self._attach(res):
+            await self.runtime.unload(res.object_id)
+            return None
+        if not await self._start_object(res):
+            return None
+        await self.replay(row.id)
+        return res
+
+    # step 3: the runtime's load; None when it refused (told, paused or queued for capacity)
+    async def _load_runtime(self, row: Loop, elf: bytes) -> str | None:
         config = load_config(row.config, row.id, row.incarnation, row.checkpoint)
         caps = runtime_capabilities(row.capabilities, self.tools.loop_tool_names())
         try:
@@ -242,21 +360,20 @@ class Node:
         except InvalidParams as exc:
             await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
             return None
-        res = Resident(row.id, row.incarnation, status.object_id, row.agent_id)
-        if not await self._attach(res):
-            await self.runtime.unload(res.object_id)
-            return None
-        self._residents[row.id] = self._objects[res.object_id] = res
+        return status.object_id
+
+    # step 5's start of an attached object: resident from here; False when the start failed (a fault)
+    async def _start_object(self, res: Resident) -> bool:
+        self._residents[res.loop_id] = self._objects[res.object_id] = res
         try:
             await self.runtime.start(res.object_id)
         except WakefulError as exc:  # §7: a start failure of an object that loaded is a fault
-            self._residents.pop(row.id, None)
+            self._residents.pop(res.loop_id, None)
             self._objects.pop(res.object_id, None)
             await self.runtime.unload(res.object_id)
-            await self._fault(row.id, row.incarnation, f"start failed: {exc.message}")
-            return None
-        await self.replay(row.id)
-        return res
+            await self._fault(res.loop_id, res.incarnation, f"start failed: {exc.message}")
+            return False
+        return True
 
     # step 4: update object_id only where id, incarnation and state = active still match
     async def _attach(self, res: Resident) -> bool:
@@ -282,6 +399,37 @@ class Node:
                 await loops.detach_object(tx, loop_id, res.incarnation)
         except StoreUnavailable:
             log.warning("could not clear object_id of %s: store unavailable", loop_id)
+
+    async def end_many(self, loop_ids: list[str]) -> None:
+        """``end_incarnation`` for many Loops (a drain): the objects stopped and unloaded, ``object_id`` cleared
+        where the incarnation still matches in one statement per ``loops.BATCH`` Loops, not a transaction each.
+        A Loop being loaded or unloaded right now is ended on its own, after that work."""
+        for start in range(0, len(loop_ids), loops.BATCH):
+            chunk = loop_ids[start:start + loops.BATCH]
+            busy = [i for i in chunk if self.is_locked(i)]
+            locks = [self._lock(i) for i in chunk if i not in busy]
+            for lock in locks:
+                await lock.acquire()  # free (checked above, and nothing ran in between): no wait
+            try:
+                ended: list[Resident] = []
+                for loop_id in chunk:
+                    res = self._residents.pop(loop_id, None) if loop_id not in busy else None
+                    self._reload_due.pop(loop_id, None)
+                    if res is not None:
+                        self._objects.pop(res.object_id, None)
+                        await self.runtime.unload(res.object_id)
+                        ended.append(res)
+                try:
+                    if ended:
+                        async with self.store.tx() as tx:
+                            await loops.detach_objects(tx, [(res.loop_id, res.incarnation) for res in ended])
+                except StoreUnavailable:
+                    log.warning("could not clear object_id of %d Loops: store unavailable", len(ended))
+            finally:
+                for lock in locks:
+                    lock.release()
+            for loop_id in busy:
+                await self.end_incarnation(loop_id)
 
     async def evict(self, res: Resident) -> bool:
         """§19.2 self-fence: retire the object at once, without the store (the row keeps its object_id until the
@@ -414,6 +562,10 @@ class Node:
                 E.c.loop_id == loop_id, E.c.status == "pending",
             ).order_by(E.c.received_ms, E.c.event_id)
             pending = [r for r in await tx.execute(stmt) if r.event_id not in res.delivered]
+        return await self._deliver(res, pending)
+
+    async def _deliver(self, res: Resident, pending: list[Any]) -> int:
+        """Deliver ``pending`` (event rows in replay order) to ``res``; stop at the first refusal."""
         delivered = []
         swallowed = False
         for event in pending:
@@ -549,18 +701,26 @@ class Node:
         try:
             async with self.store.tx() as tx:
                 now = await tx.now_ms()
-                for loop_id in sorted(set(lines) | set(dropped) | set(refused)):
-                    row = await loops.find_loop(tx, loop_id)
-                    if row is None:
+                ids = sorted(set(lines) | set(dropped) | set(refused))
+                L = schema.loop
+                current: dict[str, int] = {}  # issue 16: the Loops' incarnations in one read per batch
+                for start in range(0, len(ids), loops.BATCH):
+                    stmt = sa.select(L.c.id, L.c.incarnation).where(L.c.id.in_(ids[start:start + loops.BATCH]))
+                    current.update((r.id, int(r.incarnation)) for r in await tx.execute(stmt))
+                batches: dict[str, list[LogLine]] = {}
+                for loop_id in ids:
+                    incarnation = current.get(loop_id)
+                    if incarnation is None:
                         continue  # deleted meanwhile
                     batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
                     if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
-                        batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
+                        batch.append(LogLine(now, incarnation, "harness", _dropped_text(dropped[loop_id])))
                     for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
-                        batch.append(LogLine(now, row.incarnation, "harness", _refused_text(reason, count)))
+                        batch.append(LogLine(now, incarnation, "harness", _refused_text(reason, count)))
+                    batches[loop_id] = batch
                     lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
-                    await loops.append_logs(tx, loop_id, batch)
-                    await loops.add_dropped_logs(tx, loop_id, lost)
+                    await loops.add_dropped_logs(tx, loop_id, lost)  # a statement only when lines were lost
+                await loops.append_logs_many(tx, batches)
         except StoreUnavailable:
             log.warning("guest log lines lost: store unavailable")
 

@@ -133,6 +133,7 @@ class Scheduler:
         self._armed_ns = 0  # the deadline the timer handle is for
         self._loads_in_burst = 0
         self._last_load_ns = 0
+        self._bursts = 0  # hold_hygiene: an embedder's load burst in progress (its pauses are not quiet)
         # counters for wakeful.stats
         self.batches = 0
         self.batch_start_ns = 0
@@ -517,6 +518,17 @@ class Scheduler:
         if self._loads_in_burst == HYGIENE_LOADS:
             self._arm_hygiene(now + HYGIENE_QUIET_NS)
 
+    def hold_hygiene(self) -> None:
+        """An embedder starts a burst of loads with pauses of its own between them (a node loading its Loops
+        batch by batch, waiting for its store in between): until ``release_hygiene`` no pause counts as the
+        quiet that ends the burst, so the collection runs once after it, not once per 1,000 loads."""
+        self._bursts += 1
+
+    def release_hygiene(self) -> None:
+        """The burst ended: the 100 ms of quiet count from now."""
+        self._bursts = max(0, self._bursts - 1)
+        self._last_load_ns = max(self._last_load_ns, self.clock.monotonic_ns())
+
     def _arm_hygiene(self, deadline_ns: int) -> None:
         self._seq += 1
         heapq.heappush(self._timers, (deadline_ns, self._seq, None, 0))
@@ -526,6 +538,9 @@ class Scheduler:
         if self._loads_in_burst < HYGIENE_LOADS:
             return
         quiet_until = self._last_load_ns + HYGIENE_QUIET_NS
+        if self._bursts:  # a held burst: look again a quiet period from now
+            self._arm_hygiene(now + HYGIENE_QUIET_NS)
+            return
         if now < quiet_until:
             self._arm_hygiene(quiet_until)
             return

@@ -168,6 +168,36 @@ def test_memory_hygiene_after_a_load_burst(exit_elf: bytes) -> None:
         gc.unfreeze()
 
 
+def test_memory_hygiene_collects_once_after_a_held_burst(exit_elf: bytes) -> None:
+    """issue 16: a node loading its Loops batch by batch waits for its store between batches; with the burst held
+    (``hold_hygiene``) those pauses are not the quiet that ends it — at N = 10,000 each ended burst cost a
+    collection of the whole heap, ten of them — and the one collection comes 100 ms after the release."""
+    import gc
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, max_objects=3_000)
+    try:
+        rt.scheduler.hold_hygiene()
+        for _ in range(2):  # two batches of 1,000 loads, a long store wait after each
+            for _ in range(1_000):
+                rt.load_nowait(exit_elf)
+            clock.advance(ms=500)
+            rt.run_batch()
+            assert rt.scheduler.gc_freezes == 0
+        rt.scheduler.release_hygiene()
+        clock.advance(ms=60)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 0  # the quiet counts from the release
+        clock.advance(ms=60)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1
+        clock.advance(ms=1_000)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1
+    finally:
+        gc.unfreeze()
+
+
 def test_memory_hygiene_waits_for_the_started_guests(exit_elf: bytes) -> None:
     """vm.md §7 "so idle instances are not rescanned": at the quiet point the burst's started guests have not
     run yet, so the collect + freeze waits (10 ms steps) until the run queue has drained."""

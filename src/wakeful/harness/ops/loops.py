@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wakeful.harness.errors import AgentNotFound, InvalidRequest, SessionNotFound
-from wakeful.harness.ops.pages import page
+from wakeful.harness.ops.pages import decode_cursor, page
 from wakeful.harness.ops.scope import loop_in_scope
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import check_group
@@ -87,11 +87,11 @@ async def list_loops(harness: Harness, principal: Principal, *, group_id: str, l
         if agent_id is not None and agent_id != principal.agent_id:
             return {"items": [], "next_cursor": None}
         agent_id = principal.agent_id
-    views = await harness.loops.list(agent_id=agent_id, group_id=group_id, state=state)
-    if pause_reason is not None:
-        views = [v for v in views if v.get("pause_reason") == pause_reason]
-    views.sort(key=lambda v: str(v["loop_id"]))
-    out = page(views, limit=limit, cursor=cursor, key=lambda v: str(v["loop_id"]), render=lambda v: v)
+    # issue 16: the page is chosen in the query (id order, after the cursor's id, one row more than asked to
+    # know whether another page follows), not cut from a listing of every Loop of the group
+    views = await harness.loops.page(group_id=group_id, limit=limit + 1, after=decode_cursor(cursor),
+                                     agent_id=agent_id, state=state, pause_reason=pause_reason)
+    out = page(views, limit=limit, cursor=None, key=lambda v: str(v["loop_id"]), render=lambda v: v)
     rows = await loop_rows(harness.store, [str(v["loop_id"]) for v in out["items"]])
     out["items"] = [loop_object(harness, v, rows.get(str(v["loop_id"]))) for v in out["items"]]
     return out

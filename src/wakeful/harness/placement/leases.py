@@ -58,10 +58,26 @@ async def claim(tx: Tx, agent_id: str, node_id: str, ttl_ms: int) -> Lease | Non
 # issue 16: a node restarted under its own id (placement/identity.py) takes over the leases its previous process
 # still held: the same holder at epoch + 1, so whatever that process still had in flight is fenced (renewals and
 # §4.3 step 1 match the epoch), and nobody waits for the TTL. Expired leases are left to the stranded sweep.
-async def reclaim(tx: Tx, node_id: str, ttl_ms: int) -> dict[str, int]:
-    """``{agent_id: new epoch}`` of every unexpired lease held under ``node_id``, now renewed at a new epoch."""
+#
+# A clean shutdown released its leases (§19.4 drain: expires_ms = now, the holder column still this node): free for
+# any node to claim, and other live nodes were told to sweep at once. What none of them took is still under this
+# node's id when it starts again; ``released`` > 0 takes up to that many of them (those whose agent has an active
+# Loop) in the same statement — an ordinary claim of a free lease (epoch + 1), so the restart does not wait for
+# the stranded sweep's pages. A lease another node claimed meanwhile names that node and is never touched: every
+# row is matched on ``node_id`` again when it is updated.
+async def reclaim(tx: Tx, node_id: str, ttl_ms: int, *, released: int = 0) -> dict[str, int]:
+    """``{agent_id: new epoch}`` of every unexpired lease held under ``node_id`` and of up to ``released``
+    expired ones still under it, now renewed at a new epoch."""
     now = await tx.now_ms()
-    stmt = A.update().where(A.c.node_id == node_id, A.c.expires_ms > now).values(
+    mine: Any = A.c.expires_ms > now
+    if released > 0:
+        L = schema.loop
+        free = (sa.select(A.c.agent_id)
+                .where(A.c.node_id == node_id, A.c.expires_ms <= now,
+                       A.c.agent_id.in_(sa.select(L.c.agent_id).where(L.c.state == "active")))
+                .order_by(A.c.agent_id).limit(released))
+        mine = sa.or_(mine, A.c.agent_id.in_(free.scalar_subquery()))
+    stmt = A.update().where(A.c.node_id == node_id, mine).values(
         epoch=A.c.epoch + 1, acquired_ms=now, renewed_ms=now, expires_ms=now + ttl_ms,
     ).returning(A.c.agent_id, A.c.epoch)
     return {r.agent_id: int(r.epoch) for r in await tx.execute(stmt)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -40,7 +41,6 @@ log = logging.getLogger("wakeful.placement")
 SWEEP_PAGE = 200  # §19.3: the stranded sweep pages 200 rows ordered by (updated_ms, id)
 FAIR_SHARE_SLACK = 1.25  # §19.3: claim while below 1.25 × (active agents ÷ live nodes)
 DRAIN_BOUND_S = 25.0  # §19.4
-ADOPT_PARALLEL = 8  # agents adopted concurrently after a sweep claimed several
 L, E, A = schema.loop, schema.loop_event, schema.agent_lease
 
 
@@ -101,7 +101,8 @@ class Placement:
         async with self.store.tx() as tx:
             await nodes.register(tx, node_id=self.node_id, name=self.name, host=socket.gethostname(),
                                  pid=os.getpid(), version=self.version, capacity=self.node.config.max_objects)
-            mine = await leases.reclaim(tx, self.node_id, self.ttl_ms)  # a restart under this node's own id
+            # a restart under this node's own id: its leases, and those its drain released, up to the fair share
+            mine = await leases.reclaim(tx, self.node_id, self.ttl_ms, released=await self._share(tx))
         for agent_id, epoch in mine.items():
             self.book.add(agent_id, epoch, sent_ns)
         self._reclaimed.update(mine)  # adopted by the first tick, below
@@ -119,6 +120,13 @@ class Placement:
             self._loop.create_task(_every(self.cfg.tick_s, self.tick, first=0.0)),  # adoption in the background
             self._loop.create_task(_every(fence_every, self.fence)),
         ]
+
+    async def _share(self, tx: Tx) -> int:
+        """§19.3's claim limit, as the stranded sweep counts it: 1.25 × (active agents ÷ live nodes)."""
+        live = max(1, await nodes.live_nodes(tx, self.dead_after_ms))
+        active = int((await tx.execute(
+            sa.select(sa.func.count(sa.distinct(L.c.agent_id))).where(L.c.state == lc.ACTIVE))).scalar_one())
+        return math.ceil(FAIR_SHARE_SLACK * max(1, active) / live)  # the sweep claims while below it
 
     async def drain(self) -> None:
         """§19.4: draining → end every incarnation → release every lease → gone (bounded by 25 s)."""
@@ -148,8 +156,7 @@ class Placement:
 
     async def _hand_over(self) -> None:
         await self.node.settle()
-        for res in self.node.residents():
-            await self.node.end_incarnation(res.loop_id)
+        await self.node.end_many([res.loop_id for res in self.node.residents()])
         await self.node.flush_logs()
         held = self.book.snapshot()
         if held:
@@ -204,6 +211,23 @@ class Placement:
         lease = await leases.lease_of(tx, row.agent_id, for_share=True)
         return lease is not None and lease.node_id == self.node_id and lease.epoch == epoch
 
+    async def leases_ok_many(self, tx: Tx, loop_ids: list[str]) -> list[str]:
+        """``lease_ok`` for a batch of Loops (``Node.load_many``), in its step-1 transaction and one statement:
+        those of ``loop_ids`` (in their order) whose agent's lease this node holds at the epoch it believes, the
+        lease rows read ``FOR SHARE``."""
+        if self.state != "alive" or not loop_ids:
+            return []
+        stmt = sa.select(L.c.id, L.c.agent_id, A.c.node_id, A.c.epoch).select_from(
+            L.join(A, A.c.agent_id == L.c.agent_id)).where(L.c.id.in_(loop_ids), A.c.node_id == self.node_id)
+        if tx.dialect == "postgresql":
+            stmt = stmt.with_for_update(read=True, of=A)
+        ok: set[str] = set()
+        for row in await tx.execute(stmt):
+            self._agent_of[row.id] = row.agent_id
+            if self.book.epoch(row.agent_id) == int(row.epoch):
+                ok.add(row.id)
+        return [loop_id for loop_id in loop_ids if loop_id in ok]
+
     # ------------------------------------------------------------------ claims and adoption
 
     async def claim(self, agent_id: str) -> bool:
@@ -232,19 +256,7 @@ class Placement:
 
     async def adopt_agent(self, agent_id: str) -> int:
         """§19.2: adopt each of the agent's active Loops, oldest first, at a new incarnation, then replay."""
-        async with self.store.tx(readonly=True) as tx:
-            ids = [row.id for row in await loops.list_loops(tx, agent_id=agent_id, state=lc.ACTIVE)]
-        self._agent_of.update((loop_id, agent_id) for loop_id in ids)
-        loaded = 0
-        node = self.node
-        for loop_id in ids:
-            if not self.holds(agent_id):
-                break
-            if node.resident(loop_id) is not None or node.queued(loop_id) or node.is_locked(loop_id):
-                continue  # resident, waiting for a tick, or being loaded right now by someone else
-            if await node.try_load(loop_id, if_absent=True) is not None:
-                loaded += 1
-        return loaded
+        return await self.adopt_agents([agent_id])
 
     # ------------------------------------------------------------------ §19.3 placement tick
 
@@ -385,16 +397,26 @@ class Placement:
                 claimed.append(agent_id)
         await self.adopt_agents(claimed)
 
-    async def adopt_agents(self, agents: list[str]) -> None:
-        """Adopt several claimed agents, ``ADOPT_PARALLEL`` at a time: a load mostly waits for the store, so
-        overlapping them shortens a takeover; each agent's Loops still load oldest first."""
-        limit = asyncio.Semaphore(ADOPT_PARALLEL)
-
-        async def one(agent_id: str) -> None:
-            async with limit:
-                await self.adopt_agent(agent_id)
-
-        await asyncio.gather(*(one(a) for a in agents))
+    async def adopt_agents(self, agents: list[str]) -> int:
+        """§19.2: adopt the active Loops of the claimed ``agents``, oldest first, each at a new incarnation, then
+        replay. issue 16 / benchmarks.md §2.2: the Loops are listed in one read and loaded in batches
+        (``Node.load_many``: a few statements per batch, not per Loop), so a takeover or a restart of N Loops
+        costs O(N / batch) transactions. Returns how many were loaded."""
+        agents = [a for a in agents if self.holds(a)]
+        if not agents:
+            return 0
+        found: list[tuple[int, str]] = []
+        async with self.store.tx(readonly=True) as tx:
+            for chunk in _chunks(sorted(agents), 500):
+                stmt = sa.select(L.c.id, L.c.agent_id, L.c.created_ms).where(
+                    L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE)
+                for row in await tx.execute(stmt):
+                    self._agent_of[row.id] = row.agent_id
+                    found.append((int(row.created_ms), row.id))
+        ids = [loop_id for _, loop_id in sorted(found)]  # oldest first, as §19.2 asks of each agent
+        node = self.node
+        todo = [i for i in ids if node.resident(i) is None and not node.queued(i) and not node.is_locked(i)]
+        return await node.load_many(todo)
 
     async def poll_events(self) -> int:
         """Backup for lost signals: replay resident Loops of this node with never-delivered pending events."""

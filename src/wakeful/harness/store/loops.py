@@ -5,7 +5,7 @@ The rules of *when* a Loop moves are the lifecycle's; this module owns how the r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
 
 __all__ = [
+    "BATCH",
     "KEEP_LOGS",
     "KEEP_TRANSITIONS",
     "LogLine",
@@ -26,10 +27,14 @@ __all__ = [
     "add_dropped_logs",
     "add_transition",
     "append_logs",
+    "append_logs_many",
     "attach_object",
+    "attach_objects",
     "begin_incarnation",
+    "begin_incarnations",
     "delete_loop",
     "detach_object",
+    "detach_objects",
     "find_loop",
     "get_loop",
     "insert_loop",
@@ -39,6 +44,7 @@ __all__ = [
     "update_loop",
 ]
 
+BATCH = 500  # Loops per batched statement (begin_incarnations, attach_objects): bounded parameter lists
 KEEP_LOGS = 200  # §2.7
 KEEP_TRANSITIONS = 100  # §2.7
 MAX_LOG_CHARS = 1024
@@ -272,6 +278,44 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
     return None if value is None else int(value)
 
 
+# issue 16 / benchmarks.md §2.2: §4.3 step 1 for many Loops in one statement (a node's start, an adoption after a
+# claim): the same conditional update as ``begin_incarnation``, each row's new values returned, so N Loops cost
+# one statement, not an update and a read each
+async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -> list[Loop]:
+    """Raise the incarnation of each active Loop of ``loop_ids`` (at most ``BATCH`` ids), claim them for
+    ``node_id``; the rows as they are now, oldest first. Ids that are not active are left out."""
+    if not loop_ids:
+        return []
+    if len(loop_ids) > BATCH:
+        raise ValueError(f"at most {BATCH} Loops per statement")
+    stmt = (
+        L.update()
+        .where(L.c.id.in_(list(loop_ids)), L.c.state == "active")
+        .values(incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms())
+        .returning(*L.c)
+    )
+    rows = [loop_from_row(r) for r in await tx.execute(stmt)]
+    rows.sort(key=lambda r: (r.created_ms, r.id))
+    return rows
+
+
+# step 4 for many Loops in one statement: each ``(loop_id, incarnation, object_id)`` attached only where id,
+# incarnation and state = active still match; the ids attached
+async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set[str]:
+    if not objects:
+        return set()
+    if len(objects) > BATCH:
+        raise ValueError(f"at most {BATCH} Loops per statement")
+    object_of = sa.case({loop_id: object_id for loop_id, _, object_id in objects}, value=L.c.id)
+    stmt = (
+        L.update()
+        .where(sa.tuple_(L.c.id, L.c.incarnation).in_([(i, n) for i, n, _ in objects]), L.c.state == "active")
+        .values(object_id=object_of, updated_ms=await tx.now_ms())
+        .returning(L.c.id)
+    )
+    return {r.id for r in await tx.execute(stmt)}
+
+
 # §4.3 step 4: attach only where id, incarnation and state = active still match
 async def attach_object(tx: Tx, loop_id: str, incarnation: int, object_id: str) -> bool:
     return await update_loop(
@@ -282,6 +326,21 @@ async def attach_object(tx: Tx, loop_id: str, incarnation: int, object_id: str) 
 # §4.3: ending an incarnation clears object_id only where the incarnation still matches
 async def detach_object(tx: Tx, loop_id: str, incarnation: int) -> bool:
     return await update_loop(tx, loop_id, where_incarnation=incarnation, object_id=None)
+
+
+# the same for many Loops in one statement (a drain ends every incarnation of the node): the ids detached
+async def detach_objects(tx: Tx, incarnations: Sequence[tuple[str, int]]) -> set[str]:
+    if not incarnations:
+        return set()
+    if len(incarnations) > BATCH:
+        raise ValueError(f"at most {BATCH} Loops per statement")
+    stmt = (
+        L.update()
+        .where(sa.tuple_(L.c.id, L.c.incarnation).in_(list(incarnations)))
+        .values(object_id=None, updated_ms=await tx.now_ms())
+        .returning(L.c.id)
+    )
+    return {r.id for r in await tx.execute(stmt)}
 
 
 # §4.2 row 15: the row and everything hanging off it is removed (events, logs, transitions cascade)
@@ -356,6 +415,26 @@ async def append_logs(tx: Tx, loop_id: str, lines: Sequence[LogLine]) -> None:
     ]
     await tx.execute(LOG.insert(), rows)
     await _trim(tx, LOG, loop_id, KEEP_LOGS)
+
+
+# issue 16: the node's log flush for many Loops at once — one insert of every line and one trim per ``BATCH``
+# Loops, not an insert and a trim per Loop (a start of N Loops that each log a line flushed 3 N statements)
+async def append_logs_many(tx: Tx, lines: Mapping[str, Sequence[LogLine]]) -> None:
+    loop_ids = [loop_id for loop_id, some in lines.items() if some]
+    for start in range(0, len(loop_ids), BATCH):
+        chunk = loop_ids[start:start + BATCH]
+        rows = [
+            {"loop_id": loop_id, "at_ms": ln.at_ms, "incarnation": ln.incarnation, "source": ln.source,
+             "text": ln.text[:MAX_LOG_CHARS]}
+            for loop_id in chunk for ln in lines[loop_id][-KEEP_LOGS:]
+        ]
+        await tx.execute(LOG.insert(), rows)
+        newer = LOG.alias("newer")
+        cutoff = (
+            sa.select(newer.c.seq).where(newer.c.loop_id == LOG.c.loop_id)
+            .order_by(newer.c.seq.desc()).offset(KEEP_LOGS - 1).limit(1).scalar_subquery()
+        )
+        await tx.execute(LOG.delete().where(LOG.c.loop_id.in_(chunk), LOG.c.seq < cutoff))
 
 
 async def list_logs(

@@ -1,0 +1,259 @@
+"""issue 16 / benchmarks.md §2.2: a restarted node has all its Loops running again at once, whatever their number.
+
+- Loading is batched (harness.md §4.3 for many Loops): a node's start runs the same statements for 4 Loops as for
+  24, and the artifact they share is read and verified once per start, not once per Loop; every Loop runs at a new
+  incarnation. The drain ends them the same way: its statements do not grow with the Loops either.
+- PostgreSQL: a clean shutdown released its leases (§19.4); the node started again under its own id takes back, in
+  its start, those no other node took — all of them in the first placement pass even when they span more stranded
+  sweep pages than one tick reads — and never a lease another live node holds, nor more than its fair share.
+
+Statements are counted on the test's own thread (the renewer thread's heartbeats are left out); the store clock is
+injected and never advanced, so nothing here can wait for a lease to expire.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from support.harness_fixtures import TestClock, pg_url_with_schema
+from support.loops_harness import DRIVER_C
+
+from wakeful.harness import node as node_module
+from wakeful.harness.config import Config, Limits
+from wakeful.harness.embed import Harness
+from wakeful.harness.placement import placer
+from wakeful.harness.store import loops, schema
+from wakeful.harness.store.core import Store
+from wakeful.harness.store.ids import new_id
+
+LIMITS = Limits(loops_per_group=1000, loops_per_agent=100)
+A = schema.agent_lease
+
+
+def _config(url: str, home: Path) -> Config:
+    return Config(data_dir=home, store_url=url, limits=LIMITS, node_name="n")
+
+
+async def _fleet(h: Harness, compile_c: Any, first: int, agents: int, per_agent: int) -> dict[str, str]:
+    """``agents`` more agents (``first`` on) of the group ``g`` with ``per_agent`` active Loops each, all of one
+    artifact: the first Loop of each agent through ``create_loop``, the rest as rows. {loop id: agent id}."""
+    G = schema.agent_group
+    async with h.store.tx(readonly=True) as tx:
+        group_id = (await tx.execute(sa.select(G.c.id).where(G.c.name == "g"))).scalar()
+    if group_id is None:
+        group_id = (await h.create_group("g", limits={"loops_per_group": 1000, "loops_per_agent": 100})).id
+    elf = compile_c(DRIVER_C, name="loop_driver.c")
+    out: dict[str, str] = {}
+    for i in range(first, first + agents):
+        agent = await h.create_agent(group_id, f"a{i}")
+        session = await h.create_session(agent.id, "inbox")
+        art = str((await h.upload(agent.id, elf, path="/loops/driver.elf"))["artifact"])
+        out[str((await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art))["id"])] = agent.id
+        async with h.store.tx() as tx:
+            for _ in range(per_agent - 1):
+                row = await loops.insert_loop(
+                    tx, group_id=group_id, agent_id=agent.id, session_id=session.id,
+                    artifact_sha256=art.removeprefix("sha256:"), config={}, creator=f"agent:{agent.id}",
+                    loop_id=new_id("lp", int(time.time() * 1000)),
+                )
+                out[row.id] = agent.id
+    return out
+
+
+async def _made(url: str, clock: TestClock, home: Path, compile_c: Any, first: int, agents: int) -> dict[str, str]:
+    """The Loops of ``_fleet`` made by a node on ``home`` that is then stopped (drained: leases released)."""
+    h = Harness(_config(url, home), clock=clock, sweeps=False)
+    await h.start()
+    try:
+        return await _fleet(h, compile_c, first, agents, per_agent=2)
+    finally:
+        await h.stop()
+
+
+@contextmanager
+def _statements() -> Iterator[list[str]]:
+    """Every SQL statement run on this thread inside the block (any engine: the Harness opens its store inside)."""
+    seen: list[str] = []
+    me = threading.get_ident()
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.get_ident() == me:
+            seen.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", before)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", before)
+
+
+@pytest.fixture
+def artifact_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The digests the node read and verified (§8), one entry per read: the real ``read_verified``, counted."""
+    reads: list[str] = []
+    real = node_module.read_verified
+
+    async def counted(store: Any, cache_dir: Path, group_id: str, sha256: str) -> bytes:
+        reads.append(sha256)
+        return await real(store, cache_dir, group_id, sha256)
+
+    monkeypatch.setattr(node_module, "read_verified", counted)
+    return reads
+
+
+async def _incarnations(store: Store) -> dict[str, int]:
+    L = schema.loop
+    async with store.tx(readonly=True) as tx:
+        return {r.id: int(r.incarnation) for r in await tx.execute(sa.select(L.c.id, L.c.incarnation))}
+
+
+async def _restart(url: str, clock: TestClock, home: Path, fleet: dict[str, str],
+                   reads: list[str]) -> tuple[int, int]:
+    """Start the node on ``home`` (its Loops were ended by the previous run's drain) and stop it again: (statements
+    of the start, statements of the stop); asserts every Loop ran at the next incarnation, one artifact read."""
+    probe = await Store.open(url, clock=clock, migrate=False)
+    try:
+        before = await _incarnations(probe)
+        reads.clear()
+        h = Harness(_config(url, home), clock=clock, sweeps=False)
+        with _statements() as started:
+            await h.start()
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            after = await _incarnations(probe)
+            assert {i: after[i] for i in fleet} == {i: before[i] + 1 for i in fleet}
+            assert len(reads) == 1, reads  # one artifact: read and verified once, not once per Loop
+        finally:
+            with _statements() as stopped:
+                await h.stop()
+    finally:
+        await probe.close()
+    return len(started), len(stopped)
+
+
+async def test_a_start_loads_its_loops_in_statements_that_do_not_grow_with_them(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    artifact_reads: list[str],
+) -> None:
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    start_few, stop_few = await _restart(store_url, store_clock, home, fleet, artifact_reads)
+    fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
+    start_many, stop_many = await _restart(store_url, store_clock, home, fleet, artifact_reads)
+    assert start_many == start_few, f"start: {start_few} statements for 4 Loops, {start_many} for 24"
+    assert stop_many == stop_few, f"stop: {stop_few} statements for 4 Loops, {stop_many} for 24"
+
+
+async def _leases(store: Store) -> dict[str, tuple[str, int]]:
+    async with store.tx(readonly=True) as tx:
+        return {r.agent_id: (r.node_id, int(r.epoch)) for r in await tx.execute(sa.select(A))}
+
+
+async def test_a_drained_node_takes_its_released_leases_back_in_its_first_pass(
+    harness_runner: Any, pg_schema: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = pg_url_with_schema(pg_schema)
+    home = tmp_path / "node"
+    fleet = await _made(url, store_clock, home, compile_c, 0, 3)  # made, then drained: every lease released
+    probe = await Store.open(url, clock=store_clock, migrate=False)
+    try:
+        released = await _leases(probe)
+        monkeypatch.setattr(placer, "SWEEP_PAGE", 2)  # the stranded sweep would see one agent a tick
+        h = Harness(_config(url, home), clock=store_clock, sweeps=False)
+        await h.start()  # the store clock never moves: nothing expires, no tick but start's first
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            assert await _leases(probe) == {a: (h.node.node_id, e + 1) for a, (_, e) in released.items()}
+        finally:
+            await h.stop()
+    finally:
+        await probe.close()
+
+
+async def test_a_restart_never_takes_a_lease_another_live_node_took_nor_more_than_its_share(
+    harness_runner: Any, pg_schema: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+) -> None:
+    url = pg_url_with_schema(pg_schema)
+    other = Harness(_config(url, tmp_path / "other"), clock=store_clock, sweeps=False)
+    await other.start()  # a live node holding nothing; its own sweeps are left to the test
+    probe = await Store.open(url, clock=store_clock, migrate=False)
+    try:
+        assert other.node.placement is not None
+        await other.node.placement.listener.stop()  # the drain's "sweep now" would let it claim everything
+        h = Harness(_config(url, tmp_path / "node"), clock=store_clock, sweeps=False)
+        await h.start()
+        try:
+            fleet = await _fleet(h, compile_c, 0, 6, per_agent=1)
+        finally:
+            await h.stop()  # drained: six leases released under its id
+        taken = sorted(set(fleet.values()))[0]
+        assert await other.node.placement.claim(taken)  # the other node takes one of them meanwhile
+        held = (await _leases(probe))[taken]
+        h = Harness(_config(url, tmp_path / "node"), clock=store_clock, sweeps=False)
+        await h.start()
+        try:
+            leases = await _leases(probe)
+            assert leases[taken] == held  # untouched: the other node is alive and holds it
+            mine = {a for a, (node_id, _) in leases.items() if node_id == h.node.node_id and a in
+                    h.node.placement.book.snapshot()}  # type: ignore[union-attr]
+            assert len(mine) == 4  # §19.3's limit: ceil(1.25 × 6 agents ÷ 2 live nodes)
+            assert {res.loop_id for res in h.node.residents()} == {i for i, a in fleet.items() if a in mine}
+        finally:
+            await h.stop()
+    finally:
+        await probe.close()
+        await other.stop()
+
+
+async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The harness bench lists every Loop page by page while it waits for them to run: each page decodes at
+    most limit + 1 rows of the listing (and the page's own), so listing N Loops costs O(N), not O(N² / limit);
+    the pages still cover every Loop once, in id order, with the filters applied."""
+    from wakeful.harness.ops.loops import list_loops
+    from wakeful.harness.principal import Principal
+
+    h = Harness(_config(store_url, tmp_path / "node"), clock=store_clock, sweeps=False)
+    await h.start()
+    try:
+        fleet = await _fleet(h, compile_c, 0, 3, per_agent=5)  # 15 Loops
+        G = schema.agent_group
+        async with h.store.tx(readonly=True) as tx:
+            group_id = str((await tx.execute(sa.select(G.c.id))).scalar())
+        decoded = 0
+        real = loops.loop_from_row
+
+        def counted(row: Any) -> Any:
+            nonlocal decoded
+            decoded += 1
+            return real(row)
+
+        monkeypatch.setattr(loops, "loop_from_row", counted)
+        admin = Principal(role="admin", key_id="k", group_id=None, agent_id=None, operator=True)
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            decoded = 0
+            out = await list_loops(h, admin, group_id=group_id, limit=4, cursor=cursor, state="active")
+            assert decoded <= 5, decoded  # limit + 1: one more than the page, to know whether another follows
+            seen += [str(item["id"]) for item in out["items"]]
+            cursor = out["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == sorted(fleet)
+        one = sorted(set(fleet.values()))[0]
+        out = await list_loops(h, admin, group_id=group_id, limit=200, agent_id=one)
+        assert [item["id"] for item in out["items"]] == sorted(i for i, a in fleet.items() if a == one)
+        assert (await list_loops(h, admin, group_id=group_id, limit=200, state="paused"))["items"] == []
+    finally:
+        await h.stop()
