@@ -105,6 +105,7 @@ class Placement:
             mine = await leases.reclaim(tx, self.node_id, self.ttl_ms, released=await self._share(tx))
         for agent_id, epoch in mine.items():
             self.book.add(agent_id, epoch, sent_ns)
+            self.node.instruments.claimed(agent_id)  # a reclaim is a claim: the agent's unhandled wakes are offered
         self._reclaimed.update(mine)  # adopted by the first tick, below
         if mine:
             log.info("reclaimed %d leases of this node's previous run", len(mine))
