@@ -228,14 +228,16 @@ class LoopBridge(Instrument):
     async def on_transition(self, loop_id: str) -> int:
         async with self.store.tx(readonly=True) as tx:
             loop = await store_loops.find_loop(tx, loop_id)
-            items = await _backed_items(tx, loop_id)
-            moment = await _state_moment(tx, loop)
-        watch = watch_state_of(loop)
+            watch = watch_state_of(loop)
+            stale = [item for item in await _backed_items(tx, loop_id)
+                     if _recorded(item) != (watch["state"], watch["incarnation"])]
+            moment = await _state_moment(tx, loop) if stale else ""
+            active = loop is not None and loop.state == "active"
+            # issue 16: with nothing to record first (every create, most transitions), the items waiting for the
+            # Loop are read in the same transaction instead of a second one
+            waiting = await _deferred(tx, f"loop_active:{loop_id}") if active and not stale else None
         applied = 0
-        for item in items:
-            recorded = item.get("watch_state") or {}
-            if (recorded.get("state"), recorded.get("incarnation")) == (watch["state"], watch["incarnation"]):
-                continue
+        for item in stale:
             # the moment of the Loop's state names the operation: a pause and a resume within one incarnation
             # are two commits, and two handlers of the same transition are one (issue 20, bug 3)
             op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}:{moment}"
@@ -244,8 +246,8 @@ class LoopBridge(Instrument):
             group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
             applied += await self._submit(Actor("system", "system", group),
                                           {"operation_id": op, "goal_id": item["goal_id"], "command": command})
-        if loop is not None and loop.state == "active":
-            applied += await self._resume(loop_id, loop.group_id, "loop_active")
+        if loop is not None and active:
+            applied += await self._resume(loop_id, loop.group_id, "loop_active", waiting)
         return applied
 
     async def sweep(self) -> int:
@@ -285,13 +287,13 @@ class LoopBridge(Instrument):
         return applied
 
     # -- resume conditions that only a Loop can fire (§3.4 loop_wake / loop_active)
-    async def _resume(self, loop_id: str, group_id: str, kind: str) -> int:
+    async def _resume(self, loop_id: str, group_id: str, kind: str,
+                      waiting: list[dict[str, Any]] | None = None) -> int:
+        """Resume the items deferred until ``<kind>:<loop_id>`` (``waiting``: those already read)."""
         condition = f"{kind}:{loop_id}"
-        async with self.store.tx(readonly=True) as tx:
-            W = S.work_item
-            rows = (await tx.execute(sa.select(W).where(
-                W.c.status == "deferred", W.c.fields.contains(condition)))).all()
-            waiting = [R.item_row(r) for r in rows]
+        if waiting is None:
+            async with self.store.tx(readonly=True) as tx:
+                waiting = await _deferred(tx, condition)
         applied = 0
         for item in waiting:
             if condition not in (item.get("resume_when") or []):
@@ -321,6 +323,19 @@ async def _state_moment(tx: Any, loop: store_loops.Loop | None) -> str:
         return "gone"
     newest = await store_loops.list_transitions(tx, loop.id, limit=1)
     return f"{newest[-1].seq if newest else 0}.{loop.updated_ms}"
+
+
+def _recorded(item: dict[str, Any]) -> tuple[Any, Any]:
+    """The Loop state and incarnation a monitor item last recorded."""
+    recorded = item.get("watch_state") or {}
+    return recorded.get("state"), recorded.get("incarnation")
+
+
+async def _deferred(tx: Any, condition: str) -> list[dict[str, Any]]:
+    """Deferred work items whose fields name ``condition`` (their ``resume_when`` is checked by the caller)."""
+    W = S.work_item
+    rows = (await tx.execute(sa.select(W).where(W.c.status == "deferred", W.c.fields.contains(condition)))).all()
+    return [R.item_row(r) for r in rows]
 
 
 async def _backed_items(tx: Any, loop_id: str) -> list[dict[str, Any]]:

@@ -28,7 +28,8 @@ from wakeful.harness.integrity import ArtifactProblem, read_verified
 from wakeful.harness.registry import ToolRegistry
 from wakeful.harness.source_lines import stored_table, with_source_line
 from wakeful.harness.store import jsontext, loops, schema
-from wakeful.harness.store.core import Store
+from wakeful.harness.store.core import Store, Tx
+from wakeful.harness.store.group import GroupCommit
 from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["Node", "Resident"]
 
 log = logging.getLogger("wakeful.harness")
+# keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
+# quota locks of its creates first and then the Loop rows of its load steps in id order (the store's lock order)
+CREATE_KEY, LOAD_KEY = "0:", "1:"
 
 RELOAD_DELAY_NS = 1_000_000_000  # §7: a reload happens at least 1 s after the fault
 HOUR_MS = 3_600_000
@@ -104,6 +108,10 @@ class Node:
         self._reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
+        # issue 16: the write steps of concurrent creates and loads (the create's insert, §4.3 steps 1 and 4) share
+        # transactions. A committer of their own, not the store's: a create takes the group's quota lock before
+        # any row, and the store's batches lock Loop rows first (store.group), so the two never mix in one batch
+        self.lifecycle = GroupCommit(store)
         self._logs = _LogBuffer()
         self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
 
@@ -324,12 +332,16 @@ class Node:
 
     # step 1: the only place the incarnation rises
     async def _next_incarnation(self, loop_id: str) -> Loop | None:
-        async with self.store.tx() as tx:
+        async def step(tx: Tx) -> Loop | None:
             if self.placement is not None and not await self.placement.lease_ok(tx, loop_id):
                 return None  # §4.3 step 1: this node must hold the agent's lease at the epoch it believes
             if await loops.begin_incarnation(tx, loop_id, node_id=self.node_id) is None:
                 return None
             return await loops.get_loop(tx, loop_id)
+
+        # a unit of the lifecycle group commit (Loop rows in id order), answered only after its commit
+        row: Loop | None = await self.lifecycle.submit(step, f"{LOAD_KEY}{loop_id}")
+        return row
 
     # steps 3–5: load, attach (fenced), start, replay
     async def _load_object(self, row: Loop, elf: bytes) -> Resident | None:
@@ -377,8 +389,11 @@ class Node:
 
     # step 4: update object_id only where id, incarnation and state = active still match
     async def _attach(self, res: Resident) -> bool:
-        async with self.store.tx() as tx:
+        async def step(tx: Tx) -> bool:
             return await loops.attach_object(tx, res.loop_id, res.incarnation, res.object_id)
+
+        attached: bool = await self.lifecycle.submit(step, f"{LOAD_KEY}{res.loop_id}")
+        return attached
 
     # ------------------------------------------------------------------ ending an incarnation
 

@@ -6,7 +6,8 @@ Each state change is one transaction that re-reads what it checks; the node then
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from wakeful.harness.capabilities import validate_capabilities
 from wakeful.harness.checkpoint import validate_config
 from wakeful.harness.errors import (
     AgentArchived,
+    AgentNotFound,
     AlreadyActive,
     ArtifactInvalid,
     HarnessError,
@@ -28,10 +30,14 @@ from wakeful.harness.errors import (
     QuotaExceeded,
 )
 from wakeful.harness.integrity import ArtifactProblem, read_verified
+from wakeful.harness.node import CREATE_KEY
 from wakeful.harness.source_lines import keep_table
 from wakeful.harness.store import agents, artifacts, loops, quota, schema
+from wakeful.harness.store.agents import Agent
+from wakeful.harness.store.artifacts import Artifact
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.ids import new_id
+from wakeful.harness.store.groups import check_name
+from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
 from wakeful.harness.views import loop_view, runtime_view
 
@@ -43,6 +49,7 @@ __all__ = ["LoopTools", "bundle_of"]
 L, E = schema.loop, schema.loop_event
 MAX_NAME = 80  # §2.5
 DEFAULT_PATH = "/loops/main.elf"  # §8
+CREATE_KIND = CREATE_KEY + "loop.create"  # the batch units of creates run first in a lifecycle batch
 
 
 class LoopTools:
@@ -52,6 +59,7 @@ class LoopTools:
         self.node = node
         self.store = node.store
         self.builder = builder
+        self._verified: set[str] = set()  # artifact digests the verifier accepted on this node (_verify_once)
         # False for the CLI's local mode: rows are written and the running node adopts them (interfaces.md §4.1)
         self.adopt = adopt
 
@@ -102,37 +110,120 @@ class LoopTools:
         self, *, agent_id: str, session_id: str, artifact: str, config: object = None,
         capabilities: object = None, name: str | None = None, creator: str | None = None,
     ) -> dict[str, Any]:
+        view, _ = await self.create_full(agent_id=agent_id, session_id=session_id, artifact=artifact,
+                                         config=config, capabilities=capabilities, name=name, creator=creator)
+        return view
+
+    async def create_full(
+        self, *, agent_id: str, session_id: str, artifact: str, config: object = None,
+        capabilities: object = None, name: str | None = None, creator: str | None = None,
+        check: Callable[[Tx], Awaitable[None]] | None = None,
+    ) -> tuple[dict[str, Any], Loop]:
+        """``create``, answering the view and the row read with it (the HTTP object needs both: one read).
+        ``check(tx)``: the caller's scope checks, run first, in the read transaction that resolves the artifact
+        (an operation's 404s come before the request's 400s, as when it read on its own)."""
         agent_id, session_id = _id(agent_id, "agent_id"), _id(session_id, "session_id")
+        resolved = None if check is None else await self._resolve(agent_id, artifact, check)
         loop_id = new_id("lp", self.node.clock.unix_ms())
         name = _name(name, loop_id)
+        check_name(name)
         config_value = validate_config(config, loop_id)
         caps = validate_capabilities(capabilities, self.node.tools.loop_tool_names())
         creator = creator or f"agent:{agent_id}"
-        async with self.store.tx(readonly=True) as tx:
-            agent = await agents.get_agent(tx, agent_id)
-            art = await artifacts.resolve_artifact(tx, group_id=agent.group_id, agent_id=agent_id, ref=artifact)
-        self._verify(artifacts.check_elf(art.elf), InvalidArtifact)
+        agent, art = resolved or await self._resolve(agent_id, artifact, None)
+        if isinstance(art, HarnessError):
+            raise art  # the artifact's refusal, after the request's own checks (as before)
+        self._verify_once(art.sha256, art.elf)
         path = None if artifact.startswith("sha256:") else artifact
-        async with self.store.tx() as tx:
-            await self._insert(tx, loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path,
-                               config_value, caps, creator)
+        new = _NewLoop(loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path, config_value, caps,
+                       creator)
+        # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and the
+        # Loop loaded) only after the transaction holding its row committed
+        await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
         self.node.transitioned(loop_id)
         await self._load(loop_id)
-        return await self.get(loop_id)
+        return await self.get_full(loop_id)
 
-    async def _insert(self, tx: Tx, loop_id: str, agent_id: str, group_id: str, session_id: str, name: str,
-                      sha256: str, path: str | None, config: dict[str, Any], caps: Any, creator: str) -> None:
-        await quota.lock_group_quota(tx, group_id)  # the store's lock order: group lock before rows
-        agent = await agents.get_agent(tx, agent_id, for_update=True)
-        if agent.status != "active":
-            raise AgentArchived(f"agent {agent_id} is archived")
-        await lc.admit(tx, group_id, agent_id, self.node.config.limits)
-        await loops.insert_loop(
-            tx, loop_id=loop_id, group_id=group_id, agent_id=agent_id, session_id=session_id, name=name,
-            artifact_sha256=sha256, artifact_path=path, config=config, capabilities=caps, creator=creator,
-        )
-        await loops.add_transition(tx, loop_id, from_state=None, from_reason=None, to_state=lc.ACTIVE,
-                                   to_reason=None, incarnation=0, actor=creator, detail="created")
+    async def _resolve(self, agent_id: str, artifact: str, check: Callable[[Tx], Awaitable[None]] | None,
+                       ) -> tuple[Agent, Artifact | HarnessError]:
+        """One read: the caller's checks, the agent, and the artifact (or its refusal, raised by the caller)."""
+        async with self.store.tx(readonly=True) as tx:
+            if check is not None:
+                await check(tx)
+            agent = await agents.get_agent(tx, agent_id)
+            try:
+                art: Artifact | HarnessError = await artifacts.resolve_artifact(
+                    tx, group_id=agent.group_id, agent_id=agent_id, ref=artifact)
+            except HarnessError as exc:
+                art = exc
+        return agent, art
+
+    def _verify_once(self, sha256: str, elf: bytes | None) -> None:
+        """§8's dry load, once per artifact digest and node: the bytes of a digest never change (the store
+        checks the hash), so the verdict does not either; a rejection is not kept and is raised each time."""
+        if sha256 in self._verified:
+            return
+        self._verify(artifacts.check_elf(elf), InvalidArtifact)
+        self._verified.add(sha256)
+
+    async def _insert_many(self, tx: Tx, items: list[_NewLoop]) -> list[HarnessError | None]:
+        """The Loops of a batch of creates, each admitted exactly as alone (§15: counted under the group quota
+        locks, in arrival order, in this transaction) with a fixed number of statements per batch; a refused
+        create writes nothing and gets its own error."""
+        groups = sorted({n.group_id for n in items})
+        for group_id in groups:  # the store's lock order: group locks (in id order) before rows
+            await quota.lock_group_quota(tx, group_id)
+        A = schema.agent
+        stmt = sa.select(A.c.id, A.c.status).where(A.c.id.in_(sorted({n.agent_id for n in items}))).order_by(A.c.id)
+        status = {r.id: r.status for r in await tx.execute(tx.for_update(stmt))}
+        defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
+        limits: dict[str, quota.QuotaLimits | HarnessError] = {}
+        group_active: dict[str, int] = {}
+        for group_id in groups:
+            try:
+                limits[group_id] = await quota.effective_limits(tx, group_id, defaults)
+            except HarnessError as exc:
+                limits[group_id] = exc
+                continue
+            group_active[group_id] = await quota.count_active(tx, group_id=group_id)
+        agent_active = await quota.count_active_by_agent(tx, [n.agent_id for n in items])
+        owners = await loops.session_owners(tx, [n.session_id for n in items])
+        now = await tx.now_ms()
+        answers: list[HarnessError | None] = []
+        rows: list[dict[str, Any]] = []
+        for n in items:
+            try:
+                self._admit_one(n, status, limits, agent_active, group_active, owners)
+            except HarnessError as exc:
+                answers.append(exc)
+                continue
+            agent_active[n.agent_id] = agent_active.get(n.agent_id, 0) + 1
+            group_active[n.group_id] += 1
+            rows.append(loops.new_loop_values(
+                loop_id=n.loop_id, group_id=n.group_id, agent_id=n.agent_id, session_id=n.session_id, name=n.name,
+                artifact_sha256=n.sha256, artifact_path=n.path, config=n.config, capabilities=n.caps,
+                creator=n.creator, now=now))
+            answers.append(None)
+        await loops.insert_created(tx, rows)
+        return answers
+
+    @staticmethod
+    def _admit_one(n: _NewLoop, status: dict[str, str], limits: dict[str, quota.QuotaLimits | HarnessError],
+                   agent_active: dict[str, int], group_active: dict[str, int], owners: dict[str, str]) -> None:
+        """One create's checks in the order a create alone makes them (agent, archive, quota, session)."""
+        if n.agent_id not in status:
+            raise AgentNotFound(f"agent {shown(n.agent_id)} not found", id=shown(n.agent_id))
+        if status[n.agent_id] != "active":
+            raise AgentArchived(f"agent {n.agent_id} is archived")
+        limit = limits[n.group_id]
+        if isinstance(limit, HarnessError):
+            raise limit
+        if agent_active.get(n.agent_id, 0) >= limit.loops_per_agent:
+            raise QuotaExceeded("agent", limit.loops_per_agent)
+        if group_active[n.group_id] >= limit.loops_per_group:
+            raise QuotaExceeded("group", limit.loops_per_group)
+        if owners.get(n.session_id) != n.agent_id:
+            raise InvalidRequest(f"session {n.session_id} does not belong to agent {n.agent_id}", field="session_id")
 
     async def _load(self, loop_id: str) -> None:
         # the change is committed: a load that cannot reach the store is retried by the next tick. Every caller
@@ -171,9 +262,13 @@ class LoopTools:
     # ------------------------------------------------------------------ loop.get / loop.list
 
     async def get(self, loop_id: str, *, agent_id: str | None = None) -> dict[str, Any]:
+        return (await self.get_full(loop_id, agent_id=agent_id))[0]
+
+    async def get_full(self, loop_id: str, *, agent_id: str | None = None) -> tuple[dict[str, Any], Loop]:
+        """``get`` and the row it was made from (one read)."""
         async with self.store.tx(readonly=True) as tx:
             row = await self._row(tx, loop_id, agent_id, lock=False)
-            return self._view(row, await lc.pending_count(tx, loop_id))
+            return self._view(row, await lc.pending_count(tx, loop_id)), row
 
     async def page(self, *, group_id: str, limit: int, after: str | None = None, agent_id: str | None = None,
                    state: str | None = None, pause_reason: str | None = None) -> list[dict[str, Any]]:
@@ -340,6 +435,22 @@ def bundle_of(request: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(source, str) or not isinstance(files, Mapping):
         raise InvalidRequest("source must be C text and files an object of path → text", field="source")
     return {"sdk_version": 1, "entry": request.get("entry") or "main.c", "files": {**files, "main.c": source}}
+
+
+@dataclass(frozen=True, slots=True)
+class _NewLoop:
+    """One create waiting for its batch (``LoopTools._insert_many``)."""
+
+    loop_id: str
+    agent_id: str
+    group_id: str
+    session_id: str
+    name: str
+    sha256: str
+    path: str | None
+    config: dict[str, Any]
+    caps: Any
+    creator: str
 
 
 # ids are strings of at most 40 characters (schema.Id); anything else never reaches a query

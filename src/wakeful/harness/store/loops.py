@@ -158,7 +158,23 @@ async def insert_loop(
     await _check_session_of_agent(tx, session_id, agent_id)
     now = await tx.now_ms()
     lid = loop_id or new_id("lp", now)
-    values = {
+    values = new_loop_values(
+        loop_id=lid, group_id=group_id, agent_id=agent_id, session_id=session_id, name=name,
+        artifact_sha256=artifact_sha256, artifact_path=artifact_path, config=config, capabilities=capabilities,
+        creator=creator, now=now, state=state, pause_reason=pause_reason,
+    )
+    await tx.execute(L.insert().values(**values))
+    return await get_loop(tx, lid)
+
+
+def new_loop_values(
+    *, loop_id: str, group_id: str, agent_id: str, session_id: str, name: str | None, artifact_sha256: str,
+    artifact_path: str | None, config: dict[str, Any], capabilities: list[dict[str, Any]] | None, creator: str,
+    now: int, state: str = "active", pause_reason: str | None = None,
+) -> dict[str, Any]:
+    """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>)."""
+    lid = loop_id
+    return {
         "id": lid,
         "group_id": group_id,
         "agent_id": agent_id,
@@ -181,8 +197,26 @@ async def insert_loop(
         "created_ms": now,
         "updated_ms": now,
     }
-    await tx.execute(L.insert().values(**values))
-    return await get_loop(tx, lid)
+
+
+async def insert_created(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """New active Loops (``new_loop_values``) with their ``created`` transition, two statements for all of them
+    (issue 16: a batch of creates). The caller admitted each into the quota and checked its session."""
+    if not rows:
+        return
+    await tx.execute(L.insert(), list(rows))
+    await tx.execute(TR.insert(), [
+        {"loop_id": r["id"], "at_ms": r["created_ms"], "from_state": None, "from_reason": None,
+         "to_state": r["state"], "to_reason": None, "incarnation": 0, "actor": r["creator"], "detail": "created"}
+        for r in rows
+    ])  # a Loop's first transition: nothing to trim
+
+
+async def session_owners(tx: Tx, session_ids: Sequence[str]) -> dict[str, str]:
+    """Session id → its agent id, for the sessions that exist (§2.5: the session must belong to the agent)."""
+    S = schema.session
+    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(S.c.id.in_(sorted(set(session_ids)))))
+    return {r.id: r.agent_id for r in found}
 
 
 # §2.5: the session must belong to the agent

@@ -13,7 +13,8 @@ from wakeful.harness.errors import NotFound, QuotaExceeded
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 
-__all__ = ["QuotaLimits", "admit_active", "count_active", "effective_limits", "lock_group_quota"]
+__all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
+           "lock_group_quota"]
 
 L = schema.loop
 
@@ -59,6 +60,13 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
     if group_id is not None:
         stmt = stmt.where(L.c.group_id == group_id)
     return int((await tx.execute(stmt)).scalar_one())
+
+
+async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
+    """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
+    stmt = (sa.select(L.c.agent_id, sa.func.count().label("n")).where(L.c.state == "active",
+            L.c.agent_id.in_(sorted(set(agent_ids)))).group_by(L.c.agent_id))
+    return {r.agent_id: int(r.n) for r in await tx.execute(stmt)}
 
 
 # §15: count and write in the same transaction under the group lock, so concurrent entries never overshoot

@@ -1,0 +1,40 @@
+"""The bridge's handler of a Loop transition (control-plane.md §9) in store terms (issue 16: every create is a
+transition): with no monitor item to record, the Loop, its items and the items waiting for it are one read
+transaction, not two; with one to record, the record is still committed and the waiting items read after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from support.loops_harness import driver_loop
+
+from wakeful.control.embed import Harness
+from wakeful.control.loops import LoopBridge
+from wakeful.harness.config import Config
+
+
+async def test_a_transition_with_nothing_to_record_is_one_read(
+    store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
+    await h.start()
+    try:
+        bridge = h.loop_bridge
+        assert isinstance(bridge, LoopBridge)
+        _, _, loop_id = await driver_loop(h, compile_c)
+        await bridge.settle()
+        begins: list[object] = []
+
+        def begun(conn: Any) -> None:
+            begins.append(conn)
+
+        event.listen(h.store.engine.sync_engine, "begin", begun)
+        try:
+            assert await bridge.on_transition(loop_id) == 0
+        finally:
+            event.remove(h.store.engine.sync_engine, "begin", begun)
+        assert len(begins) == 1
+    finally:
+        await h.stop()

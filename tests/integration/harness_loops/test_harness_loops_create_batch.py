@@ -1,0 +1,126 @@
+"""Concurrent creates share transactions (issue 16, benchmarks.md §2.2 creates ≥ 500/s), on SQLite and PostgreSQL,
+in store and scheduler terms: the creates waiting while a batch commits are inserted by the next transaction
+together, none is answered (and no row of it is visible) before the transaction holding its row committed, the
+group and agent quotas still admit exactly their limit in arrival order, and the verifier's dry load of an
+artifact runs once per digest instead of once per create."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from support.commit_gate import Gate
+from support.ingress_harness import counting_statements
+from support.loops_harness import driver, started, tenant
+
+from wakeful.harness.embed import Harness
+from wakeful.harness.errors import AgentArchived, QuotaExceeded
+from wakeful.harness.store import schema
+from wakeful.harness.tools import CREATE_KIND
+
+
+async def _loop_rows(h: Harness) -> int:
+    async with h.store.tx(readonly=True) as tx:
+        return int((await tx.execute(sa.select(sa.func.count()).select_from(schema.loop))).scalar_one())
+
+
+async def _held_batch(h: Harness, agent: str, session: str, art: str, n: int) -> tuple[Gate, Any, list[Any]]:
+    """One create whose insert is held at its COMMIT, and ``n`` more queued behind it (not yet started)."""
+    gate = Gate()
+    h.store.before_commit.append(gate)
+
+    def create(i: int) -> asyncio.Task[Any]:
+        return asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"c{i}"))
+
+    first = create(0)
+    await gate.entered.wait()
+    rest = [create(i) for i in range(1, n + 1)]
+    while h.node.lifecycle.collecting(CREATE_KIND) < n:
+        await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+    return gate, first, rest
+
+
+async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_answered_after_it(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        commits = h.store.commits
+        with counting_statements(h.store) as sql:
+            gate, first, rest = await _held_batch(h, agent, session, art, 7)
+            assert not first.done() and not any(t.done() for t in rest)  # nothing answered before its commit
+            assert await _loop_rows(h) == 0  # the held row is not committed, the queued ones not written
+            gate.release.set()
+            made = [await first, *await asyncio.gather(*rest)]
+        assert len({m["id"] for m in made}) == 8 and all(m["state"] == "active" for m in made)
+        assert await _loop_rows(h) == 8
+        inserts = [s for s in sql if s.lstrip().upper().startswith("INSERT INTO LOOP ")]
+        assert len(inserts) == 2  # the held create alone, then the seven queued behind it in one statement
+        if h.store.dialect == "sqlite":  # (PostgreSQL adds the placement's lease claim and reads)
+            assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
+        for m in made:  # each is loaded and running, as a create alone is
+            assert h.node.resident(m["id"]) is not None
+    finally:
+        await h.stop()
+
+
+async def test_a_batch_of_creates_admits_exactly_the_quota_in_arrival_order(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group = await h.create_group("g-quota", limits={"loops_per_group": 5, "loops_per_agent": 4})
+        a1 = await h.create_agent(group.id, "a1")
+        a2 = await h.create_agent(group.id, "a2")
+        s1, s2 = await h.create_session(a1.id, "inbox"), await h.create_session(a2.id, "inbox")
+        art = await driver(h, a1.id, compile_c)
+        gate, first, rest = await _held_batch(h, a1.id, s1.id, art, 4)  # a1: 1 held + 4 queued (limit 4)
+        more = [asyncio.create_task(h.create_loop(agent_id=a2.id, session_id=s2.id, artifact=art, name=f"b{i}"))
+                for i in range(3)]  # a2 after them: the group's 5th and two over
+        while h.node.lifecycle.collecting(CREATE_KIND) < 7:
+            await asyncio.sleep(0.005)
+        gate.release.set()
+        results = await asyncio.gather(first, *rest, *more, return_exceptions=True)
+        outcome = ["ok" if isinstance(r, dict) else str(r.details["scope"] if isinstance(r, QuotaExceeded) else r)
+                   for r in results]
+        # the queued creates reach the batch in the order their reads finish: count, per agent, in arrival order
+        assert outcome[0] == "ok" and sorted(outcome[1:5]) == ["agent", "ok", "ok", "ok"], outcome
+        assert sorted(outcome[5:]) == ["group", "group", "ok"], outcome
+        assert len(await h.list_loops(group_id=group.id, state="active")) == 5
+        await h.loops.archive_agent(a2.id)  # an archived agent's create is refused inside a batch too
+        try:
+            await h.create_loop(agent_id=a2.id, session_id=s2.id, artifact=art)
+        except AgentArchived:
+            pass
+        else:
+            raise AssertionError("an archived agent's create was admitted")
+        assert len(await h.list_loops(group_id=group.id)) == 5  # the refusals wrote nothing
+    finally:
+        await h.stop()
+
+
+async def test_the_verifier_runs_once_per_artifact_digest_not_once_per_create(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        runtime = h.node.runtime
+        verified: list[bytes] = []
+        real = runtime.verify_nowait
+
+        def counted(elf: bytes) -> Any:
+            verified.append(elf)
+            return real(elf)
+
+        runtime.verify_nowait = counted  # type: ignore[method-assign]
+        for i in range(4):
+            await h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"v{i}")
+        assert len(verified) == 1
+    finally:
+        await h.stop()
