@@ -28,7 +28,9 @@ from wakeful.harness.ratelimit import global_bucket, loop_bucket
 from wakeful.harness.store import Store, schema
 
 
-async def _detached(url: str, clock: Any, data: Path, compile_c: Any, limits: Limits) -> tuple[Store, Intake, str, str]:
+async def _detached(
+    url: str, clock: Any, data: Path, compile_c: Any, limits: Limits
+) -> tuple[Store, Intake, str, str]:
     """A counter Loop, then a node over the same store that runs none of it: only admissions write."""
     h = await started(url, clock, data, limits=limits)
     try:
@@ -47,15 +49,24 @@ async def _tokens(store: Store, bucket: str) -> float | None:
     return None if value is None else float(value)
 
 
-async def _request(intake: Intake, loop_id: str, group: str, event_id: str, topic: str = "t") -> dict[str, Any]:
+async def _request(
+    intake: Intake, loop_id: str, group: str, event_id: str, topic: str = "t"
+) -> dict[str, Any]:
     """Route 1's bucket steps (3, 8) and admission (10) as the route runs them, with the buckets deferred."""
     deferred = intake.deferred()
     assert deferred is not None  # a shared limiter: the admission takes the buckets
     try:
         await intake.take_global(deferred)
         await intake.take_loop(loop_id, deferred)
-        return await intake.admit(loop_id=loop_id, topic=topic, payload={}, event_id=event_id, source="api",
-                                  group_id=group, deferred=deferred)
+        return await intake.admit(
+            loop_id=loop_id,
+            topic=topic,
+            payload={},
+            event_id=event_id,
+            source="api",
+            group_id=group,
+            deferred=deferred,
+        )
     except InvalidEvent:
         await intake.settle(deferred)
         raise
@@ -63,11 +74,16 @@ async def _request(intake: Intake, loop_id: str, group: str, event_id: str, topi
 
 @pytest.mark.integration
 async def test_a_batch_of_admissions_and_their_buckets_is_one_transaction(
-    harness_runner: Any, pg_schema: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
 ) -> None:
     limits = Limits(pending_events=32, ingress_per_loop_per_min=600, ingress_global_per_min=6000)
-    store, intake, group, loop_id = await _detached(pg_url_with_schema(pg_schema), store_clock, tmp_path / "d",
-                                                    compile_c, limits)
+    store, intake, group, loop_id = await _detached(
+        pg_url_with_schema(pg_schema), store_clock, tmp_path / "d", compile_c, limits
+    )
     try:
         gate = Gate()
         store.before_commit.append(gate)
@@ -93,11 +109,16 @@ async def test_a_batch_of_admissions_and_their_buckets_is_one_transaction(
 
 @pytest.mark.integration
 async def test_the_buckets_refuse_in_the_batch_as_they_did_alone(
-    harness_runner: Any, pg_schema: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
 ) -> None:
     limits = Limits(pending_events=32, ingress_per_loop_per_min=4, ingress_global_per_min=6000)
-    store, intake, group, loop_id = await _detached(pg_url_with_schema(pg_schema), store_clock, tmp_path / "d",
-                                                    compile_c, limits)
+    store, intake, group, loop_id = await _detached(
+        pg_url_with_schema(pg_schema), store_clock, tmp_path / "d", compile_c, limits
+    )
     try:
         with pytest.raises(InvalidEvent):  # answered before its admission: its tokens are taken all the same
             await _request(intake, loop_id, group, "bad", topic="")
@@ -118,7 +139,10 @@ async def test_the_buckets_refuse_in_the_batch_as_they_did_alone(
         limited = results[2:]
         assert all(isinstance(r, RateLimited) for r in limited), results
         assert all(r.retry_after_s >= 1 for r in limited if isinstance(r, RateLimited))
-        assert sorted(r.event_id for r in await event_rows(store, loop_id)) == ["e0", "e1"]  # refused: not stored
+        assert sorted(r.event_id for r in await event_rows(store, loop_id)) == [
+            "e0",
+            "e1",
+        ]  # refused: not stored
         assert await _tokens(store, loop_bucket(loop_id)) == 0
         assert await _tokens(store, global_bucket()) == 6000 - 7  # every request reached the global bucket
     finally:

@@ -22,11 +22,14 @@ async def _until(check: Any, what: str) -> None:
     raise AssertionError(what)
 
 
-async def test_the_listener_pings_once_settle_s_after_notifications_stop(harness_runner: Any, pg_schema: str) -> None:
+async def test_the_listener_pings_once_settle_s_after_notifications_stop(
+    harness_runner: Any, pg_schema: str
+) -> None:
     store = await Store.open(pg_url_with_schema(pg_schema))
     got: list[tuple[str, str]] = []
-    listener = signals.Listener(store, lambda channel, message: got.append((channel, message)),
-                                ping_s=3600.0, settle_s=0.2)
+    listener = signals.Listener(
+        store, lambda channel, message: got.append((channel, message)), ping_s=3600.0, settle_s=0.2
+    )
     try:
         listener.start()
         await asyncio.wait_for(listener.connected.wait(), 30)
@@ -36,7 +39,9 @@ async def test_the_listener_pings_once_settle_s_after_notifications_stop(harness
             await signals.notify(store, signals.LOOPS, f"lp_{n} node_x")
             await asyncio.sleep(0.05)
         await _until(lambda: len(got) == 5, f"notifications heard: {got}")
-        await _until(lambda: listener.pings == 1, "no check after the burst ended (the next one was ping_s away)")
+        await _until(
+            lambda: listener.pings == 1, "no check after the burst ended (the next one was ping_s away)"
+        )
         await asyncio.sleep(0.5)
         assert listener.pings == 1  # then quiet again: back to one check per ping_s
     finally:
