@@ -65,12 +65,20 @@ async def _group_event(request: Request, group_id: str, loop_id: str) -> dict[st
     harness = harness_of(request)
     events.refuse_while_draining(harness)
     principal = await authenticate(request)  # 1
-    await events.open_intake(harness, principal, group_id)  # 2, 3
-    raw = await read_bounded(request, GROUP_LIMIT)  # 4
-    require_json(request)  # 5
-    body = events.parse_body(harness, raw, route="group")  # 6
-    return await events.admit_body(harness, principal, group_id=group_id, loop_id=loop_id, body=body,
-                                   idempotency_keys=request.headers.getlist("idempotency-key"))  # 7-10
+    # issue 16: on PostgreSQL the buckets (steps 3, 8) are taken by the admission's group-commit transaction;
+    # an answer before it takes them first (``settle``), so it is the answer of the checks in their order
+    deferred = harness.intake.deferred()
+    try:
+        await events.open_intake(harness, principal, group_id, deferred)  # 2, 3
+        raw = await read_bounded(request, GROUP_LIMIT)  # 4
+        require_json(request)  # 5
+        body = events.parse_body(harness, raw, route="group")  # 6
+        return await events.admit_body(harness, principal, group_id=group_id, loop_id=loop_id, body=body,
+                                       idempotency_keys=request.headers.getlist("idempotency-key"),
+                                       deferred=deferred)  # 7-10
+    except WakefulError:
+        await harness.intake.settle(deferred)  # (raises the 429 of an empty bucket instead)
+        raise
 
 
 async def serve_group_event(scope: Scope, receive: Receive, send: Send, group_id: str, loop_id: str) -> None:
@@ -95,8 +103,15 @@ async def serve_group_event(scope: Scope, receive: Receive, send: Send, group_id
 async def post_webhook(secret: str, request: Request) -> JSONResponse:
     harness = harness_of(request)
     events.refuse_while_draining(harness)
-    target = await events.open_webhook(harness, secret)  # 1-4, and the Loop's verifier (issue 19)
-    raw = await read_bounded(request, target.body_limit)  # 5
-    status, answer = await events.deliver_webhook(harness, target, raw=raw, headers=request.headers,
-                                                  json_checked=lambda: require_json(request))  # 6-9
+    deferred = harness.intake.deferred()  # (as _group_event)
+    try:
+        target = await events.open_webhook(harness, secret, deferred)  # 1-4, and the Loop's verifier (issue 19)
+        raw = await read_bounded(request, target.body_limit)  # 5
+        status, answer = await events.deliver_webhook(harness, target, raw=raw, headers=request.headers,
+                                                      json_checked=lambda: require_json(request))  # 6-9
+    except WakefulError:
+        await harness.intake.settle(deferred)
+        raise
+    if deferred is not None and not deferred.done:  # Slack's challenge: answered, never admitted
+        await harness.intake.settle(deferred)
     return JSONResponse(answer, status_code=status)

@@ -32,7 +32,7 @@ from wakeful.harness.errors import (
     RateLimited,
     StoreUnavailable,
 )
-from wakeful.harness.ratelimit import Limiter, LocalLimiter, global_bucket, loop_bucket
+from wakeful.harness.ratelimit import Deferred, Limiter, LocalLimiter, TxLimiter, global_bucket, loop_bucket
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
@@ -71,6 +71,7 @@ class _Admission:
     group_id: str | None
     agent_id: str | None
     index: int = -1  # its place in the batch that admits it
+    takes: list[tuple[str, float, float, int]] | None = None  # its bucket checks, taken by the admission (issue 16)
 
 
 class Intake:
@@ -80,6 +81,8 @@ class Intake:
     def __init__(self, node: Node, *, limiter: Limiter | None = None) -> None:
         self.node = node
         self.limiter: Limiter = limiter or LocalLimiter(node.clock)
+        # issue 16: a shared limiter's checks are taken inside the admission's group-commit transaction
+        self._in_tx: TxLimiter | None = limiter if isinstance(limiter, TxLimiter) else None
         self._signalled: set[str] = set()
         self._owners: dict[str, tuple[int, tuple[str, str]]] = {}  # resident Loop → (incarnation, (group, agent))
         # the next batch unit (not started yet) and the admissions it will take
@@ -93,21 +96,59 @@ class Intake:
 
     # ------------------------------------------------------------------ §14 rate limits
 
-    async def take_global(self) -> None:
-        """Bucket ``ingress:global`` (6,000 per minute); checked before any secret or Loop lookup.
-        Raises ``RateLimited`` (``retry_after_s``) or ``StoreUnavailable`` (a shared limiter that is down)."""
-        per_min = self.node.config.limits.ingress_global_per_min
-        await self._take(global_bucket(), per_min)
+    def deferred(self) -> Deferred | None:
+        """A request's bucket checks to be taken by its admission (a shared limiter), or None (in-process buckets:
+        each check is taken where the route reaches it)."""
+        return Deferred() if self._in_tx is not None else None
 
-    async def take_loop(self, loop_id: str) -> None:
+    async def take_global(self, deferred: Deferred | None = None) -> None:
+        """Bucket ``ingress:global`` (6,000 per minute); checked before any secret or Loop lookup.
+        Raises ``RateLimited`` (``retry_after_s``) or ``StoreUnavailable`` (a shared limiter that is down).
+        With ``deferred`` the check is noted there instead, for the admission's transaction (``admit``)."""
+        per_min = self.node.config.limits.ingress_global_per_min
+        await self._take(global_bucket(), per_min, deferred)
+
+    async def take_loop(self, loop_id: str, deferred: Deferred | None = None) -> None:
         """Bucket ``ingress:loop:<id>`` (60 per minute), keyed by Loop id, never by secret; duplicates count."""
         per_min = self.node.config.limits.ingress_per_loop_per_min
-        await self._take(loop_bucket(loop_id), per_min)
+        await self._take(loop_bucket(loop_id), per_min, deferred)
 
-    async def _take(self, bucket: str, per_min: int) -> None:
+    async def _take(self, bucket: str, per_min: int, deferred: Deferred | None) -> None:
+        if deferred is not None and not deferred.done and self._in_tx is not None:
+            deferred.checks.append((bucket, float(per_min), per_min / 60.0, per_min))
+            return
         wait = await self.limiter.take(bucket, float(per_min), per_min / 60.0)
         if wait is not None:
-            raise RateLimited(f"too many events ({per_min} per minute); retry later", retry_after_s=wait)
+            raise _limited(per_min, wait)
+
+    async def settle(self, deferred: Deferred | None) -> None:
+        """Take a request's noted checks now, in order (it ends with an answer before its admission): raises
+        ``RateLimited`` at the first empty bucket, so that answer is the 429 the checks' §10.3 order gives."""
+        if deferred is None or deferred.done:
+            return
+        deferred.done = True
+        for bucket, capacity, rate, per_min in deferred.checks:
+            wait = await self.limiter.take(bucket, capacity, rate)
+            if wait is not None:
+                raise _limited(per_min, wait)
+
+    async def _take_deferred(self, tx: Tx, batch: list[_Admission]) -> dict[int, RateLimited]:
+        """The batch's noted bucket checks, in the admission's transaction: stage by stage (the global bucket,
+        then the Loop's), a request refused at one stage reaching no later one → index → its 429."""
+        refused: dict[int, RateLimited] = {}
+        if self._in_tx is None:
+            return refused
+        stages = max((len(a.takes or ()) for a in batch), default=0)
+        for stage in range(stages):
+            due = [a for a in batch if a.index not in refused and a.takes is not None and len(a.takes) > stage]
+            if not due:
+                continue
+            checks = [a.takes[stage] for a in due if a.takes is not None]
+            waits = await self._in_tx.take_in(tx, [(b, c, r) for b, c, r, _ in checks])
+            for adm, check, wait in zip(due, checks, waits):
+                if wait is not None:
+                    refused[adm.index] = _limited(check[3], wait)
+        return refused
 
     # ------------------------------------------------------------------ lookups
 
@@ -172,8 +213,13 @@ class Intake:
         self, *, loop_id: str, topic: str, payload: Any, event_id: str | None,
         idempotency_keys: Sequence[str] = (), delivery_ids: Sequence[str] = (), source: str,
         secret_sha256: str | None = None, group_id: str | None = None, agent_id: str | None = None,
+        deferred: Deferred | None = None,
     ) -> dict[str, Any]:
         """§10.1 normalisation, then §10.2 admission in one transaction with the Loop row locked.
+
+        ``deferred``: the request's bucket checks not taken yet (``take_global`` / ``take_loop``), taken in that
+        transaction before the §10.2 checks; a refused event is ``RateLimited`` and not stored. An answer before
+        the admission (the event's own ``InvalidEvent``) leaves them to the caller's ``settle``.
 
         Returns the ``202`` body ``{status: "accepted", event_id, duplicate[, payload_mismatch]}``. Raises
         ``InvalidEvent``, ``PayloadTooLarge``, ``NotFound``, ``LoopNotActive``, ``LoopMailboxFull``,
@@ -185,10 +231,14 @@ class Intake:
                                     idempotency_keys=idempotency_keys, delivery_ids=delivery_ids)
         if lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
+        takes: list[tuple[str, float, float, int]] | None = None
+        if deferred is not None and not deferred.done and deferred.checks:
+            deferred.done = True  # from here the admission's transaction takes them
+            takes = list(deferred.checks)
 
         # issue 16: group commit — concurrent admissions share one transaction; answered after it commits
         answer, handed = await self._admit_grouped(_Admission(loop_id, event, source, secret_sha256, group_id,
-                                                              agent_id))
+                                                              agent_id, takes=takes))
         if not answer["duplicate"]:
             if not handed:
                 self.signal(loop_id)
@@ -228,7 +278,7 @@ class Intake:
 
             async def alone(tx: Tx) -> tuple[dict[str, Any], bool]:
                 return await self._admit(tx, adm.loop_id, adm.event, adm.source, adm.secret_sha256, adm.group_id,
-                                         adm.agent_id)
+                                         adm.agent_id, adm.takes)
 
             single: tuple[dict[str, Any], bool] = await self.node.store.grouped(alone, key=adm.loop_id,
                                                                                 locks=lambda: [adm.loop_id])
@@ -248,6 +298,7 @@ class Intake:
         lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
             L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
             L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)))}
+        refused = await self._take_deferred(tx, batch)  # (bucket rows after Loop rows: one lock order)
         live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
         known: dict[tuple[str, str], str] = {}
         pending: dict[str, list[str]] = {i: [] for i in live}
@@ -276,6 +327,9 @@ class Intake:
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
         rows: list[dict[str, Any]] = []
         for adm in batch:
+            if adm.index in refused:  # §10.3 step 3 / 8 before §10.2: refused, not stored
+                outcomes.append(refused[adm.index])
+                continue
             try:
                 outcomes.append(self._admit_one(tx, adm, lrows.get(adm.loop_id), known, pending, backlog, last,
                                                 now, limits, rows))
@@ -324,10 +378,17 @@ class Intake:
 
     async def _admit(self, tx: Tx, loop_id: str, event: eventbody.NormalEvent, source: str,
                      secret_sha256: str | None, group_id: str | None,
-                     agent_id: str | None) -> tuple[dict[str, Any], bool]:
+                     agent_id: str | None,
+                     takes: list[tuple[str, float, float, int]] | None = None) -> tuple[dict[str, Any], bool]:
         """One admission inside a (group) transaction → (the answer, whether the event is handed to the resident
-        object right after the commit). Every refusal is raised before anything is written (``Store.grouped``)."""
+        object right after the commit). Every refusal is raised before anything is written (``Store.grouped``)
+        but the bucket checks ``takes``: a token taken stays taken whatever §10.2 answers."""
         row = await loops.find_loop(tx, loop_id, for_update=True)
+        if takes:
+            one = _Admission(loop_id, event, source, secret_sha256, group_id, agent_id, index=0, takes=takes)
+            refused = await self._take_deferred(tx, [one])
+            if 0 in refused:
+                raise refused[0]
         if (row is None or (group_id is not None and row.group_id != group_id)
                 or (agent_id is not None and row.agent_id != agent_id)
                 or (secret_sha256 is not None and row.webhook_secret_sha256 != secret_sha256)):
@@ -445,6 +506,10 @@ class Intake:
             await self.node.replay(loop_id)
         except StoreUnavailable as exc:
             log.warning("delivery to %s deferred to the reconciler: %s", loop_id, exc.message)
+
+
+def _limited(per_min: int, wait: float) -> RateLimited:
+    return RateLimited(f"too many events ({per_min} per minute); retry later", retry_after_s=wait)
 
 
 def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:

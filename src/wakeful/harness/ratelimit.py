@@ -7,10 +7,11 @@ cluster plugs a shared limiter (``rate_bucket`` rows) into ``Intake`` through th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Bucket", "Limiter", "LocalLimiter", "MonotonicClock", "global_bucket", "loop_bucket"]
+__all__ = ["Bucket", "Deferred", "Limiter", "LocalLimiter", "MonotonicClock", "TxLimiter", "global_bucket",
+           "loop_bucket"]
 
 SWEEP_EVERY = 4096  # look for full buckets (forgetting one changes nothing) after this many new ones
 
@@ -22,6 +23,26 @@ class Limiter(Protocol):
     """
 
     async def take(self, bucket: str, capacity: float, refill_per_s: float) -> float | None: ...
+
+
+@runtime_checkable
+class TxLimiter(Protocol):
+    """A shared limiter that can also answer checks inside the caller's store transaction (``PgLimiter``)."""
+
+    async def take(self, bucket: str, capacity: float, refill_per_s: float) -> float | None: ...
+
+    async def take_in(self, tx: Any, checks: list[tuple[str, float, float]]) -> list[float | None]: ...
+
+
+@dataclass(slots=True)
+class Deferred:
+    """One intake request's bucket checks, in the order the route reached them, not taken yet (issue 16): the
+    admission's group-commit transaction takes them before its §10.2 checks (``Intake.admit``), or — when the
+    request ends with another answer first — ``Intake.settle`` takes them alone, so the answer is the one the
+    checks in their §10.3 order give (a 429 where a bucket is empty)."""
+
+    checks: list[tuple[str, float, float, int]] = field(default_factory=list)  # bucket, capacity, rate, per_min
+    done: bool = False  # taken (or handed to an admission that takes them)
 
 
 class MonotonicClock(Protocol):

@@ -28,6 +28,7 @@ from wakeful.harness.views import loop_objects
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
     from wakeful.harness.principal import Principal
+    from wakeful.harness.ratelimit import Deferred
     from wakeful.harness.webhook_verify import Headers, Verifier
 
 __all__ = [
@@ -106,11 +107,12 @@ def refuse_while_draining(harness: Harness) -> None:
         raise StoreUnavailable("this node is draining; send the event to another node")
 
 
-async def open_intake(harness: Harness, principal: Principal, group_id: str) -> None:
-    """Steps 2–3: the key's scope covers the group; the global bucket."""
+async def open_intake(harness: Harness, principal: Principal, group_id: str, deferred: Deferred | None = None) -> None:
+    """Steps 2–3: the key's scope covers the group; the global bucket (noted in ``deferred`` when given: taken by
+    the admission's transaction, or by ``Intake.settle`` when the request is answered before it)."""
     if not principal.covers_group(group_id):
         raise NotFound("no such Loop")
-    await harness.intake.take_global()
+    await harness.intake.take_global(deferred)
 
 
 def parse_body(harness: Harness, raw: bytes, *, route: Literal["group", "webhook"]) -> dict[str, Any]:
@@ -119,11 +121,12 @@ def parse_body(harness: Harness, raw: bytes, *, route: Literal["group", "webhook
 
 
 async def admit_body(harness: Harness, principal: Principal, *, group_id: str, loop_id: str,
-                     body: Mapping[str, Any], idempotency_keys: Sequence[str] = ()) -> dict[str, Any]:
+                     body: Mapping[str, Any], idempotency_keys: Sequence[str] = (),
+                     deferred: Deferred | None = None) -> dict[str, Any]:
     """Steps 7–10: the Loop in scope, its bucket, the body's fields (§10.1), admission (§10.2)."""
     intake = harness.intake
     await intake.loop_in_scope(group_id, loop_id, principal.agent_id)  # 7
-    await intake.take_loop(loop_id)  # 8
+    await intake.take_loop(loop_id, deferred)  # 8
     extra = sorted(str(key) for key in body if key not in BODY_KEYS)  # 9 (§10.1)
     if extra:
         raise InvalidEvent(f"unknown field {extra[0][:64]!r}; the body is {{event_id?, topic, payload?}}",
@@ -131,7 +134,7 @@ async def admit_body(harness: Harness, principal: Principal, *, group_id: str, l
     topic: Any = body.get("topic")  # U+0000 and the other §10.1 rules: the harness's normalisation (every path)
     return await intake.admit(loop_id=loop_id, topic=topic, payload=body.get("payload"),
                               event_id=body.get("event_id"), idempotency_keys=list(idempotency_keys),
-                              source="api", group_id=group_id)  # 10
+                              source="api", group_id=group_id, deferred=deferred)  # 10
 
 
 # ---------------------------------------------------------------------- intake route 2 (§10.4, issue 19)
@@ -145,6 +148,7 @@ class WebhookTarget:
     digest: str
     verifier: Verifier | None
     now_ms: int
+    deferred: Deferred | None = None  # its bucket checks, for the admission's transaction (open_webhook)
 
     @property
     def body_limit(self) -> int:
@@ -152,16 +156,17 @@ class WebhookTarget:
         return WEBHOOK_LIMIT if self.verifier is None else self.verifier.body_limit(WEBHOOK_LIMIT)
 
 
-async def open_webhook(harness: Harness, secret: str) -> WebhookTarget:
-    """Steps 1–4: the global bucket, the secret's shape and digest, the Loop's bucket; then its verifier."""
+async def open_webhook(harness: Harness, secret: str, deferred: Deferred | None = None) -> WebhookTarget:
+    """Steps 1–4: the global bucket, the secret's shape and digest, the Loop's bucket; then its verifier.
+    ``deferred``: the buckets are noted there (as ``open_intake``)."""
     from wakeful.harness import verifiers
 
     intake = harness.intake
-    await intake.take_global()  # 1
+    await intake.take_global(deferred)  # 1
     loop_id, digest = await intake.resolve_webhook(secret)  # 2, 3
-    await intake.take_loop(loop_id)  # 4
+    await intake.take_loop(loop_id, deferred)  # 4
     verifier, now_ms = await verifiers.load(harness.store, loop_id)
-    return WebhookTarget(loop_id, digest, verifier, now_ms)
+    return WebhookTarget(loop_id, digest, verifier, now_ms, deferred)
 
 
 async def deliver_webhook(harness: Harness, target: WebhookTarget, *, raw: bytes,
@@ -186,5 +191,6 @@ async def deliver_webhook(harness: Harness, target: WebhookTarget, *, raw: bytes
     ids = [v for name in DELIVERY_HEADERS for v in headers.getlist(name)]
     answer = await harness.intake.admit(loop_id=target.loop_id, topic=topic, payload=payload, event_id=event_id,
                                         idempotency_keys=headers.getlist("idempotency-key"),
-                                        delivery_ids=ids, source="webhook", secret_sha256=target.digest)  # 8, 9
+                                        delivery_ids=ids, source="webhook", secret_sha256=target.digest,
+                                        deferred=target.deferred)  # 8, 9
     return 202, answer

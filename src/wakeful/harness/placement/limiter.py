@@ -10,6 +10,11 @@ callers are answered in arrival order, exactly as ``n`` checks one after the oth
 instant would be. So every node holds a bucket's row lock at most once at a time, instead of once per request:
 ``ingress:global`` is one row every event of the cluster passes, and with a transaction per request the
 requests of two loaded nodes queued on that row lock past ``statement_timeout`` (``503 unavailable`` on ingest).
+
+``take_in(tx, checks)`` (issue 16) answers the checks of a whole batch of admissions inside the admission's own
+group-commit transaction: one ``UPDATE`` for all their buckets (per bucket, as the rounds above: up to ``n`` tokens
+for its ``n`` checks, answered in arrival order), so a batch of admitted events costs no transaction of its own
+for its rate limits, and a token is taken exactly when the batch that admits (or refuses) its event commits.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.store import schema
@@ -66,6 +73,65 @@ class PgLimiter:
         if state.task is None or state.task.done():
             state.task = loop.create_task(self._rounds(bucket, state))
         return await check.answer
+
+    async def take_in(self, tx: Tx, checks: list[tuple[str, float, float]]) -> list[float | None]:
+        """``(bucket, capacity, refill_per_s)`` checks answered inside ``tx`` (the caller's transaction), in order,
+        as ``take`` answers each: None when a token was taken, else the seconds until one is available. The
+        checks of one bucket share one shape (the first check's; a limit changed between two requests of one
+        batch applies from the next batch). Store failures propagate (the caller's transaction fails)."""
+        if not checks:
+            return []
+        shapes: dict[str, tuple[float, float]] = {}
+        wanted: dict[str, int] = {}
+        for bucket, capacity, rate in checks:
+            if capacity < 1 or rate <= 0:
+                raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
+            shapes.setdefault(bucket, (float(capacity), float(rate)))
+            wanted[bucket] = wanted.get(bucket, 0) + 1
+        now = await tx.now_ms()
+        levels = await self._take_many(tx, shapes, wanted, now)
+        missing = sorted(set(shapes) - set(levels))
+        if missing:  # first use of these buckets: create them full, then take
+            dialect_mod: Any = pg_dialect
+            await tx.execute(dialect_mod.insert(R).values(
+                [{"key": b, "tokens": shapes[b][0], "refreshed_ms": now} for b in missing]).on_conflict_do_nothing())
+            levels.update(await self._take_many(tx, {b: shapes[b] for b in missing}, wanted, now))
+        if set(shapes) - set(levels):
+            raise StoreUnavailable("a rate bucket vanished during the check")
+        self.rounds += len(shapes)
+        answers: list[float | None] = []
+        served: dict[str, int] = {}
+        for bucket, _capacity, _rate in checks:
+            n = served.get(bucket, 0)
+            served[bucket] = n + 1
+            level, rate = levels[bucket], shapes[bucket][1]
+            granted = _granted(level, wanted[bucket])
+            answers.append(None if n < granted else (1.0 - (level - granted)) / rate)
+        return answers
+
+    @staticmethod
+    async def _take_many(tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int],
+                         now: int) -> dict[str, float]:
+        """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
+        tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet)."""
+        keys = sorted(shapes)
+        w = sa.values(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
+                      sa.column("wanted", sa.Float), name="w").data(
+            [(k, shapes[k][0], shapes[k][1], float(wanted[k])) for k in keys])
+        cur = sa.select(
+            R.c.key,
+            sa.func.least(
+                w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
+            ).label("level"),
+            w.c.wanted,
+        ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
+        taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
+        stmt = R.update().where(R.c.key == cur.c.key).values(
+            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
+            refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
+        ).returning(R.c.key, cur.c.level)
+        rows: list[Any] = list(await tx.execute(stmt))
+        return {str(row.key): float(row.level) for row in rows}
 
     async def _rounds(self, bucket: str, state: _Bucket) -> None:
         """Until no check of ``bucket`` waits: the waiting ones (of one shape) answered by one store check."""
