@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,7 @@ class Node:
         self._load_deferred: set[str] = set()  # loads an unavailable store deferred; retried on the next tick
         self._reporting: set[str] = set()  # Loops whose terminal report is being applied
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._locks: dict[str, asyncio.Lock] = {}  # one load/unload at a time per Loop
+        self._locks: dict[str, _LoopLock] = {}  # one load/unload at a time per Loop, while one runs or waits
         self._logs = _LogBuffer()
         self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
 
@@ -150,8 +150,8 @@ class Node:
 
     def is_locked(self, loop_id: str) -> bool:
         """A load, unload or reconcile of the Loop runs right now (it re-reads the row when it is done)."""
-        lock = self._locks.get(loop_id)
-        return lock is not None and lock.locked()
+        held = self._locks.get(loop_id)
+        return held is not None and held.lock.locked()
 
     # ------------------------------------------------------------------ start and drain
 
@@ -179,8 +179,21 @@ class Node:
 
     # ------------------------------------------------------------------ §4.3 adoption sequence
 
-    def _lock(self, loop_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(loop_id, asyncio.Lock())
+    # issue 16: the lock lives only while a load, unload or reconcile of the Loop runs or waits for it; a lock
+    # kept for each Loop ever touched cost every resident Loop an asyncio.Lock and its map entry (~0.2 KB)
+    @contextlib.asynccontextmanager
+    async def _lock(self, loop_id: str) -> AsyncIterator[None]:
+        held = self._locks.get(loop_id)
+        if held is None:
+            held = self._locks[loop_id] = _LoopLock()
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if held.users == 0 and self._locks.get(loop_id) is held:
+                del self._locks[loop_id]
 
     async def load(self, loop_id: str) -> Resident | None:
         """Steps 1–5 of §4.3; None when the Loop was not loaded (not active, fault, capacity, lost race)."""
@@ -495,7 +508,7 @@ class Node:
         active = {loop_id for loop_id, r in rows.items() if r.state == lc.ACTIVE
                   and (self.placement is None or self.placement.holds(r.agent_id))}  # §19.3: owned agents
         for loop_id in sorted(active | set(self._residents)):
-            if self._lock(loop_id).locked() or loop_id in self._reload_due or loop_id in self._reporting:
+            if self.is_locked(loop_id) or loop_id in self._reload_due or loop_id in self._reporting:
                 continue  # being loaded, unloaded, reloaded or reported right now
             if not self._reconcile_due(self._residents.get(loop_id), rows.get(loop_id), loop_id in active):
                 continue
@@ -599,6 +612,16 @@ class Node:
 class _Inc:
     loop_id: str
     incarnation: int
+
+
+class _LoopLock:
+    """A Loop's lock and how many hold it or wait for it (the entry goes when the last one leaves)."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
 
 
 class _LogBuffer:
