@@ -467,8 +467,7 @@ class Intake:
         if done.duplicate:  # an id the object took for a repeat: the replay path decides (reload, §11)
             self._not_handed(res.loop_id, event.event_id)
             return
-        res.delivered.add(event.event_id)
-        res.delivered_ns.setdefault(event.event_id, node.clock.monotonic_ns())
+        res.delivered.setdefault(event.event_id, node.clock.monotonic_ns())
 
     def _not_handed(self, loop_id: str, event_id: str) -> None:
         """The event's insert stamped a delivery that did not happen: the replay that delivers it stamps it anew."""

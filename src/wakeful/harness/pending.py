@@ -235,14 +235,12 @@ def _forget_settled(known: dict[str, tuple[Resident, set[str]]], rows: list[Any]
         pending.setdefault(r.loop_id, set()).add(r.event_id)
     for loop_id, (res, before) in known.items():
         settled = before - pending.get(loop_id, set())
-        if settled:
-            res.delivered -= settled
-            for event_id in settled:
-                res.delivered_ns.pop(event_id, None)
+        for event_id in settled:
+            res.delivered.pop(event_id, None)
 
 
 def _delivered_ns(res: Resident, event_id: str, default: int) -> int:
-    return res.delivered_ns.get(event_id, default)
+    return res.delivered.get(event_id, default)
 
 
 async def _owned(tx: Tx, loop_id: str, agent_id: str | None, *, lock: bool) -> Loop:

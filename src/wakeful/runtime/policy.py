@@ -4,6 +4,8 @@ Also decodes the ``capabilities`` load parameter (runtime-protocol.md §6.3) int
 
 from __future__ import annotations
 
+import json
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -27,9 +29,11 @@ class Capability:
 
 
 class CapabilityPolicy:
-    """The capability entries of one object, indexed by name; entries with one name are alternatives."""
+    """The capability entries of one object, indexed by name; entries with one name are alternatives.
 
-    __slots__ = ("_by_name",)
+    Immutable once made: ``parse_capabilities`` hands every load of the same entries one shared policy."""
+
+    __slots__ = ("__weakref__", "_by_name")
 
     def __init__(self, entries: Iterable[Capability] = ()) -> None:
         self._by_name: dict[str, list[dict[str, JsonValue] | None]] = {}
@@ -62,17 +66,35 @@ def _matches(arguments: dict[str, JsonValue] | None, params: JsonValue) -> bool:
     return True
 
 
+# issue 16: a node runs thousands of objects whose loads name the same entries (one Loop configuration, many
+# Loops); each built its own index (a dict and a list per name, ~0.9 KB for the seven builtins). A policy is never
+# changed once made, so equal entries share one — kept while some object holds it.
+_SHARED: weakref.WeakValueDictionary[tuple[tuple[str, str | None], ...], CapabilityPolicy] = (
+    weakref.WeakValueDictionary())
+
+
 # runtime-protocol.md §6.3: at most 1,024 entries {name, arguments?}, unknown fields refused,
 # name 1..128 bytes, arguments an object within JSON limits; else -32602 "invalid capabilities"
 def parse_capabilities(raw: object) -> CapabilityPolicy:
-    """Decode the load parameter (a list of ``{name, arguments?}``) or raise ``InvalidParams``."""
+    """Decode the load parameter (a list of ``{name, arguments?}``) or raise ``InvalidParams``; equal entries
+    (in the same order) give the same policy object."""
     if raw is None:
-        return CapabilityPolicy()
+        raw = ()
     if type(raw) is not list and type(raw) is not tuple:
         raise InvalidParams("invalid capabilities")
     if len(raw) > MAX_CAPABILITIES:
         raise InvalidParams("invalid capabilities")
-    return CapabilityPolicy(_parse_entry(item) for item in raw)
+    entries = [_parse_entry(item) for item in raw]
+    key = tuple((e.name, None if e.arguments is None else _key_text(e.arguments)) for e in entries)
+    policy = _SHARED.get(key)
+    if policy is None:
+        policy = _SHARED[key] = CapabilityPolicy(entries)
+    return policy
+
+
+def _key_text(arguments: dict[str, JsonValue]) -> str:
+    # exact JSON text: 1 and 1.0 and True stay apart (jsonval.equal is strict about them, so must the key be)
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def _parse_entry(item: object) -> Capability:

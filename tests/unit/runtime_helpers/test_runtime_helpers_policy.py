@@ -51,3 +51,22 @@ def test_invalid_capabilities(raw: object) -> None:
 def test_limits_accepted() -> None:
     assert len(parse_capabilities([{"name": "é" * 64}] * 1024)) == 1024
     assert len(parse_capabilities(None)) == 0
+
+
+def test_equal_entries_share_one_policy_object() -> None:
+    # issue 16: thousands of Loops of one configuration load the same entries; each held its own index
+    entries = [{"name": "agent.notify"}, {"name": "t", "arguments": {"n": 1, "o": {"k": [True]}}}]
+    first = parse_capabilities(entries)
+    again = parse_capabilities([dict(e) for e in entries])
+    assert again is first
+    assert parse_capabilities(None) is parse_capabilities([])
+
+
+def test_policies_that_differ_are_not_shared() -> None:
+    # the key is as strict as the match: 1, 1.0 and true are three constraints, and the order of keys is not one
+    by_value = [parse_capabilities([{"name": "t", "arguments": {"n": v}}]) for v in (1, 1.0, True, "1")]
+    assert len({id(p) for p in by_value}) == 4
+    assert by_value[0].allows("t", {"n": 1}) and not by_value[1].allows("t", {"n": 1})
+    assert parse_capabilities([{"name": "t", "arguments": {"a": 1, "b": 2}}]) is parse_capabilities(
+        [{"name": "t", "arguments": {"b": 2, "a": 1}}])
+    assert parse_capabilities([{"name": "a"}]) is not parse_capabilities([{"name": "b"}])
