@@ -28,7 +28,7 @@ from wakeful.harness.integrity import ArtifactProblem, read_verified
 from wakeful.harness.registry import ToolRegistry
 from wakeful.harness.source_lines import stored_table, with_source_line
 from wakeful.harness.store import jsontext, loops, schema
-from wakeful.harness.store.core import Store
+from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
@@ -546,21 +546,24 @@ class Node:
         refused = self._logs.take_refused()
         if not lines and not dropped and not refused:
             return
+
+        async def work(tx: Tx) -> None:  # (on SQLite a unit of the group commit: no commit of its own)
+            now = await tx.now_ms()
+            for loop_id in sorted(set(lines) | set(dropped) | set(refused)):
+                row = await loops.find_loop(tx, loop_id)
+                if row is None:
+                    continue  # deleted meanwhile
+                batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
+                if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
+                    batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
+                for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
+                    batch.append(LogLine(now, row.incarnation, "harness", _refused_text(reason, count)))
+                lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
+                await loops.append_logs(tx, loop_id, batch)
+                await loops.add_dropped_logs(tx, loop_id, lost)
+
         try:
-            async with self.store.tx() as tx:
-                now = await tx.now_ms()
-                for loop_id in sorted(set(lines) | set(dropped) | set(refused)):
-                    row = await loops.find_loop(tx, loop_id)
-                    if row is None:
-                        continue  # deleted meanwhile
-                    batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
-                    if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
-                        batch.append(LogLine(now, row.incarnation, "harness", _dropped_text(dropped[loop_id])))
-                    for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
-                        batch.append(LogLine(now, row.incarnation, "harness", _refused_text(reason, count)))
-                    lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
-                    await loops.append_logs(tx, loop_id, batch)
-                    await loops.add_dropped_logs(tx, loop_id, lost)
+            await self.store.write(work, key="~logs")
         except StoreUnavailable:
             log.warning("guest log lines lost: store unavailable")
 

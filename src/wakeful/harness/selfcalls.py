@@ -29,7 +29,8 @@ E, L = schema.loop_event, schema.loop
 # §6 loop.state.put: fenced, limits, last write wins → {status: stored, bytes}
 async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     state = wake_args.state_arg(args)
-    async with store.tx() as tx:
+
+    async def work(tx: Tx) -> int:  # (every refusal before the write: a unit of the group commit on SQLite)
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         try:
             value, size = checked_checkpoint(state, row.config, loop_id, incarnation)
@@ -39,6 +40,9 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
             raise HostCallRefused("invalid_arguments", f"state: {exc.message}") from None
         await loops.update_loop(tx, loop_id, checkpoint=value, checkpoint_bytes=size,
                                 checkpoint_ms=await tx.now_ms())
+        return size
+
+    size = await store.write(work, key=loop_id)
     return {"status": "stored", "bytes": size}
 
 
@@ -65,10 +69,11 @@ async def notify(
 ) -> NotifyOutcome:
     content, dedup_key = wake_args.notify_args(args)
     message_id = sessions.wake_message_id(loop_id, dedup_key)
-    async with store.tx() as tx:
+
+    async def work(tx: Tx) -> tuple[NotifyOutcome, WakeWindow | None]:  # (a group-commit unit on SQLite)
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         if await sessions.message_exists(tx, message_id):
-            return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
+            return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False), None
         now = await tx.now_ms()
         window = WakeWindow(row.notify_window_start_ms, row.notify_window_count, row.notify_limited_since_ms)
         verdict, window = judge_wake(window, now, watch.elapsed_ns(loop_id, mono_ns), limits)
@@ -76,8 +81,11 @@ async def notify(
             tx, loop_id, notify_window_start_ms=window.start_ms, notify_window_count=window.count,
             notify_limited_since_ms=window.limited_since_ms,
         )
-        outcome = await _apply_verdict(tx, row, verdict, message_id, content, dedup_key, limits)
-    watch.record(loop_id, window.limited_since_ms, mono_ns)
+        return await _apply_verdict(tx, row, verdict, message_id, content, dedup_key, limits), window
+
+    outcome, window = await store.write(work, key=loop_id)
+    if window is not None:
+        watch.record(loop_id, window.limited_since_ms, mono_ns)
     return outcome
 
 
