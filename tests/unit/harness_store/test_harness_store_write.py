@@ -82,3 +82,31 @@ async def test_a_state_put_and_a_wake_share_one_commit_with_what_is_queued_on_sq
         row = await loops.get_loop(tx, loop.id)
         assert row.checkpoint == {"above": True}
         assert await sessions.message_exists(tx, sessions.wake_message_id(loop.id, "k1"))
+
+
+async def test_a_wake_updates_the_loop_row_once(store: Store) -> None:
+    """issue 16: the wake window and the last-notified columns are one UPDATE of the Loop row (was two), on both
+    stores; a duplicate writes nothing."""
+    from sqlalchemy import event
+
+    loop = await _loop(store)
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(" ".join(statement.split()[:2]).upper())
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        args = {"content": "cpu 95", "dedup_key": "k1"}
+        outcome = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
+        assert outcome.result is not None and outcome.result["status"] == "queued"
+        assert statements.count("UPDATE LOOP") == 1 and statements.count("INSERT INTO") == 1
+        statements.clear()
+        again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
+        assert again.result is not None and again.result["status"] == "duplicate"
+        assert not [s for s in statements if s.startswith(("UPDATE", "INSERT"))]
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+    async with store.tx(readonly=True) as tx:
+        row = await loops.get_loop(tx, loop.id)
+    assert row.notify_window_count == 1 and row.notified_since_activation and row.last_notified_ms is not None
