@@ -720,29 +720,32 @@ class Node:
         refused = self._logs.take_refused()
         if not lines and not dropped and not refused:
             return
+
+        async def work(tx: Tx) -> None:  # (on SQLite a unit of the group commit: no commit of its own)
+            now = await tx.now_ms()
+            ids = sorted(set(lines) | set(dropped) | set(refused))
+            L = schema.loop
+            current: dict[str, int] = {}  # issue 16: the Loops' incarnations in one read per batch
+            for start in range(0, len(ids), loops.BATCH):
+                stmt = sa.select(L.c.id, L.c.incarnation).where(L.c.id.in_(ids[start:start + loops.BATCH]))
+                current.update((r.id, int(r.incarnation)) for r in await tx.execute(stmt))
+            batches: dict[str, list[LogLine]] = {}
+            for loop_id in ids:
+                incarnation = current.get(loop_id)
+                if incarnation is None:
+                    continue  # deleted meanwhile
+                batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
+                if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
+                    batch.append(LogLine(now, incarnation, "harness", _dropped_text(dropped[loop_id])))
+                for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
+                    batch.append(LogLine(now, incarnation, "harness", _refused_text(reason, count)))
+                batches[loop_id] = batch
+                lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
+                await loops.add_dropped_logs(tx, loop_id, lost)  # a statement only when lines were lost
+            await loops.append_logs_many(tx, batches)
+
         try:
-            async with self.store.tx() as tx:
-                now = await tx.now_ms()
-                ids = sorted(set(lines) | set(dropped) | set(refused))
-                L = schema.loop
-                current: dict[str, int] = {}  # issue 16: the Loops' incarnations in one read per batch
-                for start in range(0, len(ids), loops.BATCH):
-                    stmt = sa.select(L.c.id, L.c.incarnation).where(L.c.id.in_(ids[start:start + loops.BATCH]))
-                    current.update((r.id, int(r.incarnation)) for r in await tx.execute(stmt))
-                batches: dict[str, list[LogLine]] = {}
-                for loop_id in ids:
-                    incarnation = current.get(loop_id)
-                    if incarnation is None:
-                        continue  # deleted meanwhile
-                    batch = [LogLine(now, inc, "guest", text) for inc, text in lines.get(loop_id, [])]
-                    if dropped.get(loop_id):  # issue 18: say that lines were dropped, and how many
-                        batch.append(LogLine(now, incarnation, "harness", _dropped_text(dropped[loop_id])))
-                    for reason, count in sorted(refused.get(loop_id, {}).items()):  # and those the runtime refused
-                        batch.append(LogLine(now, incarnation, "harness", _refused_text(reason, count)))
-                    batches[loop_id] = batch
-                    lost = dropped.get(loop_id, 0) + sum(refused.get(loop_id, {}).values())
-                    await loops.add_dropped_logs(tx, loop_id, lost)  # a statement only when lines were lost
-                await loops.append_logs_many(tx, batches)
+            await self.store.write(work, key="~logs")
         except StoreUnavailable:
             log.warning("guest log lines lost: store unavailable")
 

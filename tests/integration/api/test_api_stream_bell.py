@@ -59,7 +59,7 @@ def test_a_rolled_back_message_rings_nothing(live: LiveApi) -> None:
 
         rung = threading.Event()
         original = h.store.bell.ring
-        h.store.bell.ring = lambda session_id: (rung.set(), original(session_id))
+        h.store.bell.ring = lambda session_id, *message: (rung.set(), original(session_id, *message))
         try:
             with pytest.raises(Abort):
                 async with h.store.tx() as tx:

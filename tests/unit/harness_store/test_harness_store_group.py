@@ -133,6 +133,49 @@ async def test_a_cancelled_caller_does_not_stop_the_others(store: Store, n: int)
     assert await _names(store) == sorted(["first", *[f"c{i}" for i in range(n, 3)]])
 
 
+async def test_a_unit_queued_while_a_batch_runs_its_statements_joins_it_on_sqlite(store: Store) -> None:
+    """issue 16 (event → wake latency): no second commit for a unit that arrives before the batch's COMMIT (an
+    ack while an admission's statements run); on PostgreSQL it waits for the next batch (its rows are locked in
+    one order before any unit runs)."""
+    running, go = asyncio.Event(), asyncio.Event()
+
+    async def slow(tx: Tx) -> str:
+        await groups.create_group(tx, name="slow")
+        running.set()
+        await go.wait()  # the batch is still running statements
+        return "slow"
+
+    commits = store.commits
+    first = asyncio.create_task(store.grouped(slow))
+    await running.wait()
+    late = asyncio.create_task(store.grouped(_create("late")))
+    await _until(lambda: store.grouping.queued == 1)
+    go.set()
+    assert await first == "slow" and await late == "late"
+    assert store.commits - commits == (1 if store.dialect == "sqlite" else 2)
+    assert await _names(store) == ["late", "slow"]
+
+
+async def test_a_late_unit_that_fails_reruns_the_batch_unit_by_unit(store: Store) -> None:
+    running, go = asyncio.Event(), asyncio.Event()
+
+    async def slow(tx: Tx) -> str:
+        await groups.create_group(tx, name="slow")
+        running.set()
+        await go.wait()
+        return "slow"
+
+    first = asyncio.create_task(store.grouped(slow))
+    await running.wait()
+    late = [asyncio.create_task(store.grouped(u)) for u in (_create("bad", explode=True), _create("ok"))]
+    await _until(lambda: store.grouping.queued == 2)
+    go.set()
+    assert await first == "slow"
+    results = await asyncio.gather(*late, return_exceptions=True)
+    assert isinstance(results[0], RuntimeError) and results[1] == "ok"
+    assert await _names(store) == ["ok", "slow"]
+
+
 async def _two_loops(store: Store) -> list[str]:
     async with store.tx() as tx:
         group = await groups.create_group(tx, name="g")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["POLL_S", "follow", "handled", "list_messages", "message_cursor", "message_view", "open_stream",
            "parse_message_cursor"]
 
+FOLLOW_PAGE = 100  # messages per read of a stream
 POLL_S = 0.5  # the backup poll of a stream: a commit on this node rings the store's message bell at once
 MAX_LIMIT = 200
 
@@ -72,17 +73,37 @@ async def follow(harness: Harness, session_id: str, start: tuple[int, str] | Non
                  poll_s: float | None = None) -> AsyncGenerator[tuple[str, dict[str, Any]] | None, None]:
     """The session's messages after ``start`` as ``(cursor, message view)``, forever; ``None`` after each wait
     that found nothing (the face decides when to send a keepalive). A store that is away is waited out: the
-    position is kept."""
-    after = start
-    while True:
-        try:
-            async with harness.store.tx(readonly=True) as tx:
-                found = await messages_after(tx, session_id, after, unhandled=False, limit=100)
-        except Exception:  # the store is away: keep following, try again (the cursor keeps the place)
-            found = []
-        for message in found:
-            yield message_cursor(message), message_view(message)
-            after = (message.created_ms, message.id)
-        if not found:
-            await harness.store.bell.wait(session_id, POLL_S if poll_s is None else poll_s)  # rung by a commit on this node
-            yield None
+    position is kept.
+
+    Subscribed to the store's message bell for the whole follow, so a commit on this node is never missed while
+    the store is read, and its message is yielded as the bell hands it over, before any read (issue 16: no read
+    transaction between a wake's commit and its stream). The store is then read from the last position read, as
+    the backup for messages of other nodes or processes; a message yielded already is not yielded again."""
+    after = start  # the position of the last message read from the store
+    ahead: set[tuple[int, str]] = set()  # positions yielded from the bell after ``after``: the read skips them
+    wait_s = POLL_S if poll_s is None else poll_s
+    with harness.store.bell.subscribe(session_id) as bell:
+        while True:
+            try:
+                async with harness.store.tx(readonly=True) as tx:
+                    found = await messages_after(tx, session_id, after, unhandled=False, limit=FOLLOW_PAGE)
+            except Exception:  # the store is away: keep following, try again (the cursor keeps the place)
+                found = []
+            for message in found:
+                position = (message.created_ms, message.id)
+                if position not in ahead:
+                    yield message_cursor(message), message_view(message)
+                after = position
+            if after is not None and ahead:
+                ahead = {p for p in ahead if p > after}
+            if len(found) == FOLLOW_PAGE:
+                continue  # a full page: read on
+            # a commit that landed during the read rang the subscription already: no wait then
+            rung = await bell.wait(wait_s)  # rung by a commit on this node
+            for message in sorted(bell.take(), key=lambda m: (m.created_ms, m.id)):
+                position = (message.created_ms, message.id)
+                if (after is None or position > after) and position not in ahead:
+                    ahead.add(position)
+                    yield message_cursor(message), message_view(message)
+            if not rung:
+                yield None

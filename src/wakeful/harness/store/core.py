@@ -178,6 +178,16 @@ class Store:
         row ``work`` locks for an item (as ``locks`` of ``grouped``)."""
         return await self.grouping.submit_batch(kind, item, work, lock_of=lock_of)
 
+    async def write(self, work: Callable[[Tx], Awaitable[T]], *, key: str = "") -> T:
+        """``work(tx)`` as one small write: on SQLite a unit of the group commit (``grouped``: one writer per
+        process, so a transaction of its own would only queue for the writer turn and then commit alone — as a
+        unit it shares the commit of the admissions and acks queued meanwhile); on PostgreSQL a transaction of
+        its own, beside the others on the pool. ``work`` follows ``grouped``'s rules: typed refusals before any
+        write, and it may be run twice."""
+        if self.dialect == "sqlite":
+            return await self.grouped(work, key=key)
+        return await self._run(work)
+
     async def run_rerunnable(self, work: Callable[[Tx], Awaitable[T]]) -> T:
         """``work(tx)`` in a write transaction, and once more on a fresh session when the first one's session was
         lost with nothing committed (``StoreUnavailable.lost_uncommitted``: e.g. the server ended it after its

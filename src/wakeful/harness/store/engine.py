@@ -116,7 +116,10 @@ def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -
     if target.dialect == "sqlite":
         assert target.sqlite_path is not None
         target.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(target.sa_url, pool_size=8, max_overflow=8)
+        # issue 16: no ROLLBACK when a connection goes back to the pool — every ``Store`` transaction ends in its
+        # COMMIT or ROLLBACK before the connection is returned (an open one is rolled back by the connection's
+        # close), and with aiosqlite that reset is one more hop to the driver thread after every transaction
+        engine = create_async_engine(target.sa_url, pool_size=8, max_overflow=8, pool_reset_on_return=None)
         _install_sqlite_hooks(engine)
         return engine
     settings = {"lock_timeout": str(PG_LOCK_TIMEOUT_MS)}

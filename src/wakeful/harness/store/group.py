@@ -4,7 +4,7 @@
 unit in arrival order (stably sorted by ``key``, so row locks are always taken in one order) inside one write
 transaction, commits, and only then resolves each caller with its own result. Units that arrive while a batch
 commits form the next batch, so batching adds no wait of its own: under load the batches grow, alone a unit
-commits at once.
+commits at once. On SQLite, units that arrive while a batch still runs its statements join it (``_late``).
 
 Per-unit outcomes: a ``HarnessError`` raised by a unit is that unit's own answer and the others still commit —
 so a unit must raise its typed refusals before it writes anything. Any other failure (a driver error, a lost
@@ -83,6 +83,7 @@ class GroupCommit:
         self.batches = 0  # batch transactions committed (each unit answered from one of them)
         self.units = 0  # units answered from a committed batch (refusals included)
         self.largest = 0  # the largest batch so far
+        self.joined = 0  # units that joined a batch while it ran (SQLite, ``_late``)
         self._queue: list[_Unit] = []
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -163,8 +164,9 @@ class GroupCommit:
             batch = [u for u in batch if not u.future.done()]  # a caller that gave up before its batch began
             if not batch:
                 continue
+            batch.sort(key=lambda u: u.key)
             try:
-                await self._commit(sorted(batch, key=lambda u: u.key))
+                await self._commit(batch)  # (units that join it while it runs are added to ``batch``)
             except BaseException as exc:  # never leave a caller waiting (cancellation at shutdown included)
                 for unit in batch:
                     _settle(unit, exc, failed=True)
@@ -176,13 +178,18 @@ class GroupCommit:
         try:
             async with self.store.tx() as tx:
                 await _lock_ahead(tx, batch)
-                for unit in batch:
+                ran = 0
+                while ran < len(batch):
+                    unit = batch[ran]
+                    ran += 1
                     mark = tx.after_commit_mark()
                     try:
                         outcomes.append((False, await unit.work(tx)))
                     except HarnessError as exc:  # this unit's typed refusal (it wrote nothing)
                         tx.drop_after_commit(mark)
                         outcomes.append((True, exc))
+                    if ran == len(batch):
+                        batch.extend(self._late(tx, len(batch)))
                 await self._pause("before")
         except Exception as exc:
             if len(batch) == 1 and not (isinstance(exc, StoreUnavailable) and exc.lost_uncommitted):
@@ -197,6 +204,19 @@ class GroupCommit:
         await self._pause("after")
         for unit, (failed, value) in zip(batch, outcomes):
             _settle(unit, value, failed=failed)
+
+    # issue 16 (event → wake latency): on SQLite the units queued while this batch ran its statements join it
+    # before its COMMIT instead of waiting for a commit of their own — an ack that arrives while an admission's
+    # statements run, or the other way round, is answered by the same commit. Nothing waits for them (the batch
+    # commits as soon as no unit is queued). Not on PostgreSQL: there the batch locks its units' Loop rows in one
+    # statement before any unit runs (``_lock_ahead``), and a late unit would lock rows after that, out of order.
+    def _late(self, tx: Tx, size: int) -> list[_Unit]:
+        if tx.dialect != "sqlite" or not self._queue or size >= MAX_BATCH:
+            return []
+        room = MAX_BATCH - size
+        late, self._queue = self._queue[:room], self._queue[room:]
+        self.joined += sum(1 for u in late if not u.future.done())
+        return sorted((u for u in late if not u.future.done()), key=lambda u: u.key)
 
     async def _alone(self, unit: _Unit) -> None:
         if unit.future.done():

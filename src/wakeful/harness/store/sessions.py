@@ -79,6 +79,9 @@ class MessageInsert:
     message_id: str
 
 
+_INSERTED = tuple(n for n in Message.__dataclass_fields__ if n not in ("handled_ms", "handled_by"))
+
+
 def _session(row: Any) -> Session:
     return Session(row.id, row.agent_id, row.group_id, row.title, row.created_ms)
 
@@ -166,25 +169,16 @@ async def insert_message(
     _check_message(kind, content)
     now = await tx.now_ms()
     mid = message_id or new_id("msg", now)
-    values = {
-        "id": mid,
-        "session_id": session_id,
-        "agent_id": agent_id,
-        "group_id": group_id,
-        "kind": kind,
-        # §2.3: loop and lifecycle messages always have role user, so an LLM host feeds them as input
-        "role": "system" if kind == "system" else "user",
-        "loop_id": loop_id,
-        "loop_name": loop_name,
-        "incarnation": incarnation,
-        "dedup_key": dedup_key,
-        "content": content,
-        "created_ms": now,
-    }
+    # §2.3: loop and lifecycle messages always have role user, so an LLM host feeds them as input
+    message = Message(id=mid, session_id=session_id, agent_id=agent_id, group_id=group_id, kind=kind,
+                      role="system" if kind == "system" else "user", loop_id=loop_id, loop_name=loop_name,
+                      incarnation=incarnation, dedup_key=dedup_key, content=content, created_ms=now,
+                      handled_ms=None, handled_by=None)
+    values = {n: getattr(message, n) for n in _INSERTED}
     inserted = await tx.insert_if_absent(M, values)
-    if inserted:
+    if inserted:  # the committed row as a read returns it: the session's stream sends it without that read
         bell = tx.store.bell
-        tx.after_commit(lambda: bell.ring(session_id))
+        tx.after_commit(lambda: bell.ring(session_id, message))
     return MessageInsert("queued" if inserted else "duplicate", mid)
 
 
