@@ -7,32 +7,18 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.store_rows import loop_row
 
 from wakeful.harness.errors import InvalidRequest, NotFound
-from wakeful.harness.store import agents, artifacts, groups, loops, schema, sessions
+from wakeful.harness.store import agents, loops, schema
 from wakeful.harness.store.loops import LogLine
 
 ELF = b"\x7fELF" + b"\x01" * 64
 
 
 async def _loop(store: Any, **kwargs: Any) -> loops.Loop:
-    async with store.tx() as tx:
-        group = await groups.create_group(tx, name="g")
-        agent = await agents.create_agent(tx, group_id=group.id, name="bot")
-        session = await sessions.create_session(tx, agent_id=agent.id)
-        art = await artifacts.put_artifact(tx, group_id=group.id, elf=ELF, origin="build", created_by="t")
-        return await loops.insert_loop(
-            tx,
-            group_id=group.id,
-            agent_id=agent.id,
-            session_id=session.id,
-            artifact_sha256=art.sha256,
-            config={"threshold": 3},
-            capabilities=[{"name": "agent.notify"}],
-            creator=f"agent:{agent.id}",
-            artifact_path="/loops/main.elf",
-            **kwargs,
-        )
+    return await loop_row(store, elf=ELF, config={"threshold": 3}, capabilities=[{"name": "agent.notify"}],
+                          artifact_path="/loops/main.elf", **kwargs)
 
 
 async def test_insert_defaults(store: Any) -> None:

@@ -6,28 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from support.store_rows import loop_row
 
-from wakeful.harness.store import agents, artifacts, events, groups, loops, retention, schema, sessions
+from wakeful.harness.store import artifacts, events, loops, retention, schema, sessions
 
 ELF = b"\x7fELF" + b"\x04" * 64
 HOUR_S = 3600
 
 
 async def _loop(store: Any) -> loops.Loop:
-    async with store.tx() as tx:
-        group = await groups.create_group(tx, name="g")
-        agent = await agents.create_agent(tx, group_id=group.id, name="bot")
-        session = await sessions.create_session(tx, agent_id=agent.id)
-        art = await artifacts.put_artifact(tx, group_id=group.id, elf=ELF, origin="build", created_by="t")
-        return await loops.insert_loop(
-            tx,
-            group_id=group.id,
-            agent_id=agent.id,
-            session_id=session.id,
-            artifact_sha256=art.sha256,
-            config={},
-            creator="operator",
-        )
+    return await loop_row(store, elf=ELF, creator="operator")
 
 
 async def _add(store: Any, loop: loops.Loop, event_id: str, payload: Any = None) -> bool:

@@ -10,31 +10,16 @@ from typing import Any
 
 import pytest
 from support.commit_gate import Gate
+from support.store_rows import loop_row
 
 from wakeful.harness import selfcalls
 from wakeful.harness.budget import LimitWatch
 from wakeful.harness.config import Limits
-from wakeful.harness.store import Store, Tx, agents, artifacts, groups, loops, sessions
+from wakeful.harness.store import Store, Tx, groups, loops, sessions
 
 
 async def _loop(store: Store) -> loops.Loop:
-    async with store.tx() as tx:
-        group = await groups.create_group(tx, name="g")
-        agent = await agents.create_agent(tx, group_id=group.id, name="bot")
-        session = await sessions.create_session(tx, agent_id=agent.id)
-        art = await artifacts.put_artifact(
-            tx, group_id=group.id, elf=b"\x7fELF" + b"\x01" * 64, origin="build", created_by="t"
-        )
-        return await loops.insert_loop(
-            tx,
-            group_id=group.id,
-            agent_id=agent.id,
-            session_id=session.id,
-            artifact_sha256=art.sha256,
-            config={},
-            capabilities=[{"name": "agent.notify"}],
-            creator=f"agent:{agent.id}",
-        )
+    return await loop_row(store, capabilities=[{"name": "agent.notify"}])
 
 
 async def _until(check: Any) -> bool:
