@@ -5,6 +5,7 @@ The rules of *when* a Loop moves are the lifecycle's; this module owns how the r
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -118,12 +119,23 @@ class Transition:
     detail: str | None
 
 
+_LOOP_FIELDS = tuple(Loop.__dataclass_fields__)
+_loop_values = operator.attrgetter(*_LOOP_FIELDS)
+_JSON_AT = tuple(_LOOP_FIELDS.index(name) for name in _JSON_COLUMNS)
+_NOTIFIED_AT = _LOOP_FIELDS.index("notified_since_activation")
+
+
+# issue 16: a node's start decodes 10,000 rows here; the columns are read in one ``attrgetter`` call and the frozen
+# dataclass filled through its ``__dict__`` (its ``__init__`` sets each of 34 fields through ``object.__setattr__``),
+# ~3× cheaper per row. The same Loop as ``Loop(**values)``: the class has no ``__post_init__`` and no defaults
 def loop_from_row(row: Any) -> Loop:
-    values = {name: getattr(row, name) for name in Loop.__dataclass_fields__}
-    for name in _JSON_COLUMNS:
-        values[name] = jsontext.decode(values[name])
-    values["notified_since_activation"] = bool(values["notified_since_activation"])
-    return Loop(**values)
+    values = list(_loop_values(row))
+    for at in _JSON_AT:
+        values[at] = jsontext.decode(values[at])
+    values[_NOTIFIED_AT] = bool(values[_NOTIFIED_AT])
+    loop: Loop = object.__new__(Loop)
+    loop.__dict__.update(zip(_LOOP_FIELDS, values, strict=True))
+    return loop
 
 
 def _check_state(state: str, pause_reason: str | None) -> None:
