@@ -263,7 +263,7 @@ async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The harness bench lists every Loop page by page while it waits for them to run: each page decodes at
-    most limit + 1 rows of the listing (and the page's own), so listing N Loops costs O(N), not O(N² / limit);
+    most limit + 1 rows (its objects are made from them, not read again), so listing N Loops costs O(N), not O(N² / limit);
     the pages still cover every Loop once, in id order, with the filters applied."""
     from wakeful.harness.ops.loops import list_loops
     from wakeful.harness.principal import Principal
@@ -276,14 +276,14 @@ async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
         async with h.store.tx(readonly=True) as tx:
             group_id = str((await tx.execute(sa.select(G.c.id))).scalar())
         decoded = 0
-        real = loops.loop_from_row
+        real = loops._loop  # the decoding of one row into a Loop (loop_from_row, loops_from_rows)
 
-        def counted(row: Any) -> Any:
+        def counted(values: Any) -> Any:
             nonlocal decoded
             decoded += 1
-            return real(row)
+            return real(values)
 
-        monkeypatch.setattr(loops, "loop_from_row", counted)
+        monkeypatch.setattr(loops, "_loop", counted)
         admin = Principal(role="admin", key_id="k", group_id=None, agent_id=None, operator=True)
         seen: list[str] = []
         cursor: str | None = None
