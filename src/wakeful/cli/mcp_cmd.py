@@ -18,7 +18,7 @@ import typer
 
 from wakeful.cli.output import EXIT_UNAVAILABLE, CliExit, UsageError
 
-__all__ = ["mount_mcp", "register", "tool_names_setting"]
+__all__ = ["LazyMcpApp", "mount_mcp", "register", "tool_names_setting"]
 
 DEFAULT_SERVER = "http://127.0.0.1:8470"  # server.host / server.port defaults (interfaces.md §7)
 
@@ -112,12 +112,32 @@ def tool_names_setting(flag: str | None, config: Path | None = None) -> str:
 
 def mount_mcp(app: Any, harness: Any, *, tool_names: str | None = None) -> Any:
     """Mount MCP over streamable HTTP at ``/mcp`` on a ``wakeful serve`` app; returns the ASGI app (close it
-    before the harness stops). ``tool_names`` None: the harness's ``mcp.tool_names``."""
+    before the harness stops). ``tool_names`` None: the harness's ``mcp.tool_names``. The MCP machinery (the mcp
+    package: ~0.4 s of imports on a quiet machine) is made by the first request to ``/mcp``, not before the node
+    serves (issue 16: a restarted node serves its Loops sooner)."""
     from starlette.routing import Route
 
-    from wakeful.mcp.http import McpHttpApp
-
-    mcp_app = McpHttpApp(harness, tool_names=tool_names)
+    mcp_app = LazyMcpApp(harness, tool_names=tool_names)
     app.router.routes.append(Route("/mcp", endpoint=mcp_app))  # /mcp itself, without a redirect to /mcp/
     app.mount("/mcp", mcp_app)
     return mcp_app
+
+
+class LazyMcpApp:
+    """The ASGI app at ``/mcp``: ``wakeful.mcp.http.McpHttpApp``, made when first called."""
+
+    def __init__(self, harness: Any, *, tool_names: str | None = None) -> None:
+        self.harness, self.tool_names = harness, tool_names
+        self.app: Any = None  # the McpHttpApp once made
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self.app is None:
+            from wakeful.mcp.http import McpHttpApp
+
+            self.app = McpHttpApp(self.harness, tool_names=self.tool_names)
+        await self.app(scope, receive, send)
+
+    async def close(self) -> None:
+        """Stop the MCP app's manager, if a request made it."""
+        if self.app is not None:
+            await self.app.close()

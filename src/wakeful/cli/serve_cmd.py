@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,9 +48,31 @@ def serve(
                                 demo=demo, no_docs=no_docs, mcp=not no_mcp, upgrade=upgrade, ui=not no_ui))
 
 
+# issue 16 / benchmarks.md §2.2 (a restarted node runs its Loops again within 3 s): the HTTP stack's packages — fastapi
+# (its OpenAPI models are most of it), uvicorn, and for /mcp the mcp package — are ~1 s of imports on a quiet machine.
+# A thread imports them while the main thread opens the store and loads the Loops, which waits on the store much of
+# its time. Third-party packages only: no harness code imports them, so the two threads never take one import cycle
+# from opposite ends; a failure here is left to the main thread's own import, where it is reported.
+WARM_IMPORTS = ("fastapi", "fastapi.routing", "uvicorn", "uvicorn.protocols.http.h11_impl")
+WARM_MCP_IMPORTS = ("mcp.server.streamable_http_manager", "mcp.server.lowlevel")
+
+
+def warm_imports(names: tuple[str, ...]) -> threading.Thread:
+    """Import ``names`` in a daemon thread (started); returns the thread."""
+    def run() -> None:
+        for name in names:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="wakeful-warm-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
                   config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True,
                   upgrade: bool = False, ui: bool = True) -> int:
+    warm_imports(WARM_IMPORTS + (WARM_MCP_IMPORTS if mcp else ()))
     from wakeful.harness.config import load_config
 
     if demo and "WAKEFUL_HOME" not in os.environ:
@@ -97,18 +121,19 @@ async def _upgrade(url: str) -> None:
 
 
 async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> None:
-    from wakeful.api.server import make_server
     from wakeful.control import Harness  # wakeful.Harness: the node with h.control and the Loop bridge
 
     listener = _listen(cfg.server_host, cfg.server_port)  # fail fast, before the store is opened
     harness = Harness(cfg)
     try:
-        await harness.start()
+        await harness.start()  # the Loops load first; the HTTP stack's imports meanwhile (warm_imports)
     except BaseException:
         listener.close()
         raise
     mcp_app: Any = None
     try:
+        from wakeful.api.server import make_server
+
         server = make_server(harness, cfg.server_host, cfg.server_port, node_name=cfg.node_name or "",
                              public_base_url=cfg.public_base_url, public_docs=cfg.public_docs,
                              ui=ui, timeout_graceful_shutdown=5)

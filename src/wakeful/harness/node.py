@@ -33,6 +33,7 @@ from wakeful.harness.store.group import GroupCommit
 from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
+from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 
 if TYPE_CHECKING:
     from wakeful.harness.placement import Placement
@@ -235,6 +236,7 @@ class Node:
             rows = await loops.begin_incarnations(tx, ids, node_id=self.node_id)
         # step 2: once per digest of the batch (the bytes re-read and re-hashed for this load, §8)
         elves: dict[tuple[str, str], bytes | ArtifactProblem] = {}
+        policies: dict[str, CapabilityPolicy] = {}  # the Loops' stored capabilities (JSON text) → parsed once
         made: list[tuple[Loop, str]] = []
         for row in rows:
             key = (row.group_id, row.artifact_sha256)
@@ -247,7 +249,7 @@ class Node:
             if isinstance(elf, ArtifactProblem):
                 await self._pause_fault(row.id, row.incarnation, elf.failure, elf.detail)
                 continue
-            object_id = await self._load_runtime(row, elf)  # step 3
+            object_id = await self._load_runtime(row, elf, policies)  # step 3
             if object_id is not None:
                 made.append((row, object_id))
         if not made:
@@ -369,10 +371,11 @@ class Node:
         return res
 
     # step 3: the runtime's load; None when it refused (told, paused or queued for capacity)
-    async def _load_runtime(self, row: Loop, elf: bytes) -> str | None:
+    async def _load_runtime(self, row: Loop, elf: bytes,
+                            policies: dict[str, CapabilityPolicy] | None = None) -> str | None:
         config = load_config(row.config, row.id, row.incarnation, row.checkpoint)
-        caps = runtime_capabilities(row.capabilities, self.tools.loop_tool_names())
         try:
+            caps = self._capabilities(row, policies)
             status = await self.runtime.load(elf, config=config, capabilities=caps, label=row.id)
         except InvalidObject as exc:
             await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
@@ -384,6 +387,17 @@ class Node:
             await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
             return None
         return status.object_id
+
+    # issue 16: a batch's Loops mostly share one capability list (the builtins): it is parsed once per batch
+    # (``policies``, keyed by the stored JSON text) and every object of the batch gets the one policy
+    def _capabilities(self, row: Loop, policies: dict[str, CapabilityPolicy] | None) -> CapabilityPolicy:
+        key = jsontext.encode(row.capabilities) if policies is not None else ""
+        policy = policies.get(key) if policies is not None else None
+        if policy is None:
+            policy = parse_capabilities(runtime_capabilities(row.capabilities, self.tools.loop_tool_names()))
+            if policies is not None:
+                policies[key] = policy
+        return policy
 
     # step 5's start of an attached object: resident from here; False when the start failed (a fault)
     async def _start_object(self, res: Resident) -> bool:

@@ -271,10 +271,11 @@ class LoopTools:
             return self._view(row, await lc.pending_count(tx, loop_id)), row
 
     async def page(self, *, group_id: str, limit: int, after: str | None = None, agent_id: str | None = None,
-                   state: str | None = None, pause_reason: str | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` views of the group's Loops in id order after the id ``after``, filtered in the query:
-        issue 16 — a page reads its rows and their pending counts only, not every Loop of the group, so listing N
-        Loops page by page costs O(N), not O(N² / limit) (the harness bench lists them all while it waits)."""
+                   state: str | None = None, pause_reason: str | None = None) -> list[tuple[dict[str, Any], Loop]]:
+        """Up to ``limit`` views of the group's Loops in id order after the id ``after``, filtered in the query,
+        each with the row it was made from: issue 16 — a page reads its rows and their pending counts only, not
+        every Loop of the group, so listing N Loops page by page costs O(N), not O(N² / limit) (the harness bench
+        lists them all while it waits), and the Loop objects of the page are made from these rows, not read again."""
         for field, value in (("agent_id", agent_id), ("group_id", group_id), ("state", state),
                              ("pause_reason", pause_reason), ("cursor", after)):
             if isinstance(value, str) and "\x00" in value:  # no text column holds it: refused before any query
@@ -286,11 +287,11 @@ class LoopTools:
             if value is not None:
                 stmt = stmt.where(column > value if column is L.c.id else column == value)
         async with self.store.tx(readonly=True) as tx:
-            rows = [loops.loop_from_row(r) for r in await tx.execute(stmt)]
+            rows = loops.loops_from_rows(await tx.execute(stmt))
             counts = sa.select(E.c.loop_id, sa.func.count().label("n")).where(
                 E.c.status == "pending", E.c.loop_id.in_([row.id for row in rows])).group_by(E.c.loop_id)
             pending = {r.loop_id: int(r.n) for r in await tx.execute(counts)} if rows else {}
-        return [self._view(row, pending.get(row.id, 0)) for row in rows]
+        return [(self._view(row, pending.get(row.id, 0)), row) for row in rows]
 
     async def list(self, *, agent_id: str | None = None, group_id: str | None = None,
                    state: str | None = None) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Store
-from wakeful.harness.store.loops import Loop, loop_from_row
+from wakeful.harness.store.loops import Loop, loops_from_rows
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -57,7 +57,7 @@ async def loop_rows(store: Store, ids: Sequence[str]) -> dict[str, Loop]:
         return {}
     async with store.tx(readonly=True) as tx:
         found = await tx.execute(sa.select(schema.loop).where(schema.loop.c.id.in_(list(ids))))
-        return {row.id: loop_from_row(row) for row in found}
+        return {row.id: row for row in loops_from_rows(found)}
 
 
 def loop_object(harness: Harness | None, view: Mapping[str, Any], row: Loop | None) -> dict[str, Any]:

@@ -53,7 +53,7 @@ class LoadOptions(TypedDict, total=False):
     """The keywords of ``Runtime.load`` / ``load_nowait`` (§6.3); an absent one takes its default there."""
 
     config: Any
-    capabilities: Iterable[Any]
+    capabilities: Iterable[Any] | CapabilityPolicy  # a policy: ``parse_capabilities`` made it (once for many)
     cpu_limit_ms: int | None
     label: str | None
 
@@ -181,6 +181,10 @@ class Runtime:
         self._counter = 0
         self._opened_ns = self.clock.monotonic_ns()
         self._builder: Any = None
+        # issue 16: the program of the last ELF object loaded — a node's start loads thousands of objects from one
+        # ``bytes`` it read and verified once; the same object (immutable, held here so its identity stays its
+        # own) gives the same program without hashing the ELF again for the program cache's key
+        self._last_program: tuple[bytes, Any] | None = None
         self.handles = _new_handle_space(self.options)
         self.scheduler = Scheduler(
             self.clock, slice_insns=self.options.slice_insns,
@@ -238,7 +242,7 @@ class Runtime:
         elf: bytes,
         *,
         config: Any = None,
-        capabilities: Iterable[Any] = (),
+        capabilities: Iterable[Any] | CapabilityPolicy = (),
         cpu_limit_ms: int | None = None,
         label: str | None = None,
     ) -> ObjectStatus:
@@ -264,11 +268,14 @@ class Runtime:
         return self._status(obj)
 
     def _load_program(self, elf: bytes) -> Any:
+        last = self._last_program
+        if last is not None and last[0] is elf:
+            return last[1]
         from wakeful.vm import load
 
         opts = self.options
         try:
-            return load(
+            program = load(
                 elf, max_elf_bytes=opts.max_elf_bytes, max_instructions=opts.max_instructions,
                 max_image_bytes=opts.max_image_bytes, slice_insns=opts.slice_insns, engine=opts.engine,
             )
@@ -278,6 +285,8 @@ class Runtime:
             if exc.rule == "ELF_ENTRY" and isinstance(exc, MissingEntry):
                 raise InvalidParams("missing spinfoam.main section") from None
             raise
+        self._last_program = (elf, program)
+        return program
 
     def _new_context(self, obj: _Object) -> GuestContext:
         return GuestContext(

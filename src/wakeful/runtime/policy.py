@@ -77,7 +77,9 @@ _SHARED: weakref.WeakValueDictionary[tuple[tuple[str, str | None], ...], Capabil
 # name 1..128 bytes, arguments an object within JSON limits; else -32602 "invalid capabilities"
 def parse_capabilities(raw: object) -> CapabilityPolicy:
     """Decode the load parameter (a list of ``{name, arguments?}``) or raise ``InvalidParams``; equal entries
-    (in the same order) give the same policy object."""
+    (in the same order) give the same policy object, and a policy given is that policy."""
+    if type(raw) is CapabilityPolicy:  # issue 16: parsed once by a caller loading many objects of one entry list
+        return raw
     if raw is None:
         raw = ()
     if type(raw) is not list and type(raw) is not tuple:

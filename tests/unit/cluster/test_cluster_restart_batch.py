@@ -151,6 +151,51 @@ async def test_a_start_loads_its_loops_in_statements_that_do_not_grow_with_them(
     assert stop_many == stop_few, f"stop: {stop_few} statements for 4 Loops, {stop_many} for 24"
 
 
+async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_loops_of_one_artifact(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime's load of each object is the part of a start that grows with N: the capability list the Loops
+    share is parsed (its entries decoded) once per batch and the program made (the ELF hashed for its key) once per
+    artifact, not once per Loop — 4 and 24 Loops of one artifact cost the same parsing and program making."""
+    import wakeful.vm
+    from wakeful.runtime import policy
+
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    counts = {"entries": 0, "programs": 0}
+    real_entry, real_load = policy._parse_entry, wakeful.vm.load
+
+    def entry(item: Any) -> Any:
+        counts["entries"] += 1
+        return real_entry(item)
+
+    def program(data: bytes, **options: Any) -> Any:
+        counts["programs"] += 1
+        return real_load(data, **options)
+
+    async def started() -> dict[str, int]:
+        h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
+        counts.update(entries=0, programs=0)
+        monkeypatch.setattr(policy, "_parse_entry", entry)
+        monkeypatch.setattr(wakeful.vm, "load", program)
+        try:
+            await h.start()
+        finally:
+            monkeypatch.undo()
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            return dict(counts)
+        finally:
+            await h.stop()
+
+    few = await started()
+    fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
+    many = await started()
+    assert few["programs"] == 1 and few["entries"] > 0, few
+    assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
+
+
 async def _leases(store: Store) -> dict[str, tuple[str, int]]:
     async with store.tx(readonly=True) as tx:
         return {r.agent_id: (r.node_id, int(r.epoch)) for r in await tx.execute(sa.select(A))}
@@ -218,7 +263,7 @@ async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The harness bench lists every Loop page by page while it waits for them to run: each page decodes at
-    most limit + 1 rows of the listing (and the page's own), so listing N Loops costs O(N), not O(N² / limit);
+    most limit + 1 rows (its objects are made from them, not read again), so listing N Loops costs O(N), not O(N² / limit);
     the pages still cover every Loop once, in id order, with the filters applied."""
     from wakeful.harness.ops.loops import list_loops
     from wakeful.harness.principal import Principal
@@ -231,14 +276,14 @@ async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
         async with h.store.tx(readonly=True) as tx:
             group_id = str((await tx.execute(sa.select(G.c.id))).scalar())
         decoded = 0
-        real = loops.loop_from_row
+        real = loops._loop  # the decoding of one row into a Loop (loop_from_row, loops_from_rows)
 
-        def counted(row: Any) -> Any:
+        def counted(values: Any) -> Any:
             nonlocal decoded
             decoded += 1
-            return real(row)
+            return real(values)
 
-        monkeypatch.setattr(loops, "loop_from_row", counted)
+        monkeypatch.setattr(loops, "_loop", counted)
         admin = Principal(role="admin", key_id="k", group_id=None, agent_id=None, operator=True)
         seen: list[str] = []
         cursor: str | None = None

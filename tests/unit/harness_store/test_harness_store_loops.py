@@ -78,6 +78,28 @@ async def test_begin_incarnation_only_when_active(store: Any) -> None:
     assert (row.state, row.pause_reason, row.incarnation, row.object_id) == ("paused", "manual", 2, None)
 
 
+async def test_attach_objects_attaches_each_loop_only_at_its_incarnation_while_active(store: Any) -> None:
+    """§4.3 step 4 for a batch: each Loop gets its own object id, only where its incarnation and state = active
+    still match; the ids attached are returned, the others' rows are left as they were."""
+    first = await loop_row(store)
+    async with store.tx() as tx:
+        rows = [first] + [await loops.insert_loop(
+            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+            artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(3)]
+        ids = [r.id for r in rows]
+        began = {r.id: r.incarnation for r in await loops.begin_incarnations(tx, ids, node_id="node_a")}
+        assert await loops.update_loop(tx, ids[3], where_state="active", state="paused", pause_reason="manual")
+    async with store.tx() as tx:
+        attached = await loops.attach_objects(tx, [
+            (ids[0], began[ids[0]], "o1"), (ids[1], began[ids[1]] + 1, "o2"),  # a stale incarnation
+            (ids[2], began[ids[2]], "o3"), (ids[3], began[ids[3]], "o4"),  # o4: no longer active
+        ])
+        after = {i: await loops.get_loop(tx, i) for i in ids}
+    assert attached == {ids[0], ids[2]}
+    assert [after[i].object_id for i in ids] == ["o1", None, "o3", None]
+    assert after[ids[0]].incarnation == began[ids[0]]
+
+
 async def test_conditional_update_and_json_columns(store: Any, store_clock: Any) -> None:
     loop = await _loop(store)
     store_clock.advance(s=2)

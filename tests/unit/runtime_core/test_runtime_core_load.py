@@ -247,3 +247,38 @@ def test_memory_hygiene_waits_at_most_one_second(exit_elf: bytes, compile_c: Any
         assert rt.scheduler.gc_freezes == 1
     finally:
         gc.unfreeze()
+
+
+def test_loads_of_one_elf_object_make_its_program_once(exit_elf: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 16: a node's start loads thousands of objects from the one ``bytes`` it read and verified; the
+    runtime makes (and hashes, for the program cache's key) the program once for them, not once per object.
+    Equal bytes in another object still load (the VM's cache by digest), and the objects stay apart."""
+    import wakeful.vm
+
+    made: list[int] = []
+    real = wakeful.vm.load
+
+    def counted(data: bytes, **options: Any) -> Any:
+        made.append(len(data))
+        return real(data, **options)
+
+    monkeypatch.setattr(wakeful.vm, "load", counted)
+    rt = g.make_runtime()
+    ids = [rt.load_nowait(exit_elf, config={"n": n}).object_id for n in range(10)]
+    assert len(made) == 1, made
+    copy = bytes(bytearray(exit_elf))
+    assert rt.load_nowait(copy).state == "loaded" and len(made) == 2  # another object: hashed, same program
+    objects = [rt._objects[i] for i in ids]
+    assert len({id(o.inst.mem) for o in objects}) == 10 and len({id(o.ctx) for o in objects}) == 10
+    assert len({o.program for o in objects}) == 1
+
+
+def test_a_parsed_capability_policy_is_loaded_as_it_is(exit_elf: bytes) -> None:
+    """issue 16: a node parses the capability list its Loops share once and loads every object with that policy."""
+    from wakeful.runtime.policy import parse_capabilities
+
+    policy = parse_capabilities([{"name": "c", "arguments": {"k": 1}}, {"name": "d"}])
+    rt = g.make_runtime()
+    one, two = (rt.load_nowait(exit_elf, capabilities=policy).object_id for _ in range(2))
+    assert rt._objects[one].capabilities is policy and rt._objects[two].capabilities is policy
+    assert policy.allows("c", {"k": 1}) and not policy.allows("c", {"k": 2}) and policy.allows("d", None)

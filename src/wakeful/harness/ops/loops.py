@@ -14,7 +14,7 @@ from wakeful.harness.ops.scope import loop_in_scope
 from wakeful.harness.ops.table import operation
 from wakeful.harness.principal import check_group
 from wakeful.harness.store import agents, loops, sessions
-from wakeful.harness.views import loop_object, loop_objects, loop_rows
+from wakeful.harness.views import loop_object, loop_objects
 
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
@@ -93,10 +93,11 @@ async def list_loops(harness: Harness, principal: Principal, *, group_id: str, l
         agent_id = principal.agent_id
     # issue 16: the page is chosen in the query (id order, after the cursor's id, one row more than asked to
     # know whether another page follows), not cut from a listing of every Loop of the group
-    views = await harness.loops.page(group_id=group_id, limit=limit + 1, after=decode_cursor(cursor),
+    pairs = await harness.loops.page(group_id=group_id, limit=limit + 1, after=decode_cursor(cursor),
                                      agent_id=agent_id, state=state, pause_reason=pause_reason)
-    out = page(views, limit=limit, cursor=None, key=lambda v: str(v["loop_id"]), render=lambda v: v)
-    rows = await loop_rows(harness.store, [str(v["loop_id"]) for v in out["items"]])
+    rows = {row.id: row for _, row in pairs}  # the objects are made from the page's own rows (one read a page)
+    out = page([view for view, _ in pairs], limit=limit, cursor=None, key=lambda v: str(v["loop_id"]),
+               render=lambda v: v)
     out["items"] = [loop_object(harness, v, rows.get(str(v["loop_id"]))) for v in out["items"]]
     return out
 

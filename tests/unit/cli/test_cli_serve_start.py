@@ -1,0 +1,60 @@
+"""issue 16 / benchmarks.md §2.2: what `wakeful serve` imports before it serves. The MCP machinery (the mcp
+package behind /mcp) is made by the first request to /mcp, not before the node listens; the HTTP stack's packages are
+imported by a thread while the main thread opens the store and loads the Loops (``warm_imports``)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from support.cli_remote import env_for
+
+from wakeful.cli.serve_cmd import warm_imports
+
+
+def _imported(stderr: Path) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.read_text().splitlines()
+            if line.startswith("import time:")}
+
+
+def test_mcp_is_made_by_the_first_request_to_it_not_before_the_node_serves(tmp_path: Path) -> None:
+    err = tmp_path / "serve.err"
+    with err.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "wakeful.cli.main", "serve", "--port",
+                                 "0", "--no-ui"], stdout=subprocess.PIPE, stderr=sink, text=True,
+                                env=env_for(tmp_path / "home", {"PYTHONUNBUFFERED": "1"}))
+        try:
+            assert proc.stdout is not None
+            url = None
+            while url is None:
+                line = proc.stdout.readline()
+                assert line, err.read_text()[-3000:]
+                found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+                url = found.group(1) if found else None
+            assert "wakeful.mcp.http" not in _imported(err)  # listening, MCP not made
+            answer = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=60,
+                                trust_env=False)
+            assert answer.status_code == 401, answer.text  # the MCP app answered: no key
+            for _ in range(100):  # the import lines reach the file as the imports end
+                if "wakeful.mcp.http" in _imported(err):
+                    break
+                time.sleep(0.05)
+            assert "wakeful.mcp.http" in _imported(err)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            if proc.stdout is not None:
+                proc.stdout.close()
+    assert proc.returncode == 0, err.read_text()[-3000:]
+
+
+def test_warm_imports_imports_in_a_thread_and_leaves_failures_to_the_importer() -> None:
+    sys.modules.pop("wave", None)
+    thread = warm_imports(("wave", "no_such_module_for_wakeful"))
+    thread.join(30)
+    assert not thread.is_alive() and thread.daemon
+    assert "wave" in sys.modules and "no_such_module_for_wakeful" not in sys.modules
