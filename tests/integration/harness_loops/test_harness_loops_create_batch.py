@@ -124,3 +124,43 @@ async def test_the_verifier_runs_once_per_artifact_digest_not_once_per_create(
         assert len(verified) == 1
     finally:
         await h.stop()
+
+
+async def test_creates_arriving_while_a_create_reads_share_one_read_transaction(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """The agent, session and artifact reads of the creates made while one create reads are one read transaction
+    of a statement each (not four statements and a transaction per create), and each is still refused alone."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        reads = h.loops._reads
+        held, real = asyncio.Event(), reads.work
+
+        async def gated(tx: Any, items: list[Any]) -> list[Any]:
+            await held.wait()  # the first read waits here while the others queue
+            return await real(tx, items)
+
+        reads.work = gated
+        before = reads.reads
+        with counting_statements(h.store) as sql:
+            first = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art))
+            while reads.reads == before:
+                await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+            rest = [asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"r{i}"))
+                    for i in range(6)]
+            bad = asyncio.create_task(h.create_loop(agent_id=agent, session_id="ses_nope", artifact=art))
+            while reads.waiting() < 7:
+                await asyncio.sleep(0.005)
+            held.set()
+            made = [await first, *await asyncio.gather(*rest)]
+            refused = await asyncio.gather(bad, return_exceptions=True)
+        assert reads.reads - before == 2  # the held one, then the seven queued behind it together
+        assert len({m["id"] for m in made}) == 7 and all(m["state"] == "active" for m in made)
+        assert [type(r).__name__ for r in refused] == ["InvalidRequest"]  # its session: refused alone
+        agent_reads = [s for s in sql if "agent.metadata" in s and "FROM agent " in s]  # (not the batch's lock)
+        assert len(agent_reads) == 2, agent_reads
+    finally:
+        await h.stop()
