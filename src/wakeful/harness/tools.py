@@ -30,7 +30,7 @@ from wakeful.harness.errors import (
     QuotaExceeded,
 )
 from wakeful.harness.integrity import ArtifactProblem, read_verified
-from wakeful.harness.node import CREATE_KEY
+from wakeful.harness.node import CREATE_KEY, Seen
 from wakeful.harness.source_lines import keep_table
 from wakeful.harness.store import agents, artifacts, loops, quota, schema, sessions
 from wakeful.harness.store.agents import Agent
@@ -163,9 +163,19 @@ class LoopTools:
         # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and the
         # Loop loaded) only after the transaction holding its row committed
         await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
+        if self.node.placement is not None:
+            self.node.placement.learn(loop_id, agent_id)
         self.node.transitioned(loop_id)
-        await self._load(loop_id)
-        return await self.get_full(loop_id)
+        if not self.adopt:
+            await self.ring(loop_id)
+            return await self.get_full(loop_id)
+        # issue 16: the answer is the row and pending count the load's replay read after the start (what the
+        # read below would see), unless this call did not load the Loop here
+        seen = Seen()
+        await self.node.try_load(loop_id, if_absent=True, seen=seen)
+        if seen.row is None:
+            return await self.get_full(loop_id)
+        return self._view(seen.row, seen.pending), seen.row
 
     async def _resolve(self, agent_id: str, session_id: str, artifact: str,
                        check: Callable[[Agent | None, Session | None], None] | None,

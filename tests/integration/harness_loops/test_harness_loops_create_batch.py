@@ -164,3 +164,34 @@ async def test_creates_arriving_while_a_create_reads_share_one_read_transaction(
         assert len(agent_reads) == 2, agent_reads
     finally:
         await h.stop()
+
+
+async def test_a_create_is_answered_from_the_rows_its_load_read(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """A create's answer is the row and pending count its load's replay read after the start (no read of its
+    own), §4.3 step 1 raises the incarnation and answers the row in one statement, and on PostgreSQL the placement
+    knows the new Loop's agent from the create."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        with counting_statements(h.store) as sql:
+            made = await h.create_loop(agent_id=agent, session_id=session, artifact=art, name="answered")
+            await h.node.settle()
+        # PostgreSQL: the node holds the agent's lease (the first create claimed it), so the create tells no other
+        # node (no NOTIFY), and neither the placement's check before the load nor step 1 reads the row for its agent
+        assert not [s for s in sql if "pg_notify" in s]
+        counts = [s for s in sql if "count(" in s.lower() and "loop_event" in s]
+        assert counts == []  # no pending count of its own: the replay's rows were counted
+        by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
+                 and "loop.id = " in s]
+        assert len(by_id) == 1, by_id  # the replay's read of the row, nothing else
+        steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        assert len(steps) == 2 and "RETURNING" in steps[0].upper()  # step 1 (row answered), step 4 (attach)
+        assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
+        assert made["pending_count"] == 0 and made["runtime"] == "resident", made
+        assert made == await h.get_loop(made["id"])  # the answer is what a read sees
+    finally:
+        await h.stop()

@@ -312,6 +312,22 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
     return None if value is None else int(value)
 
 
+# issue 16 / benchmarks.md §2.2 creates/s: the same update answering the row as it is now (one statement, not an
+# update and a read)
+async def begin_incarnation_row(tx: Tx, loop_id: str, *, node_id: str) -> Loop | None:
+    """``begin_incarnation``, answering the Loop's row after it; None when the Loop is not active."""
+    stmt = (
+        L.update()
+        .where(L.c.id == loop_id, L.c.state == "active")
+        .values(
+            incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()
+        )
+        .returning(*L.c)
+    )
+    row = (await tx.execute(stmt)).first()
+    return None if row is None else loop_from_row(row)
+
+
 # issue 16 / benchmarks.md §2.2: §4.3 step 1 for many Loops in one statement (a node's start, an adoption after a
 # claim): the same conditional update as ``begin_incarnation``, each row's new values returned, so N Loops cost
 # one statement, not an update and a read each
