@@ -165,14 +165,19 @@ class LoopTools:
         await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
         if self.node.placement is not None:
             self.node.placement.learn(loop_id, agent_id)
-        self.node.transitioned(loop_id)
         if not self.adopt:
+            self.node.transitioned(loop_id)
             await self.ring(loop_id)
             return await self.get_full(loop_id)
         # issue 16: the answer is the row and pending count the load's replay read after the start (what the
         # read below would see), unless this call did not load the Loop here
         seen = Seen()
-        await self.node.try_load(loop_id, if_absent=True, seen=seen)
+        try:
+            await self.node.try_load(loop_id, if_absent=True, seen=seen)
+        finally:
+            # reported after the load (issue 16): on PostgreSQL the placement then tells no other node about a
+            # Loop loaded here (its load told the lease holder when another node holds the agent)
+            self.node.transitioned(loop_id)
         if seen.row is None:
             return await self.get_full(loop_id)
         return self._view(seen.row, seen.pending), seen.row

@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.ingress_harness import counting_statements
@@ -193,5 +194,35 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
         assert made["pending_count"] == 0 and made["runtime"] == "resident", made
         assert made == await h.get_loop(made["id"])  # the answer is what a read sees
+    finally:
+        await h.stop()
+
+
+async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_other_node(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first load claims it and
+    adopts the agent once; the creates tell no other node (each transition is reported after its load here), and
+    no load reads the row of a Loop created here to learn its agent."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("leases and signals are PostgreSQL's")
+        group, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        other = await h.create_agent(group, "fresh")
+        inbox = await h.create_session(other.id, "inbox")
+        with counting_statements(h.store) as sql:
+            made = await asyncio.gather(*[h.create_loop(agent_id=other.id, session_id=inbox.id, artifact=art,
+                                                        name=f"f{i}") for i in range(8)])
+            await h.node.settle()
+        assert all(h.node.resident(m["id"]) is not None for m in made)
+        assert not [s for s in sql if "pg_notify" in s]
+        claims = [s for s in sql if s.lstrip().upper().startswith("INSERT INTO AGENT_LEASE")]
+        adoptions = [s for s in sql if "loop.agent_id IN" in s and "count(" not in s]  # the adoption's list
+        assert len(claims) == 1 and len(adoptions) == 1, (claims, adoptions)
+        by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
+                 and "loop.id = " in s]
+        assert len(by_id) == 8  # the replays' reads (each answering its create), no placement read
     finally:
         await h.stop()

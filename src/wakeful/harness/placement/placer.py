@@ -186,17 +186,19 @@ class Placement:
         operation arrived here). When another node holds it, signal that node instead and do not load."""
         if self.state != "alive":
             return False
-        known = self._agent_of.get(loop_id)
-        if known is not None and self.holds(known):
+        agent_id = self._agent_of.get(loop_id)
+        if agent_id is not None and self.holds(agent_id):
             return True  # step 1 re-checks the lease in its transaction anyway
-        async with self.store.tx(readonly=True) as tx:
-            row = await loops.find_loop(tx, loop_id)
-        if row is None or row.state != lc.ACTIVE:
-            return True  # step 1 finds nothing to do
-        if self.holds(row.agent_id):
-            return True
-        if await self.claim(row.agent_id):
-            self.node.spawn(self.adopt_agent(row.agent_id))
+        if agent_id is None:  # (issue 16: a Loop created here is known, and its row is not read again)
+            async with self.store.tx(readonly=True) as tx:
+                row = await loops.find_loop(tx, loop_id)
+            if row is None or row.state != lc.ACTIVE:
+                return True  # step 1 finds nothing to do
+            agent_id = row.agent_id
+        taken = await self._take(agent_id)
+        if taken is not None:
+            if taken:  # claimed by this call: adopt the agent's other Loops (once, not once per waiting load)
+                self.node.spawn(self.adopt_agent(agent_id))
             return True
         with contextlib.suppress(StoreUnavailable):
             await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
@@ -242,12 +244,17 @@ class Placement:
     async def claim(self, agent_id: str) -> bool:
         """§19.2 claim (absent or expired on the store clock); the proof starts before the request is sent.
         True also when this node already holds the lease (claims of one agent on this node are serialised)."""
+        return await self._take(agent_id) is not None
+
+    async def _take(self, agent_id: str) -> bool | None:
+        """``claim``: True when this call claimed the lease, False when this node held it already, None when
+        another node holds it."""
         lock = self._claiming.setdefault(agent_id, asyncio.Lock())
         try:
             async with lock:
                 if self.holds(agent_id):
-                    return True  # another task of this node claimed it meanwhile
-                return await self._claim(agent_id)
+                    return False  # another task of this node claimed it meanwhile
+                return True if await self._claim(agent_id) else None
         finally:
             if not lock.locked() and self._claiming.get(agent_id) is lock:
                 del self._claiming[agent_id]
