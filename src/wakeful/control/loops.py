@@ -26,6 +26,7 @@ from wakeful.harness.store import loops as store_loops
 from wakeful.harness.store import schema, sessions
 from wakeful.harness.store.core import Store
 from wakeful.harness.store.ids import lookup_text
+from wakeful.harness.store.reads import padded
 from wakeful.harness.store.sessions import Message
 from wakeful.harness.tasks import cancel_and_wait
 
@@ -384,7 +385,7 @@ async def _deferred_for(tx: Any, conditions: list[str]) -> dict[str, list[dict[s
     if not conditions:
         return {}
     W = S.work_item
-    stmt = sa.select(W).where(W.c.status == "deferred", sa.or_(*[W.c.fields.contains(c) for c in conditions]))
+    stmt = sa.select(W).where(W.c.status == "deferred", sa.or_(*[W.c.fields.contains(c) for c in padded(conditions)]))
     items = [R.item_row(r) for r in (await tx.execute(stmt)).all()]
     return {c: [item for item in items if c in (item.get("resume_when") or [])] for c in conditions}
 
@@ -395,7 +396,7 @@ async def _loops(tx: Any, loop_ids: list[str]) -> dict[str, store_loops.Loop]:
     ids = [i for i in loop_ids if lookup_text(i) is not None]
     if not ids:
         return {}
-    rows = await tx.execute(sa.select(L).where(L.c.id.in_(ids)))
+    rows = await tx.execute(sa.select(L).where(L.c.id.in_(padded(ids))))
     return {r.id: store_loops.loop_from_row(r) for r in rows}
 
 
@@ -404,7 +405,7 @@ async def _backed_items_of(tx: Any, loop_ids: list[str]) -> dict[str, list[dict[
     W, G = S.work_item, S.goal
     active = sa.select(G.c.id).where(G.c.status == "active")
     rows = (await tx.execute(sa.select(W).where(
-        W.c.loop_id.in_(loop_ids), W.c["class"] == "monitor", W.c.status != "done", W.c.goal_id.in_(active),
+        W.c.loop_id.in_(padded(loop_ids)), W.c["class"] == "monitor", W.c.status != "done", W.c.goal_id.in_(active),
     ).order_by(W.c.created_ms, W.c.id))).all()
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

@@ -18,7 +18,7 @@ from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.errors import AgentArchived, QuotaExceeded
-from wakeful.harness.store import schema
+from wakeful.harness.store import agents, loops, schema
 from wakeful.harness.tools import CREATE_KIND
 
 
@@ -224,5 +224,27 @@ async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_othe
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
                  and "loop.id = " in s]
         assert len(by_id) == 8  # the replays' reads (each answering its create), no placement read
+    finally:
+        await h.stop()
+
+
+async def test_batches_of_similar_sizes_run_one_statement_text(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """The IN lists of a batch's reads are padded to a power of two, so batches of 5 to 8 creates run the same
+    statement texts (PostgreSQL prepares a statement per text and pooled connection) and answer the same rows."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group = await h.create_group("g-pad")
+        made = [await h.create_agent(group.id, f"p{i}") for i in range(8)]
+        ids = [a.id for a in made]
+        with counting_statements(h.store) as sql:
+            async with h.store.tx(readonly=True) as tx:
+                found = [await agents.find_agents(tx, ids[:n]) for n in (5, 6, 7, 8)]
+                owners = [await loops.session_owners(tx, ids[:n]) for n in (5, 8)]
+        assert [sorted(f) for f in found] == [sorted(ids[:n]) for n in (5, 6, 7, 8)]
+        assert owners == [{}, {}]
+        texts = {s for s in sql if "FROM agent" in s}
+        assert len(texts) == 1 and len({s for s in sql if "FROM session" in s}) == 1
     finally:
         await h.stop()

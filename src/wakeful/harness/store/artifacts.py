@@ -18,6 +18,7 @@ from wakeful.harness.errors import ArtifactNotFound, HarnessError, InvalidArtifa
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
+from wakeful.harness.store.reads import padded
 
 __all__ = [
     "Artifact",
@@ -202,7 +203,7 @@ async def resolve_artifacts(tx: Tx, refs: Sequence[tuple[str, str, str]]) -> lis
     found: dict[tuple[str, str], Artifact] = {}
     if pairs:
         cols = [c for c in AR.c if c.name != "elf"]
-        stmt = sa.select(*cols).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(pairs))
+        stmt = sa.select(*cols).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(padded(pairs)))
         found = {(r.group_id, r.sha256): _artifact(r, False) for r in await tx.execute(stmt)}
     out: list[Artifact | HarnessError] = []
     for (group_id, _, ref), sha in zip(refs, shas, strict=True):

@@ -16,6 +16,7 @@ from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
+from wakeful.harness.store.reads import padded
 
 __all__ = [
     "BATCH",
@@ -215,7 +216,7 @@ async def insert_created(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
 async def session_owners(tx: Tx, session_ids: Sequence[str]) -> dict[str, str]:
     """Session id → its agent id, for the sessions that exist (§2.5: the session must belong to the agent)."""
     S = schema.session
-    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(S.c.id.in_(sorted(set(session_ids)))))
+    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(S.c.id.in_(padded(sorted(set(session_ids))))))
     return {r.id: r.agent_id for r in found}
 
 

@@ -10,16 +10,27 @@ is as fresh as a read of its own. A read that fails fails each of its requests w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["SharedRead"]
+__all__ = ["SharedRead", "padded"]
 
 I = TypeVar("I")  # noqa: E741 - the item type
 R = TypeVar("R")
 LIMIT = 200
+T = TypeVar("T")
+
+
+def padded(values: Sequence[T]) -> list[T]:
+    """``values`` for an ``IN`` list, the last one repeated up to the next power of two: a batch's statement then
+    has one of a few texts, so PostgreSQL's prepared statement (cached per text on each pooled connection) is
+    reused instead of prepared again for every batch size (issue 16). ``IN`` ignores the repeats."""
+    items = list(values)
+    if len(items) > 1:
+        items.extend([items[-1]] * ((1 << (len(items) - 1).bit_length()) - len(items)))
+    return items
 
 
 class SharedRead(Generic[I, R]):
