@@ -23,9 +23,8 @@ from wakeful.control.actor import Actor
 from wakeful.control.errors import ControlRefused
 from wakeful.harness.instruments import Instrument
 from wakeful.harness.store import loops as store_loops
-from wakeful.harness.store import schema, sessions
+from wakeful.harness.store import sessions
 from wakeful.harness.store.core import Store
-from wakeful.harness.store.ids import lookup_text
 from wakeful.harness.store.reads import padded
 from wakeful.harness.store.sessions import Message
 from wakeful.harness.tasks import cancel_and_wait
@@ -260,7 +259,7 @@ class LoopBridge(Instrument):
         """``on_transition`` for several Loops: their rows, their items and the items waiting for them are one
         read transaction (issue 16); the records and resumes follow, Loop by Loop, as for one."""
         async with self.store.tx(readonly=True) as tx:
-            found = await _loops(tx, loop_ids)
+            found = await store_loops.find_loops(tx, loop_ids)
             backed = await _backed_items_of(tx, loop_ids)
             plans: list[tuple[str, store_loops.Loop | None, dict[str, Any], list[dict[str, Any]], str]] = []
             quiet: list[str] = []
@@ -388,16 +387,6 @@ async def _deferred_for(tx: Any, conditions: list[str]) -> dict[str, list[dict[s
     stmt = sa.select(W).where(W.c.status == "deferred", sa.or_(*[W.c.fields.contains(c) for c in padded(conditions)]))
     items = [R.item_row(r) for r in (await tx.execute(stmt)).all()]
     return {c: [item for item in items if c in (item.get("resume_when") or [])] for c in conditions}
-
-
-async def _loops(tx: Any, loop_ids: list[str]) -> dict[str, store_loops.Loop]:
-    """The rows of ``loop_ids`` that exist, by id (one statement)."""
-    L = schema.loop
-    ids = [i for i in loop_ids if lookup_text(i) is not None]
-    if not ids:
-        return {}
-    rows = await tx.execute(sa.select(L).where(L.c.id.in_(padded(ids))))
-    return {r.id: store_loops.loop_from_row(r) for r in rows}
 
 
 async def _backed_items_of(tx: Any, loop_ids: list[str]) -> dict[str, list[dict[str, Any]]]:

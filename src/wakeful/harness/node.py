@@ -32,6 +32,7 @@ from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.group import GroupCommit
 from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
+from wakeful.harness.store.reads import SharedRead, padded
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ class Node:
         # transactions. A committer of their own, not the store's: a create takes the group's quota lock before
         # any row, and the store's batches lock Loop rows first (store.group), so the two never mix in one batch
         self.lifecycle = GroupCommit(store)
+        self._pending_reads: SharedRead[tuple[str, bool], tuple[list[Any], Loop | None]] = SharedRead(
+            store, self._read_pending)
         self._logs = _LogBuffer()
         self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
 
@@ -580,15 +583,27 @@ class Node:
         res = self._residents.get(loop_id)
         if res is None:
             return 0
-        E = schema.loop_event
-        async with self.store.tx(readonly=True) as tx:
-            stmt = sa.select(E.c.event_id, E.c.topic, E.c.payload).where(
-                E.c.loop_id == loop_id, E.c.status == "pending",
-            ).order_by(E.c.received_ms, E.c.event_id)
-            rows = list(await tx.execute(stmt))
-            if seen is not None:
-                seen.row, seen.pending = await loops.find_loop(tx, loop_id), len(rows)
+        # issue 16: the replays asked for while one reads share the next read (a burst of creates loads many)
+        rows, row = await self._pending_reads.submit((loop_id, seen is not None))
+        if seen is not None:
+            seen.row, seen.pending = row, len(rows)
         return await self._deliver(res, [r for r in rows if r.event_id not in res.delivered])
+
+    @staticmethod
+    async def _read_pending(tx: Tx, asked: list[tuple[str, bool]]) -> list[tuple[list[Any], Loop | None]]:
+        """The replays' read: each Loop's pending events in replay order and, where asked, its row — a statement
+        each for all the Loops asked together."""
+        E = schema.loop_event
+        ids = sorted({loop_id for loop_id, _ in asked})
+        stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.topic, E.c.payload).where(
+            E.c.loop_id.in_(padded(ids)), E.c.status == "pending",
+        ).order_by(E.c.loop_id, E.c.received_ms, E.c.event_id)
+        pending: dict[str, list[Any]] = {}
+        for r in await tx.execute(stmt):
+            pending.setdefault(r.loop_id, []).append(r)
+        wanted = sorted({loop_id for loop_id, want in asked if want})
+        rows = await loops.find_loops(tx, wanted) if wanted else {}
+        return [(pending.get(loop_id, []), rows.get(loop_id) if want else None) for loop_id, want in asked]
 
     async def _deliver(self, res: Resident, pending: list[Any]) -> int:
         """Deliver ``pending`` (event rows in replay order) to ``res``; stop at the first refusal."""

@@ -187,8 +187,8 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
         counts = [s for s in sql if "count(" in s.lower() and "loop_event" in s]
         assert counts == []  # no pending count of its own: the replay's rows were counted
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
-                 and "loop.id = " in s]
-        assert len(by_id) == 1, by_id  # the replay's read of the row, nothing else
+                 and ("loop.id = " in s or "loop.id IN " in s)]
+        assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
         steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
         assert len(steps) == 2 and "RETURNING" in steps[0].upper()  # step 1 (row answered), step 4 (attach)
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
@@ -223,7 +223,7 @@ async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_othe
         assert len(claims) == 1 and len(adoptions) == 1, (claims, adoptions)
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
                  and "loop.id = " in s]
-        assert len(by_id) == 8  # the replays' reads (each answering its create), no placement read
+        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id IN``)
     finally:
         await h.stop()
 
@@ -246,5 +246,40 @@ async def test_batches_of_similar_sizes_run_one_statement_text(
         assert owners == [{}, {}]
         texts = {s for s in sql if "FROM agent" in s}
         assert len(texts) == 1 and len({s for s in sql if "FROM session" in s}) == 1
+    finally:
+        await h.stop()
+
+
+async def test_the_replays_of_loads_waiting_meanwhile_share_one_read(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """§4.3 step 5's replay reads of the Loops loaded while one replay reads are one read transaction (their
+    pending events and, for the creates' answers, their rows), each Loop still given only its own events."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        reads = h.node._pending_reads
+        held, real = asyncio.Event(), reads.work
+
+        async def gated(tx: Any, items: list[Any]) -> list[Any]:
+            await held.wait()
+            return await real(tx, items)
+
+        reads.work = gated
+        before = reads.reads
+        first = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name="held"))
+        while reads.reads == before:
+            await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+        rest = [asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"q{i}"))
+                for i in range(5)]
+        while reads.waiting() < 5:
+            await asyncio.sleep(0.005)
+        held.set()
+        made = [await first, *await asyncio.gather(*rest)]
+        assert reads.reads - before == 2
+        assert [m["name"] for m in made] == ["held", "q0", "q1", "q2", "q3", "q4"]  # each its own row
+        assert all(m["incarnation"] == 1 and m["runtime"] == "resident" and m["pending_count"] == 0 for m in made)
     finally:
         await h.stop()

@@ -37,6 +37,7 @@ __all__ = [
     "detach_object",
     "detach_objects",
     "find_loop",
+    "find_loops",
     "get_loop",
     "insert_loop",
     "list_logs",
@@ -235,6 +236,14 @@ async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop |
     stmt = sa.select(L).where(L.c.id == loop_id)
     row = await tx.first(stmt, for_update=for_update)
     return None if row is None else loop_from_row(row)
+
+
+async def find_loops(tx: Tx, loop_ids: Sequence[str]) -> dict[str, Loop]:
+    """The rows of ``loop_ids`` that exist, by id (one statement)."""
+    ids = sorted({i for i in loop_ids if lookup_text(i) is not None})
+    if not ids:
+        return {}
+    return {r.id: loop_from_row(r) for r in await tx.execute(sa.select(L).where(L.c.id.in_(padded(ids))))}
 
 
 async def get_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop:
