@@ -277,18 +277,28 @@ class LoopBridge(Instrument):
             waiting = await _deferred_for(tx, [f"loop_active:{loop_id}" for loop_id in quiet])
         applied = 0
         for loop_id, loop, watch, stale, moment in plans:
-            for item in stale:
-                # the moment of the Loop's state names the operation: a pause and a resume within one incarnation
-                # are two commits, and two handlers of the same transition are one (issue 20, bug 3)
-                op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}:{moment}"
-                command = {"type": "monitor.watch", "item": item["id"], "loop_state": watch["state"],
-                           "reason": watch["reason"], "incarnation": watch["incarnation"]}
-                group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
-                applied += await self._submit(Actor("system", "system", group),
-                                              {"operation_id": op, "goal_id": item["goal_id"], "command": command})
-            if loop is not None and loop.state == "active":
-                applied += await self._resume(loop_id, loop.group_id, "loop_active",
-                                              waiting.get(f"loop_active:{loop_id}") if not stale else None)
+            try:  # one Loop's failed record leaves the others' (the sweep repeats what it missed)
+                applied += await self._record(loop_id, loop, watch, stale, moment, waiting)
+            except Exception:
+                log.exception("control loop bridge: the transition of %s failed", loop_id)
+        return applied
+
+    async def _record(self, loop_id: str, loop: store_loops.Loop | None, watch: dict[str, Any],
+                      stale: list[dict[str, Any]], moment: str, waiting: dict[str, list[dict[str, Any]]]) -> int:
+        """One Loop's part of ``on_transitions``: record its state in its stale items, resume the waiting ones."""
+        applied = 0
+        for item in stale:
+            # the moment of the Loop's state names the operation: a pause and a resume within one incarnation
+            # are two commits, and two handlers of the same transition are one (issue 20, bug 3)
+            op = f"loop-state:{item['id']}:{watch['state']}:{watch['incarnation']}:{moment}"
+            command = {"type": "monitor.watch", "item": item["id"], "loop_state": watch["state"],
+                       "reason": watch["reason"], "incarnation": watch["incarnation"]}
+            group = loop.group_id if loop is not None else await self._group_of(item["goal_id"])
+            applied += await self._submit(Actor("system", "system", group),
+                                          {"operation_id": op, "goal_id": item["goal_id"], "command": command})
+        if loop is not None and loop.state == "active":
+            applied += await self._resume(loop_id, loop.group_id, "loop_active",
+                                          waiting.get(f"loop_active:{loop_id}") if not stale else None)
         return applied
 
     async def sweep(self) -> int:

@@ -49,7 +49,7 @@ class SharedRead(Generic[I, R]):
     async def submit(self, item: I) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._waiting.append((item, future))
-        if self._reader is None:
+        if self._reader is None or self._reader.done():  # (done: its loop ended it before its finally ran)
             self._reader = asyncio.get_running_loop().create_task(self._read())
         return await future
 
