@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from wakeful.api import errors
 from wakeful.api.context import ApiSettings
-from wakeful.api.middleware import GroupEventEndpoint, RecentRefusals, RequestGuard
+from wakeful.api.middleware import GroupEventEndpoint, LoopCreateEndpoint, RecentRefusals, RequestGuard
 from wakeful.api.openapi import build_openapi
 
 if TYPE_CHECKING:
@@ -85,7 +85,13 @@ def create_app(harness: Harness, *, node_name: str = "", public_base_url: str | 
         from wakeful.api.routes_intake import serve_group_event
 
         group_events = serve_group_event
-    app.add_middleware(RequestGuard, refusals=app.state.refusals, group_events=group_events)
+    loop_creates: LoopCreateEndpoint | None = None
+    if "loops" in names:  # issue 16: so is the create of a Loop (benchmarks.md §2.2 creates/s)
+        from wakeful.api.routes_loops import serve_create
+
+        loop_creates = serve_create
+    app.add_middleware(RequestGuard, refusals=app.state.refusals, group_events=group_events,
+                       loop_creates=loop_creates)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

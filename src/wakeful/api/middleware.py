@@ -18,7 +18,7 @@ from typing import Any
 
 from wakeful.api.errors import error_response, internal_response
 
-__all__ = ["GroupEventEndpoint", "RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
+__all__ = ["GroupEventEndpoint", "LoopCreateEndpoint", "RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
 
 log = logging.getLogger("wakeful.api")
 
@@ -29,6 +29,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # intake route 1 served without FastAPI's router: (scope, receive, send, group_id, loop_id)
 GroupEventEndpoint = Callable[[Scope, Receive, Send, str, str], Awaitable[None]]
+# ``POST …/loops`` served without FastAPI's router: (scope, receive, send, group_id, the app behind the guard —
+# the endpoint hands it any request it does not answer itself)
+LoopCreateEndpoint = Callable[[Scope, Receive, Send, str, ASGIApp], Awaitable[None]]
 
 DEFAULT_LIMIT = 65_536  # interfaces.md §2.1
 BUILD_LIMIT = 262_144  # builds and scripts
@@ -36,6 +39,7 @@ WEBHOOK_LIMIT = 1_048_576  # the most a webhook route reads: 16 KiB (§10.4 step
 
 _WEBHOOK = re.compile(r"^/v1/loop-webhooks/[^/]*$")
 _GROUP_EVENTS = re.compile(r"^/v1/agent-groups/([^/]+)/loops/([^/]+)/events$")
+_GROUP_LOOPS = re.compile(r"^/v1/agent-groups/([^/]+)/loops$")
 _BIG = re.compile(r"^/v1/agent-groups/[^/]+/(builds|scripts/run)$")
 _RAW = re.compile(r"^/v1/agent-groups/[^/]+/artifacts$")  # raw ELF, application/octet-stream
 
@@ -116,10 +120,12 @@ class RequestGuard:
     """The outermost wakeful middleware (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, refusals: RecentRefusals | None = None,
-                 group_events: GroupEventEndpoint | None = None) -> None:
+                 group_events: GroupEventEndpoint | None = None,
+                 loop_creates: LoopCreateEndpoint | None = None) -> None:
         self.app = app
         self.refusals = refusals or RecentRefusals()
         self.group_events = group_events  # issue 16: intake route 1 straight to its endpoint
+        self.loop_creates = loop_creates  # issue 16: ``POST …/loops`` (creates/s) straight to its endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -171,12 +177,16 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send_wrapper)
             return
-        direct = (_GROUP_EVENTS.match(path) if self.group_events is not None and method == "POST"
-                  and not scope.get("root_path") else None)
+        plain_post = method == "POST" and not scope.get("root_path")
+        direct = _GROUP_EVENTS.match(path) if self.group_events is not None and plain_post else None
+        create = _GROUP_LOOPS.match(path) if self.loop_creates is not None and plain_post else None
         try:
             if direct is not None:
                 assert self.group_events is not None
                 await self.group_events(scope, counting_receive, send_wrapper, direct[1], direct[2])
+            elif create is not None:
+                assert self.loop_creates is not None
+                await self.loop_creates(scope, counting_receive, send_wrapper, create[1], self.app)
             else:
                 await self.app(scope, counting_receive, send_wrapper)
         except Exception as exc:

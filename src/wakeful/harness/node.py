@@ -32,13 +32,14 @@ from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.group import GroupCommit
 from wakeful.harness.store.ids import new_id
 from wakeful.harness.store.loops import LogLine, Loop
+from wakeful.harness.store.reads import SharedRead, padded
 from wakeful.runtime import Clock, ObjectStatus, Runtime, RuntimeOptions, SystemClock
 from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 
 if TYPE_CHECKING:
     from wakeful.harness.placement import Placement
 
-__all__ = ["Node", "Resident"]
+__all__ = ["Node", "Resident", "Seen"]
 
 log = logging.getLogger("wakeful.harness")
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
@@ -114,6 +115,8 @@ class Node:
         # transactions. A committer of their own, not the store's: a create takes the group's quota lock before
         # any row, and the store's batches lock Loop rows first (store.group), so the two never mix in one batch
         self.lifecycle = GroupCommit(store)
+        self._pending_reads: SharedRead[tuple[str, bool], tuple[list[Any], Loop | None]] = SharedRead(
+            store, self._read_pending)
         self._logs = _LogBuffer()
         self.placement: Placement | None = None  # §19 cluster (PostgreSQL): set by the Harness before open
 
@@ -312,20 +315,22 @@ class Node:
         async with self._lock(loop_id):
             return await self._load(loop_id)
 
-    async def try_load(self, loop_id: str, *, if_absent: bool = False) -> Resident | None:
+    async def try_load(self, loop_id: str, *, if_absent: bool = False, seen: Seen | None = None) -> Resident | None:
         """``load`` for sweeps and after commits: an unavailable store leaves the Loop to the next tick;
-        with ``if_absent`` a Loop that became resident meanwhile is left alone."""
+        with ``if_absent`` a Loop that became resident meanwhile is left alone. ``seen``: filled with the Loop's
+        row and pending count as the replay read them after the start (issue 16: a create's answer without a
+        read of its own); left empty when this call did not load the Loop."""
         try:
             async with self._lock(loop_id):
                 if if_absent and loop_id in self._residents:
                     return self._residents[loop_id]
-                return await self._load(loop_id)
+                return await self._load(loop_id, seen)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
             self._load_deferred.add(loop_id)  # issue 16: the next tick retries it, not the reconcile
             return None
 
-    async def _load(self, loop_id: str) -> Resident | None:
+    async def _load(self, loop_id: str, seen: Seen | None = None) -> Resident | None:
         self._reload_due.pop(loop_id, None)
         self._waiting_capacity.discard(loop_id)
         self._load_deferred.discard(loop_id)
@@ -341,23 +346,21 @@ class Node:
         except ArtifactProblem as problem:
             await self._pause_fault(loop_id, row.incarnation, problem.failure, problem.detail)
             return None
-        return await self._load_object(row, elf)
+        return await self._load_object(row, elf, seen)
 
     # step 1: the only place the incarnation rises
     async def _next_incarnation(self, loop_id: str) -> Loop | None:
         async def step(tx: Tx) -> Loop | None:
             if self.placement is not None and not await self.placement.lease_ok(tx, loop_id):
                 return None  # §4.3 step 1: this node must hold the agent's lease at the epoch it believes
-            if await loops.begin_incarnation(tx, loop_id, node_id=self.node_id) is None:
-                return None
-            return await loops.get_loop(tx, loop_id)
+            return await loops.begin_incarnation_row(tx, loop_id, node_id=self.node_id)
 
         # a unit of the lifecycle group commit (Loop rows in id order), answered only after its commit
         row: Loop | None = await self.lifecycle.submit(step, f"{LOAD_KEY}{loop_id}")
         return row
 
     # steps 3–5: load, attach (fenced), start, replay
-    async def _load_object(self, row: Loop, elf: bytes) -> Resident | None:
+    async def _load_object(self, row: Loop, elf: bytes, seen: Seen | None = None) -> Resident | None:
         object_id = await self._load_runtime(row, elf)
         if object_id is None:
             return None
@@ -367,7 +370,7 @@ class Node:
             return None
         if not await self._start_object(res):
             return None
-        await self.replay(row.id)
+        await self.replay(row.id, seen)
         return res
 
     # step 3: the runtime's load; None when it refused (told, paused or queued for capacity)
@@ -588,18 +591,33 @@ class Node:
 
     # ------------------------------------------------------------------ events (§11)
 
-    async def replay(self, loop_id: str) -> int:
-        """Deliver pending events in ``(received_ms, event_id)`` order; stop at the first refusal."""
+    async def replay(self, loop_id: str, seen: Seen | None = None) -> int:
+        """Deliver pending events in ``(received_ms, event_id)`` order; stop at the first refusal. ``seen``: the
+        Loop's row and its pending count, read in the same transaction (``try_load``)."""
         res = self._residents.get(loop_id)
         if res is None:
             return 0
+        # issue 16: the replays asked for while one reads share the next read (a burst of creates loads many)
+        rows, row = await self._pending_reads.submit((loop_id, seen is not None))
+        if seen is not None:
+            seen.row, seen.pending = row, len(rows)
+        return await self._deliver(res, [r for r in rows if r.event_id not in res.delivered])
+
+    @staticmethod
+    async def _read_pending(tx: Tx, asked: list[tuple[str, bool]]) -> list[tuple[list[Any], Loop | None]]:
+        """The replays' read: each Loop's pending events in replay order and, where asked, its row — a statement
+        each for all the Loops asked together."""
         E = schema.loop_event
-        async with self.store.tx(readonly=True) as tx:
-            stmt = sa.select(E.c.event_id, E.c.topic, E.c.payload).where(
-                E.c.loop_id == loop_id, E.c.status == "pending",
-            ).order_by(E.c.received_ms, E.c.event_id)
-            pending = [r for r in await tx.execute(stmt) if r.event_id not in res.delivered]
-        return await self._deliver(res, pending)
+        ids = sorted({loop_id for loop_id, _ in asked})
+        stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.topic, E.c.payload).where(
+            E.c.loop_id.in_(padded(ids)), E.c.status == "pending",
+        ).order_by(E.c.loop_id, E.c.received_ms, E.c.event_id)
+        pending: dict[str, list[Any]] = {}
+        for r in await tx.execute(stmt):
+            pending.setdefault(r.loop_id, []).append(r)
+        wanted = sorted({loop_id for loop_id, want in asked if want})
+        rows = await loops.find_loops(tx, wanted) if wanted else {}
+        return [(pending.get(loop_id, []), rows.get(loop_id) if want else None) for loop_id, want in asked]
 
     async def _deliver(self, res: Resident, pending: list[Any]) -> int:
         """Deliver ``pending`` (event rows in replay order) to ``res``; stop at the first refusal."""
@@ -792,6 +810,14 @@ class Node:
         """Hand a committed message to the instruments (``message``: the wake handlers, interfaces.md §5)."""
         if message_id is not None:
             self.instruments.message(message_id)
+
+
+@dataclass(slots=True)
+class Seen:
+    """A Loop's row and pending count as a load's replay read them (``Node.try_load``)."""
+
+    row: Loop | None = None
+    pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)

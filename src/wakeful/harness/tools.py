@@ -6,7 +6,7 @@ Each state change is one transaction that re-reads what it checks; the node then
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,15 +30,17 @@ from wakeful.harness.errors import (
     QuotaExceeded,
 )
 from wakeful.harness.integrity import ArtifactProblem, read_verified
-from wakeful.harness.node import CREATE_KEY
+from wakeful.harness.node import CREATE_KEY, Seen
 from wakeful.harness.source_lines import keep_table
-from wakeful.harness.store import agents, artifacts, loops, quota, schema
+from wakeful.harness.store import agents, artifacts, loops, quota, schema, sessions
 from wakeful.harness.store.agents import Agent
 from wakeful.harness.store.artifacts import Artifact
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
+from wakeful.harness.store.reads import SharedRead, padded
+from wakeful.harness.store.sessions import Session
 from wakeful.harness.views import loop_view, runtime_view
 
 if TYPE_CHECKING:
@@ -52,6 +54,22 @@ DEFAULT_PATH = "/loops/main.elf"  # §8
 CREATE_KIND = CREATE_KEY + "loop.create"  # the batch units of creates run first in a lifecycle batch
 
 
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """What one create reads: its agent, its session and its artifact reference."""
+
+    agent_id: str
+    session_id: str
+    artifact: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    agent: Agent | None
+    session: Session | None
+    art: Artifact | HarnessError
+
+
 class LoopTools:
     """The Loop operations of one node (the MCP server and HTTP API expose the same ones)."""
 
@@ -60,6 +78,7 @@ class LoopTools:
         self.store = node.store
         self.builder = builder
         self._verified: set[str] = set()  # artifact digests the verifier accepted on this node (_verify_once)
+        self._reads: SharedRead[_Lookup, _Found] = SharedRead(self.store, self._read_many)  # creates' reads
         # False for the CLI's local mode: rows are written and the running node adopts them (interfaces.md §4.1)
         self.adopt = adopt
 
@@ -117,46 +136,75 @@ class LoopTools:
     async def create_full(
         self, *, agent_id: str, session_id: str, artifact: str, config: object = None,
         capabilities: object = None, name: str | None = None, creator: str | None = None,
-        check: Callable[[Tx], Awaitable[None]] | None = None,
+        check: Callable[[Agent | None, Session | None], None] | None = None,
     ) -> tuple[dict[str, Any], Loop]:
         """``create``, answering the view and the row read with it (the HTTP object needs both: one read).
-        ``check(tx)``: the caller's scope checks, run first, in the read transaction that resolves the artifact
-        (an operation's 404s come before the request's 400s, as when it read on its own)."""
+        ``check(agent, session)``: the caller's scope checks over the rows (None: not found) of the read that
+        resolves the artifact, run first (an operation's 404s come before the request's 400s, as when it read on
+        its own)."""
         agent_id, session_id = _id(agent_id, "agent_id"), _id(session_id, "session_id")
-        resolved = None if check is None else await self._resolve(agent_id, artifact, check)
+        resolved = None if check is None else await self._resolve(agent_id, session_id, artifact, check)
         loop_id = new_id("lp", self.node.clock.unix_ms())
         name = _name(name, loop_id)
         check_name(name)
         config_value = validate_config(config, loop_id)
         caps = validate_capabilities(capabilities, self.node.tools.loop_tool_names())
         creator = creator or f"agent:{agent_id}"
-        agent, art = resolved or await self._resolve(agent_id, artifact, None)
+        agent, art = resolved or await self._resolve(agent_id, session_id, artifact, None)
         if isinstance(art, HarnessError):
             raise art  # the artifact's refusal, after the request's own checks (as before)
-        self._verify_once(art.sha256, art.elf)
+        if art.sha256 not in self._verified:  # the read left the bytes out: the dry load needs them once
+            async with self.store.tx(readonly=True) as tx:
+                with_bytes = await artifacts.get_artifact(tx, art.group_id, art.sha256)
+            self._verify_once(art.sha256, None if with_bytes is None else with_bytes.elf)
         path = None if artifact.startswith("sha256:") else artifact
         new = _NewLoop(loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path, config_value, caps,
                        creator)
         # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and the
         # Loop loaded) only after the transaction holding its row committed
         await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
-        self.node.transitioned(loop_id)
-        await self._load(loop_id)
-        return await self.get_full(loop_id)
+        if self.node.placement is not None:
+            self.node.placement.learn(loop_id, agent_id)
+        if not self.adopt:
+            self.node.transitioned(loop_id)
+            await self.ring(loop_id)
+            return await self.get_full(loop_id)
+        # issue 16: the answer is the row and pending count the load's replay read after the start (what the
+        # read below would see), unless this call did not load the Loop here
+        seen = Seen()
+        try:
+            await self.node.try_load(loop_id, if_absent=True, seen=seen)
+        finally:
+            # reported after the load (issue 16): on PostgreSQL the placement then tells no other node about a
+            # Loop loaded here (its load told the lease holder when another node holds the agent)
+            self.node.transitioned(loop_id)
+        if seen.row is None:
+            return await self.get_full(loop_id)
+        return self._view(seen.row, seen.pending), seen.row
 
-    async def _resolve(self, agent_id: str, artifact: str, check: Callable[[Tx], Awaitable[None]] | None,
+    async def _resolve(self, agent_id: str, session_id: str, artifact: str,
+                       check: Callable[[Agent | None, Session | None], None] | None,
                        ) -> tuple[Agent, Artifact | HarnessError]:
-        """One read: the caller's checks, the agent, and the artifact (or its refusal, raised by the caller)."""
-        async with self.store.tx(readonly=True) as tx:
-            if check is not None:
-                await check(tx)
-            agent = await agents.get_agent(tx, agent_id)
-            try:
-                art: Artifact | HarnessError = await artifacts.resolve_artifact(
-                    tx, group_id=agent.group_id, agent_id=agent_id, ref=artifact)
-            except HarnessError as exc:
-                art = exc
-        return agent, art
+        """The create's read — the agent, the session and the artifact (or its refusal, raised by the caller;
+        without its bytes) — shared with the creates reading meanwhile (issue 16: one read transaction for a
+        burst of creates, not one each); then the caller's checks, then the agent's existence."""
+        found = await self._reads.submit(_Lookup(agent_id, session_id, artifact))
+        if check is not None:
+            check(found.agent, found.session)
+        if found.agent is None:
+            raise AgentNotFound(f"agent {shown(agent_id)} not found", id=shown(agent_id))
+        return found.agent, found.art
+
+    @staticmethod
+    async def _read_many(tx: Tx, items: list[_Lookup]) -> list[_Found]:
+        """The reads of a batch of creates: a statement each for their agents, sessions and artifacts."""
+        agent_rows = await agents.find_agents(tx, [i.agent_id for i in items])
+        session_rows = await sessions.find_sessions(tx, [i.session_id for i in items])
+        refs = [(agent_rows[i.agent_id].group_id, i.agent_id, i.artifact) for i in items if i.agent_id in agent_rows]
+        arts = iter(await artifacts.resolve_artifacts(tx, refs))
+        return [_Found(agent_rows.get(i.agent_id), session_rows.get(i.session_id),
+                       next(arts) if i.agent_id in agent_rows else AgentNotFound("no agent"))
+                for i in items]
 
     def _verify_once(self, sha256: str, elf: bytes | None) -> None:
         """§8's dry load, once per artifact digest and node: the bytes of a digest never change (the store
@@ -174,7 +222,7 @@ class LoopTools:
         for group_id in groups:  # the store's lock order: group locks (in id order) before rows
             await quota.lock_group_quota(tx, group_id)
         A = schema.agent
-        stmt = sa.select(A.c.id, A.c.status).where(A.c.id.in_(sorted({n.agent_id for n in items}))).order_by(A.c.id)
+        stmt = sa.select(A.c.id, A.c.status).where(A.c.id.in_(padded(sorted({n.agent_id for n in items})))).order_by(A.c.id)
         status = {r.id: r.status for r in await tx.execute(tx.for_update(stmt))}
         defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
         limits: dict[str, quota.QuotaLimits | HarnessError] = {}

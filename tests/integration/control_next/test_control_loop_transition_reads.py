@@ -38,3 +38,34 @@ async def test_a_transition_with_nothing_to_record_is_one_read(
         assert len(begins) == 1
     finally:
         await h.stop()
+
+
+async def test_transitions_reported_together_are_handled_by_one_read(
+    store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 16: the transitions reported while the handler is busy (a burst of creates) are read together."""
+    h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
+    await h.start()
+    try:
+        bridge = h.loop_bridge
+        assert isinstance(bridge, LoopBridge)
+        agent, session, first = await driver_loop(h, compile_c)
+        art = (await h.get_loop(first))["artifact_sha256"]
+        made = [first, *[str((await h.create_loop(agent_id=agent, session_id=session, artifact=f"sha256:{art}",
+                                                  name=f"t{i}"))["id"]) for i in range(3)]]
+        await bridge.settle()
+        begins: list[object] = []
+
+        def begun(conn: Any) -> None:
+            begins.append(conn)
+
+        event.listen(h.store.engine.sync_engine, "begin", begun)
+        try:
+            for loop_id in [*made, made[0]]:  # one of them twice: read once, after both reports
+                bridge.transition(loop_id)
+            await bridge.settle()
+        finally:
+            event.remove(h.store.engine.sync_engine, "begin", begun)
+        assert len(begins) == 1
+    finally:
+        await h.stop()

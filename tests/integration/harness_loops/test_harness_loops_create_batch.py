@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.ingress_harness import counting_statements
@@ -17,7 +18,7 @@ from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.errors import AgentArchived, QuotaExceeded
-from wakeful.harness.store import schema
+from wakeful.harness.store import agents, loops, schema
 from wakeful.harness.tools import CREATE_KIND
 
 
@@ -122,5 +123,163 @@ async def test_the_verifier_runs_once_per_artifact_digest_not_once_per_create(
         for i in range(4):
             await h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"v{i}")
         assert len(verified) == 1
+    finally:
+        await h.stop()
+
+
+async def test_creates_arriving_while_a_create_reads_share_one_read_transaction(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """The agent, session and artifact reads of the creates made while one create reads are one read transaction
+    of a statement each (not four statements and a transaction per create), and each is still refused alone."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        reads = h.loops._reads
+        held, real = asyncio.Event(), reads.work
+
+        async def gated(tx: Any, items: list[Any]) -> list[Any]:
+            await held.wait()  # the first read waits here while the others queue
+            return await real(tx, items)
+
+        reads.work = gated
+        before = reads.reads
+        with counting_statements(h.store) as sql:
+            first = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art))
+            while reads.reads == before:
+                await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+            rest = [asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"r{i}"))
+                    for i in range(6)]
+            bad = asyncio.create_task(h.create_loop(agent_id=agent, session_id="ses_nope", artifact=art))
+            while reads.waiting() < 7:
+                await asyncio.sleep(0.005)
+            held.set()
+            made = [await first, *await asyncio.gather(*rest)]
+            refused = await asyncio.gather(bad, return_exceptions=True)
+        assert reads.reads - before == 2  # the held one, then the seven queued behind it together
+        assert len({m["id"] for m in made}) == 7 and all(m["state"] == "active" for m in made)
+        assert [type(r).__name__ for r in refused] == ["InvalidRequest"]  # its session: refused alone
+        agent_reads = [s for s in sql if "agent.metadata" in s and "FROM agent " in s]  # (not the batch's lock)
+        assert len(agent_reads) == 2, agent_reads
+    finally:
+        await h.stop()
+
+
+async def test_a_create_is_answered_from_the_rows_its_load_read(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """A create's answer is the row and pending count its load's replay read after the start (no read of its
+    own), §4.3 step 1 raises the incarnation and answers the row in one statement, and on PostgreSQL the placement
+    knows the new Loop's agent from the create."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        with counting_statements(h.store) as sql:
+            made = await h.create_loop(agent_id=agent, session_id=session, artifact=art, name="answered")
+            await h.node.settle()
+        # PostgreSQL: the node holds the agent's lease (the first create claimed it), so the create tells no other
+        # node (no NOTIFY), and neither the placement's check before the load nor step 1 reads the row for its agent
+        assert not [s for s in sql if "pg_notify" in s]
+        counts = [s for s in sql if "count(" in s.lower() and "loop_event" in s]
+        assert counts == []  # no pending count of its own: the replay's rows were counted
+        by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
+                 and ("loop.id = " in s or "loop.id IN " in s)]
+        assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
+        steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        assert len(steps) == 2 and "RETURNING" in steps[0].upper()  # step 1 (row answered), step 4 (attach)
+        assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
+        assert made["pending_count"] == 0 and made["runtime"] == "resident", made
+        assert made == await h.get_loop(made["id"])  # the answer is what a read sees
+    finally:
+        await h.stop()
+
+
+async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_other_node(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first load claims it and
+    adopts the agent once; the creates tell no other node (each transition is reported after its load here), and
+    no load reads the row of a Loop created here to learn its agent."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("leases and signals are PostgreSQL's")
+        group, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        other = await h.create_agent(group, "fresh")
+        inbox = await h.create_session(other.id, "inbox")
+        with counting_statements(h.store) as sql:
+            made = await asyncio.gather(*[h.create_loop(agent_id=other.id, session_id=inbox.id, artifact=art,
+                                                        name=f"f{i}") for i in range(8)])
+            await h.node.settle()
+        assert all(h.node.resident(m["id"]) is not None for m in made)
+        assert not [s for s in sql if "pg_notify" in s]
+        claims = [s for s in sql if s.lstrip().upper().startswith("INSERT INTO AGENT_LEASE")]
+        adoptions = [s for s in sql if "loop.agent_id IN" in s and "count(" not in s]  # the adoption's list
+        assert len(claims) == 1 and len(adoptions) == 1, (claims, adoptions)
+        by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
+                 and "loop.id = " in s]
+        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id IN``)
+    finally:
+        await h.stop()
+
+
+async def test_batches_of_similar_sizes_run_one_statement_text(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """The IN lists of a batch's reads are padded to a power of two, so batches of 5 to 8 creates run the same
+    statement texts (PostgreSQL prepares a statement per text and pooled connection) and answer the same rows."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group = await h.create_group("g-pad")
+        made = [await h.create_agent(group.id, f"p{i}") for i in range(8)]
+        ids = [a.id for a in made]
+        with counting_statements(h.store) as sql:
+            async with h.store.tx(readonly=True) as tx:
+                found = [await agents.find_agents(tx, ids[:n]) for n in (5, 6, 7, 8)]
+                owners = [await loops.session_owners(tx, ids[:n]) for n in (5, 8)]
+        assert [sorted(f) for f in found] == [sorted(ids[:n]) for n in (5, 6, 7, 8)]
+        assert owners == [{}, {}]
+        texts = {s for s in sql if "FROM agent" in s}
+        assert len(texts) == 1 and len({s for s in sql if "FROM session" in s}) == 1
+    finally:
+        await h.stop()
+
+
+async def test_the_replays_of_loads_waiting_meanwhile_share_one_read(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """§4.3 step 5's replay reads of the Loops loaded while one replay reads are one read transaction (their
+    pending events and, for the creates' answers, their rows), each Loop still given only its own events."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the digest verified once
+        reads = h.node._pending_reads
+        held, real = asyncio.Event(), reads.work
+
+        async def gated(tx: Any, items: list[Any]) -> list[Any]:
+            await held.wait()
+            return await real(tx, items)
+
+        reads.work = gated
+        before = reads.reads
+        first = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name="held"))
+        while reads.reads == before:
+            await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+        rest = [asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name=f"q{i}"))
+                for i in range(5)]
+        while reads.waiting() < 5:
+            await asyncio.sleep(0.005)
+        held.set()
+        made = [await first, *await asyncio.gather(*rest)]
+        assert reads.reads - before == 2
+        assert [m["name"] for m in made] == ["held", "q0", "q1", "q2", "q3", "q4"]  # each its own row
+        assert all(m["incarnation"] == 1 and m["runtime"] == "resident" and m["pending_count"] == 0 for m in made)
     finally:
         await h.stop()

@@ -19,7 +19,6 @@ from wakeful.harness.views import loop_object, loop_objects
 if TYPE_CHECKING:
     from wakeful.harness.embed import Harness
     from wakeful.harness.principal import Principal
-    from wakeful.harness.store.core import Tx
 
 __all__ = ["create", "delete", "full_loop", "get", "list_loops", "log_line", "logs", "pause", "resume",
            "transitions"]
@@ -56,14 +55,10 @@ async def create(harness: Harness, principal: Principal, *, group_id: str, agent
     if not isinstance(artifact, str) or not 1 <= len(artifact) <= 512:
         raise InvalidRequest("artifact must be sha256:<hex> or an artifact path", field="artifact")
 
-    async def in_scope(tx: Tx) -> None:  # run first, in the one read of the create (agent, session, artifact)
-        agent = await agents.find_agent(tx, agent_id)
+    def in_scope(agent: agents.Agent | None, session: sessions.Session | None) -> None:
+        # run first, over the one read of the create (agent, session, artifact; shared with concurrent creates)
         if agent is None or agent.group_id != group_id or not principal.sees_agent(agent.id):
             raise AgentNotFound(f"agent {agent_id[:40]} not found")
-        try:
-            session: sessions.Session | None = await sessions.get_session(tx, session_id)
-        except SessionNotFound:
-            session = None
         if session is None or session.group_id != group_id or not principal.sees_agent(session.agent_id):
             raise SessionNotFound(f"session {session_id[:40]} not found")
         if session.agent_id != agent_id:  # interfaces.md §2.2: 404 session_not_found, not a 400

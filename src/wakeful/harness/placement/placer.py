@@ -176,22 +176,29 @@ class Placement:
         """§5 second fence, checked before every host call: the object's agent lease is still provable."""
         return self.holds(res.agent_id)
 
+    def learn(self, loop_id: str, agent_id: str) -> None:
+        """The agent of a Loop this node just created (issue 16: its load, the lease check of its step 1 and the
+        signal of its transition need no read of the row to know it; a Loop's agent never changes)."""
+        self._agent_of[loop_id] = agent_id
+
     async def before_load(self, loop_id: str) -> bool:
         """§19.2: before adopting, make sure this node holds the agent's lease; claim it when it is free (an
         operation arrived here). When another node holds it, signal that node instead and do not load."""
         if self.state != "alive":
             return False
-        known = self._agent_of.get(loop_id)
-        if known is not None and self.holds(known):
+        agent_id = self._agent_of.get(loop_id)
+        if agent_id is not None and self.holds(agent_id):
             return True  # step 1 re-checks the lease in its transaction anyway
-        async with self.store.tx(readonly=True) as tx:
-            row = await loops.find_loop(tx, loop_id)
-        if row is None or row.state != lc.ACTIVE:
-            return True  # step 1 finds nothing to do
-        if self.holds(row.agent_id):
-            return True
-        if await self.claim(row.agent_id):
-            self.node.spawn(self.adopt_agent(row.agent_id))
+        if agent_id is None:  # (issue 16: a Loop created here is known, and its row is not read again)
+            async with self.store.tx(readonly=True) as tx:
+                row = await loops.find_loop(tx, loop_id)
+            if row is None or row.state != lc.ACTIVE:
+                return True  # step 1 finds nothing to do
+            agent_id = row.agent_id
+        taken = await self._take(agent_id)
+        if taken is not None:
+            if taken:  # claimed by this call: adopt the agent's other Loops (once, not once per waiting load)
+                self.node.spawn(self.adopt_agent(agent_id))
             return True
         with contextlib.suppress(StoreUnavailable):
             await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
@@ -203,13 +210,16 @@ class Placement:
         The lease row is read ``FOR SHARE`` (loads of one agent run side by side; a claim waits until the step
         commits). Expiry is not re-judged here: a claim would have raised the epoch, and the monotonic proof in
         ``book`` already stops this node before the store clock lets anyone claim (§19.2)."""
-        row = await loops.find_loop(tx, loop_id)
-        if row is None:
-            return True
-        epoch = self.book.epoch(row.agent_id) if self.state == "alive" else None
+        agent_id = self._agent_of.get(loop_id)
+        if agent_id is None:
+            row = await loops.find_loop(tx, loop_id)
+            if row is None:
+                return True
+            agent_id = row.agent_id
+        epoch = self.book.epoch(agent_id) if self.state == "alive" else None
         if epoch is None:
             return False
-        lease = await leases.lease_of(tx, row.agent_id, for_share=True)
+        lease = await leases.lease_of(tx, agent_id, for_share=True)
         return lease is not None and lease.node_id == self.node_id and lease.epoch == epoch
 
     async def leases_ok_many(self, tx: Tx, loop_ids: list[str]) -> list[str]:
@@ -234,12 +244,17 @@ class Placement:
     async def claim(self, agent_id: str) -> bool:
         """§19.2 claim (absent or expired on the store clock); the proof starts before the request is sent.
         True also when this node already holds the lease (claims of one agent on this node are serialised)."""
+        return await self._take(agent_id) is not None
+
+    async def _take(self, agent_id: str) -> bool | None:
+        """``claim``: True when this call claimed the lease, False when this node held it already, None when
+        another node holds it."""
         lock = self._claiming.setdefault(agent_id, asyncio.Lock())
         try:
             async with lock:
                 if self.holds(agent_id):
-                    return True  # another task of this node claimed it meanwhile
-                return await self._claim(agent_id)
+                    return False  # another task of this node claimed it meanwhile
+                return True if await self._claim(agent_id) else None
         finally:
             if not lock.locked() and self._claiming.get(agent_id) is lock:
                 del self._claiming[agent_id]
@@ -477,9 +492,15 @@ class Placement:
             self.node.spawn(self._notify(signals.EVENTS, loop_id))
 
     def _transitioned(self, loop_id: str) -> None:
-        """A state change committed here for a Loop resident elsewhere: tell its holder (§19.3)."""
-        if self.state == "alive" and not self._busy_here(loop_id):
-            self.node.spawn(self._notify(signals.LOOPS, loop_id))
+        """A state change committed here for a Loop resident elsewhere: tell its holder (§19.3). Issue 16: not when
+        this node holds the agent's lease — the holder is this node (a create of an agent it holds, whose load
+        follows here), and an object of the Loop elsewhere is fenced by the lease it lost."""
+        if self.state != "alive" or self._busy_here(loop_id):
+            return
+        agent_id = self._agent_of.get(loop_id)
+        if agent_id is not None and self.holds(agent_id):
+            return
+        self.node.spawn(self._notify(signals.LOOPS, loop_id))
 
     def _busy_here(self, loop_id: str) -> bool:
         return self.node.busy(loop_id)

@@ -8,15 +8,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from wakeful.harness.errors import ArtifactNotFound, InvalidArtifact, InvalidRequest
+from wakeful.harness.errors import ArtifactNotFound, HarnessError, InvalidArtifact, InvalidRequest
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
+from wakeful.harness.store.reads import padded
 
 __all__ = [
     "Artifact",
@@ -29,6 +31,7 @@ __all__ = [
     "put_artifact",
     "put_lines",
     "resolve_artifact",
+    "resolve_artifacts",
     "resolve_path",
     "set_path",
 ]
@@ -182,6 +185,36 @@ async def list_paths(tx: Tx, agent_id: str) -> list[ArtifactPath]:
 
 
 # §8: loop.create takes `sha256:<hex>` or a path of the owning agent; the bytes must exist
+async def resolve_artifacts(tx: Tx, refs: Sequence[tuple[str, str, str]]) -> list[Artifact | HarnessError]:
+    """``resolve_artifact`` of several ``(group_id, agent_id, ref)`` without the bytes, each answer (or its
+    refusal) in order: the digests in one statement (issue 16: a batch of creates' reads); a path is resolved on
+    its own."""
+    shas: list[str | HarnessError | None] = []
+    for _, agent_id, ref in refs:
+        try:
+            if not isinstance(ref, str) or not ref:
+                raise InvalidRequest("artifact must be 'sha256:<hex>' or a path", field="artifact")
+            match = _SHA_REF.fullmatch(ref)
+            shas.append(match.group(1) if match else await resolve_path(tx, agent_id, check_path(ref)))
+        except HarnessError as exc:
+            shas.append(exc)
+    pairs = sorted({(g, sha) for (g, _, _), sha in zip(refs, shas, strict=True)
+                    if isinstance(sha, str) and lookup_text(g) is not None})
+    found: dict[tuple[str, str], Artifact] = {}
+    if pairs:
+        cols = [c for c in AR.c if c.name != "elf"]
+        stmt = sa.select(*cols).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(padded(pairs)))
+        found = {(r.group_id, r.sha256): _artifact(r, False) for r in await tx.execute(stmt)}
+    out: list[Artifact | HarnessError] = []
+    for (group_id, _, ref), sha in zip(refs, shas, strict=True):
+        if isinstance(sha, HarnessError):
+            out.append(sha)
+            continue
+        art = None if sha is None else found.get((group_id, sha))
+        out.append(ArtifactNotFound(f"artifact {ref} not found", artifact=ref) if art is None else art)
+    return out
+
+
 async def resolve_artifact(tx: Tx, *, group_id: str, agent_id: str, ref: str) -> Artifact:
     if not isinstance(ref, str) or not ref:
         raise InvalidRequest("artifact must be 'sha256:<hex>' or a path", field="artifact")

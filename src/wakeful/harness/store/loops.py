@@ -17,6 +17,7 @@ from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
+from wakeful.harness.store.reads import padded
 
 __all__ = [
     "BATCH",
@@ -37,6 +38,7 @@ __all__ = [
     "detach_object",
     "detach_objects",
     "find_loop",
+    "find_loops",
     "get_loop",
     "insert_loop",
     "list_logs",
@@ -251,7 +253,7 @@ async def insert_created(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
 async def session_owners(tx: Tx, session_ids: Sequence[str]) -> dict[str, str]:
     """Session id → its agent id, for the sessions that exist (§2.5: the session must belong to the agent)."""
     S = schema.session
-    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(S.c.id.in_(sorted(set(session_ids)))))
+    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(S.c.id.in_(padded(sorted(set(session_ids))))))
     return {r.id: r.agent_id for r in found}
 
 
@@ -270,6 +272,14 @@ async def find_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop |
     stmt = sa.select(L).where(L.c.id == loop_id)
     row = await tx.first(stmt, for_update=for_update)
     return None if row is None else loop_from_row(row)
+
+
+async def find_loops(tx: Tx, loop_ids: Sequence[str]) -> dict[str, Loop]:
+    """The rows of ``loop_ids`` that exist, by id (one statement)."""
+    ids = sorted({i for i in loop_ids if lookup_text(i) is not None})
+    if not ids:
+        return {}
+    return {r.id: loop_from_row(r) for r in await tx.execute(sa.select(L).where(L.c.id.in_(padded(ids))))}
 
 
 async def get_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop:
@@ -346,6 +356,22 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
     )
     value = (await tx.execute(stmt)).scalar()
     return None if value is None else int(value)
+
+
+# issue 16 / benchmarks.md §2.2 creates/s: the same update answering the row as it is now (one statement, not an
+# update and a read)
+async def begin_incarnation_row(tx: Tx, loop_id: str, *, node_id: str) -> Loop | None:
+    """``begin_incarnation``, answering the Loop's row after it; None when the Loop is not active."""
+    stmt = (
+        L.update()
+        .where(L.c.id == loop_id, L.c.state == "active")
+        .values(
+            incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()
+        )
+        .returning(*L.c)
+    )
+    row = (await tx.execute(stmt)).first()
+    return None if row is None else loop_from_row(row)
 
 
 # issue 16 / benchmarks.md §2.2: §4.3 step 1 for many Loops in one statement (a node's start, an adoption after a
