@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from wakeful.harness.errors import HarnessError, InvalidRequest, StoreUnavailable
 from wakeful.harness.store.bell import MessageBell
-from wakeful.harness.store.clock import WallClock, read_store_ms
+from wakeful.harness.store.clock import STORE_MS_SQL, WallClock, read_store_ms
 from wakeful.harness.store.engine import (
     EngineTarget,
     NodeLock,
@@ -80,6 +80,19 @@ class Tx:
         if self._now_ms is None:
             self._now_ms = await read_store_ms(self.conn, self.dialect, self.store.clock)
         return self._now_ms
+
+    def clock_column(self) -> sa.ColumnElement[Any] | None:
+        """The store clock as a column to read along with a statement's row (``seed_now``), while this transaction
+        has not read it yet and it is a statement of its own (PostgreSQL without an injected clock); else None."""
+        if self._now_ms is not None or self.dialect != "postgresql" or self.store.clock is not None:
+            return None
+        return sa.literal_column(STORE_MS_SQL).label("wakeful_store_ms")
+
+    def seed_now(self, row: Any) -> None:
+        """The transaction's one store-clock reading from a row read with ``clock_column`` (harness.md §3)."""
+        value = getattr(row, "wakeful_store_ms", None)
+        if value is not None and self._now_ms is None:
+            self._now_ms = int(value)
 
     async def execute(self, stmt: Any, params: Any = None) -> CursorResult[Any]:
         result: CursorResult[Any] = await self.conn.execute(stmt, params)

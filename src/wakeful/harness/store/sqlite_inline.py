@@ -59,7 +59,7 @@ class InlineConnection(aiosqlite.Connection):
                 raise ValueError("Connection closed")
             return fn(*args, **kwargs)
         _counter[0] += 1
-        return await super()._execute(fn, *args, **kwargs)
+        return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def connect(path: Path) -> Callable[[], Any]:
@@ -69,6 +69,7 @@ def connect(path: Path) -> Callable[[], Any]:
         conn = InlineConnection(partial(sqlite3.connect, str(path), check_same_thread=False), 64)
         conn._thread.daemon = True  # (as SQLAlchemy sets it for aiosqlite: an unclosed connection never blocks exit)
         _counter[0] += 1
-        return await conn
+        await conn
+        return conn
 
     return creator
