@@ -53,6 +53,10 @@ def _inline(fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
 class InlineConnection(aiosqlite.Connection):
     """An aiosqlite connection that runs the calls that cannot wait inline (module docstring)."""
 
+    def __init__(self, connector: Callable[[], sqlite3.Connection]) -> None:
+        super().__init__(connector, 64)
+        self._thread.daemon = True  # (as SQLAlchemy sets it for aiosqlite: an unclosed connection never blocks exit)
+
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if _inline(fn, args):
             if not self._running or not self._connection:
@@ -66,8 +70,7 @@ def connect(path: Path) -> Callable[[], Any]:
     """The ``async_creator`` of the SQLite engine: an ``InlineConnection`` to ``path``, opened on its thread."""
 
     async def creator() -> InlineConnection:
-        conn = InlineConnection(partial(sqlite3.connect, str(path), check_same_thread=False), 64)
-        conn._thread.daemon = True  # (as SQLAlchemy sets it for aiosqlite: an unclosed connection never blocks exit)
+        conn = InlineConnection(partial(sqlite3.connect, str(path), check_same_thread=False))
         _counter[0] += 1
         await conn
         return conn
