@@ -21,9 +21,10 @@ from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
 
-__all__ = ["NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
+__all__ = ["ACK_LANE", "NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
 
 E, L = schema.loop_event, schema.loop
+ACK_LANE = "loop.ack"  # the acks' group-commit lane: beside the admissions' batches on PostgreSQL (Store.lane)
 
 
 # §6 loop.state.put: fenced, limits, last write wins → {status: stored, bytes}
@@ -128,7 +129,7 @@ async def _apply_verdict(
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
-                                                     lock_of=_ack_loop)
+                                                     lock_of=_ack_loop, lane=ACK_LANE)
     return answer
 
 

@@ -194,3 +194,34 @@ async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a
         assert row.notify_window_count == 0 and row.last_notified_ms is None and count == 1
     finally:
         await store.close()
+
+
+async def test_an_ack_commits_beside_an_admission_batch_on_postgresql(store: Store) -> None:
+    """issue 16: on PostgreSQL the acks are a lane of the group commit of their own (``Store.lane``): an ack is
+    answered while an admission batch still waits at its COMMIT (it queued behind that batch, then committed
+    alone); on SQLite, one writer, it joins the next batch as before. Nothing is answered before its commit."""
+    from wakeful.harness.store import events
+
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        await events.insert_event(tx, loop_id=loop.id, group_id=loop.group_id, event_id="e1", topic="t",
+                                  payload=1, payload_sha256="0" * 64, envelope_bytes=10, source="api")
+    gate = Gate()
+    store.before_commit.append(gate)
+
+    async def admission(tx: Tx) -> str:  # the batch the ack would have queued behind
+        return (await groups.create_group(tx, name="held")).name
+
+    held = asyncio.create_task(store.grouped(admission))
+    await gate.entered.wait()
+    ack = asyncio.create_task(selfcalls.ack(store, loop.id, loop.incarnation, {"event_id": "e1"}))
+    if store.dialect == "postgresql":
+        assert await _until(ack.done)  # committed and answered while the admission batch is held
+        assert ack.result() == {"status": "acked", "event_id": "e1", "duplicate": False}
+        assert not held.done()
+    else:
+        assert await _until(lambda: store.grouping.queued == 1)
+        assert not ack.done()  # one writer: behind the held batch, and never answered before its own commit
+    gate.release.set()
+    assert await held == "held"
+    assert (await ack)["status"] == "acked"
