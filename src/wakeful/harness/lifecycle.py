@@ -37,13 +37,19 @@ _REPEATED = re.compile(r"(.*) \((\d+) times\)", re.DOTALL)
 
 # §5: every durable effect is conditional on id, incarnation and state = 'active'
 async def fenced_loop(tx: Tx, loop_id: str, incarnation: int) -> Loop:
-    """The locked row of the current incarnation, or a ``stale_incarnation`` / ``not_active`` refusal."""
-    row = await loops.find_loop(tx, loop_id, for_update=True)
+    """The locked row of the current incarnation, or a ``stale_incarnation`` / ``not_active`` refusal (read with
+    the transaction's store clock: ``loops.find_loop_locked``)."""
+    return (await fenced_loop_message(tx, loop_id, incarnation, None))[0]
+
+
+async def fenced_loop_message(tx: Tx, loop_id: str, incarnation: int, message_id: str | None) -> tuple[Loop, bool]:
+    """``fenced_loop``, and whether the message ``message_id`` exists, in one statement."""
+    row, exists = await loops.find_loop_locked(tx, loop_id, message_id=message_id)
     if row is None or row.incarnation != incarnation:
         raise HostCallRefused("stale_incarnation", f"incarnation {incarnation} of {loop_id} is retired")
     if row.state != ACTIVE:
         raise HostCallRefused("not_active", f"Loop {loop_id} is {row.state}")
-    return row
+    return row, exists
 
 
 # §4.2: one transaction updates the row and appends a transition row

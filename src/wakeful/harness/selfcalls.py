@@ -21,9 +21,10 @@ from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
 
-__all__ = ["NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
+__all__ = ["ACK_LANE", "NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
 
 E, L = schema.loop_event, schema.loop
+ACK_LANE = "loop.ack"  # the acks' group-commit lane: beside the admissions' batches on PostgreSQL (Store.lane)
 
 
 # §6 loop.state.put: fenced, limits, last write wins → {status: stored, bytes}
@@ -71,15 +72,22 @@ async def notify(
     message_id = sessions.wake_message_id(loop_id, dedup_key)
 
     async def work(tx: Tx) -> tuple[NotifyOutcome, WakeWindow | None]:  # (a group-commit unit on SQLite)
-        row = await lc.fenced_loop(tx, loop_id, incarnation)
-        if await sessions.message_exists(tx, message_id):
-            return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False), None
+        # the message's existence comes with the locked row (one statement); on PostgreSQL that read's snapshot
+        # may predate a message committed while it waited for the row lock, so a "no" is confirmed before a
+        # refusal (a statement of its own, as before) and by the insert itself when the wake is admitted
+        row, exists = await lc.fenced_loop_message(tx, loop_id, incarnation, message_id)
+        duplicate = NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False), None
+        if exists:
+            return duplicate
         now = await tx.now_ms()
         window = WakeWindow(row.notify_window_start_ms, row.notify_window_count, row.notify_limited_since_ms)
         verdict, window = judge_wake(window, now, watch.elapsed_ns(loop_id, mono_ns), limits)
+        if verdict != "admit" and await sessions.message_exists(tx, message_id):
+            return duplicate
         counted = {"notify_window_start_ms": window.start_ms, "notify_window_count": window.count,
                    "notify_limited_since_ms": window.limited_since_ms}
-        return await _apply_verdict(tx, row, verdict, message_id, content, dedup_key, limits, counted), window
+        outcome = await _apply_verdict(tx, row, verdict, message_id, content, dedup_key, limits, counted)
+        return outcome, (None if outcome == duplicate[0] else window)
 
     outcome, window = await store.write(work, key=loop_id)
     if window is not None:
@@ -105,11 +113,13 @@ async def _apply_verdict(
         notice = await lc.write_notice(tx, row, "budget", text)
         refusal = HostCallRefused("budget_exhausted", "the Loop is paused(budget)")
         return NotifyOutcome(None, refusal, notice, True)
-    await sessions.insert_message(
+    inserted = await sessions.insert_message(
         tx, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id, kind="loop",
         content=content, message_id=message_id, loop_id=row.id, loop_name=row.name,
         incarnation=row.incarnation, dedup_key=dedup_key,
     )
+    if inserted.status == "duplicate":  # committed meanwhile (see notify): nothing counted, nothing written
+        return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
     await loops.update_loop(tx, row.id, last_notified_ms=await tx.now_ms(), notified_since_activation=True,
                             **counted)
     return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
@@ -119,7 +129,7 @@ async def _apply_verdict(
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
-                                                     lock_of=_ack_loop)
+                                                     lock_of=_ack_loop, lane=ACK_LANE)
     return answer
 
 

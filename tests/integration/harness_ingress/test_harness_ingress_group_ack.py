@@ -70,7 +70,8 @@ async def test_acks_waiting_together_are_one_batch_of_three_statements_each_answ
             ack("e3", incarnation=inc + 1),  # an incarnation that is not the Loop's: stale
             ack("e0", loop=paused, incarnation=await _incarnation(store, paused)),  # not active
         ] + [ack(f"e{n}", loop=other, incarnation=other_inc) for n in range(1, 7)]  # another Loop, same batch
-        while store.grouping.collecting("loop.ack") + store.grouping.queued < len(batch):  # (in a unit or queued)
+        acks = store.lane(selfcalls.ACK_LANE)
+        while acks.collecting("loop.ack") + acks.queued < len(batch):  # (in a unit or queued)
             await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
         assert not first.done() and not any(task.done() for task in batch)  # none answered before its commit
         commits = store.commits

@@ -10,12 +10,14 @@ from typing import Any
 from support.loops_harness import loop_row, started, tenant, until
 
 from wakeful.harness.embed import Harness
+from wakeful.runtime.scheduler import WAIT_TIMER
 
 
 async def _beat(h: Harness, clock: Any, loop_id: str, first: int, last: int) -> None:
     """Advance the injected clock one interval at a time, let the scheduler run the due sleeper, and wait
     for each beat's checkpoint."""
     for beat in range(first, last + 1):
+        await until(lambda: _sleeping(h, loop_id))  # its sleep began before the clock moves past it
         clock.advance(s=1)
         h.node.runtime.run_batch()
 
@@ -23,6 +25,13 @@ async def _beat(h: Harness, clock: Any, loop_id: str, first: int, last: int) -> 
             return (await loop_row(h, loop_id)).checkpoint == {"beats": n}
 
         await until(stored)
+
+
+async def _sleeping(h: Harness, loop_id: str) -> bool:
+    """The Loop's guest waits on its timer (its start, or its last checkpoint's answer, has been handled)."""
+    resident = h.node.resident(loop_id)
+    run = None if resident is None else h.node.runtime.run_of(resident.object_id)
+    return run is not None and run.wait == WAIT_TIMER
 
 
 async def test_heartbeat_built_by_loop_build_continues_from_its_checkpoint(

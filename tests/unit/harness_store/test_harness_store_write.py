@@ -95,3 +95,133 @@ async def test_a_wake_updates_the_loop_row_once(store: Store) -> None:
     async with store.tx(readonly=True) as tx:
         row = await loops.get_loop(tx, loop.id)
     assert row.notify_window_count == 1 and row.notified_since_activation and row.last_notified_ms is not None
+
+
+async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_statement(
+        harness_runner: asyncio.Runner, store_url: str) -> None:
+    """issue 16: the fenced read of the Loop row also brings the transaction's store-clock reading (a statement of
+    its own on PostgreSQL) and, for a wake, whether its message exists: a wake is three statements (the read, the
+    message, the Loop row's UPDATE; was four on SQLite, five on PostgreSQL) and a state.put two (was three on
+    PostgreSQL). The store clock here is the database's own (no injected clock), still read once per
+    transaction."""
+    from sqlalchemy import event
+
+    store = await Store.open(store_url)
+    try:
+        loop = await _loop(store)
+        statements: list[str] = []
+
+        def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+                statements.append(" ".join(statement.split()[:2]).upper())
+
+        event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
+        try:
+            args = {"content": "cpu 95", "dedup_key": "k1"}
+            outcome = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
+            assert outcome.result is not None and outcome.result["status"] == "queued"
+            assert len(statements) == 3, statements
+            statements.clear()
+            again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
+            assert again.result is not None and again.result["status"] == "duplicate"
+            assert len(statements) == 1, statements  # the read alone says duplicate
+            statements.clear()
+            put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"above": True}})
+            assert put["status"] == "stored"
+            assert len(statements) == 2, statements
+        finally:
+            event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+        async with store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop.id)
+            message = await sessions.get_message(tx, sessions.wake_message_id(loop.id, "k1"))
+        assert message is not None and row.last_notified_ms == message.created_ms  # one clock reading per wake
+        assert row.checkpoint == {"above": True} and row.checkpoint_ms is not None
+        assert row.checkpoint_ms >= message.created_ms
+    finally:
+        await store.close()
+
+
+async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a_duplicate(
+        harness_runner: asyncio.Runner, store_url: str) -> None:
+    """PostgreSQL: the wake's one read (row lock, clock, message) takes its snapshot before it waits for the row
+    lock, so it cannot see a message committed meanwhile by the lock's holder — the insert can: the wake is then a
+    duplicate and counts nothing, as when the message was there before."""
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import schema
+
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite: one writer, no row lock to wait for")
+    store = await Store.open(store_url)
+    try:
+        loop = await _loop(store)
+        message_id = sessions.wake_message_id(loop.id, "k1")
+        holding, release = asyncio.Event(), asyncio.Event()
+
+        async def holder() -> None:
+            async with store.tx() as tx:
+                await loops.get_loop(tx, loop.id, for_update=True)
+                await sessions.insert_message(
+                    tx, session_id=loop.session_id, agent_id=loop.agent_id, group_id=loop.group_id, kind="loop",
+                    content="first", message_id=message_id, loop_id=loop.id, loop_name=loop.name,
+                    incarnation=loop.incarnation, dedup_key="k1")
+                holding.set()
+                await release.wait()
+
+        held = asyncio.create_task(holder())
+        await holding.wait()
+        wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
+                                                    {"content": "cpu 95", "dedup_key": "k1"}))
+        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                          "AND wait_event_type = 'Lock'")
+
+        async def lock_waits() -> int:
+            async with store.tx(readonly=True) as tx:
+                return int((await tx.execute(waiting)).scalar_one())
+
+        for _ in range(2000):  # until the wake waits for the row lock (a guard against a hang, not a timing)
+            if await lock_waits() or wake.done():
+                break
+            await asyncio.sleep(0.005)
+        release.set()
+        await held
+        outcome = await wake
+        assert outcome.result == {"status": "duplicate", "message_id": message_id}
+        async with store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop.id)
+            count = (await tx.execute(sa.select(sa.func.count()).select_from(schema.message).where(
+                schema.message.c.loop_id == loop.id))).scalar_one()
+        assert row.notify_window_count == 0 and row.last_notified_ms is None and count == 1
+    finally:
+        await store.close()
+
+
+async def test_an_ack_commits_beside_an_admission_batch_on_postgresql(store: Store) -> None:
+    """issue 16: on PostgreSQL the acks are a lane of the group commit of their own (``Store.lane``): an ack is
+    answered while an admission batch still waits at its COMMIT (it queued behind that batch, then committed
+    alone); on SQLite, one writer, it joins the next batch as before. Nothing is answered before its commit."""
+    from wakeful.harness.store import events
+
+    loop = await _loop(store)
+    async with store.tx() as tx:
+        await events.insert_event(tx, loop_id=loop.id, group_id=loop.group_id, event_id="e1", topic="t",
+                                  payload=1, payload_sha256="0" * 64, envelope_bytes=10, source="api")
+    gate = Gate()
+    store.before_commit.append(gate)
+
+    async def admission(tx: Tx) -> str:  # the batch the ack would have queued behind
+        return (await groups.create_group(tx, name="held")).name
+
+    held = asyncio.create_task(store.grouped(admission))
+    await gate.entered.wait()
+    ack = asyncio.create_task(selfcalls.ack(store, loop.id, loop.incarnation, {"event_id": "e1"}))
+    if store.dialect == "postgresql":
+        assert await _until(ack.done)  # committed and answered while the admission batch is held
+        assert ack.result() == {"status": "acked", "event_id": "e1", "duplicate": False}
+        assert not held.done()
+    else:
+        assert await _until(lambda: store.grouping.queued == 1)
+        assert not ack.done()  # one writer: behind the held batch, and never answered before its own commit
+    gate.release.set()
+    assert await held == "held"
+    assert (await ack)["status"] == "acked"

@@ -11,7 +11,7 @@ from typing import Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["WallClock", "read_store_ms"]
+__all__ = ["STORE_MS_SQL", "WallClock", "read_store_ms"]
 
 
 class WallClock(Protocol):
@@ -21,13 +21,14 @@ class WallClock(Protocol):
     def unix_ms(self) -> int: ...
 
 
+STORE_MS_SQL = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"  # PostgreSQL's store clock (ms)
+
+
 # harness.md §3: clock_timestamp() on PostgreSQL, the process wall clock on SQLite
 async def read_store_ms(conn: AsyncConnection, dialect: str, clock: WallClock | None) -> int:
     if clock is not None:
         return int(clock.unix_ms())
     if dialect == "postgresql":
-        value = (
-            await conn.execute(text("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"))
-        ).scalar_one()
+        value = (await conn.execute(text(f"SELECT {STORE_MS_SQL}"))).scalar_one()
         return int(value)
     return int(time.time() * 1000)

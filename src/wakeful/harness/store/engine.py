@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from wakeful.harness.errors import InvalidRequest, NodeLocked, StoreUnavailable
+from wakeful.harness.store import sqlite_inline
 
 __all__ = [
     "EngineTarget", "NodeLock", "SessionTimeouts", "is_nul_text", "is_unavailable", "lost_uncommitted", "make_engine",
@@ -119,7 +120,10 @@ def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -
         # issue 16: no ROLLBACK when a connection goes back to the pool — every ``Store`` transaction ends in its
         # COMMIT or ROLLBACK before the connection is returned (an open one is rolled back by the connection's
         # close), and with aiosqlite that reset is one more hop to the driver thread after every transaction
-        engine = create_async_engine(target.sa_url, pool_size=8, max_overflow=8, pool_reset_on_return=None)
+        # issue 16: statements run on the event loop's thread, COMMIT and BEGIN IMMEDIATE on the connection's
+        # (``sqlite_inline``: two round trips to the driver thread per write transaction instead of 3–4 a statement)
+        engine = create_async_engine(target.sa_url, pool_size=8, max_overflow=8, pool_reset_on_return=None,
+                                     async_creator=sqlite_inline.connect(target.sqlite_path))
         _install_sqlite_hooks(engine)
         return engine
     settings = {"lock_timeout": str(PG_LOCK_TIMEOUT_MS)}

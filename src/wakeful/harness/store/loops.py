@@ -282,6 +282,26 @@ async def find_loops(tx: Tx, loop_ids: Sequence[str]) -> dict[str, Loop]:
     return {r.id: loop_from_row(r) for r in await tx.execute(sa.select(L).where(L.c.id.in_(padded(ids))))}
 
 
+# issue 16 (event → wake): a host call's fenced read of its Loop row also brings the transaction's store-clock
+# reading and, for agent.notify, whether its message exists — on PostgreSQL one round trip instead of three
+async def find_loop_locked(tx: Tx, loop_id: str, *, message_id: str | None = None) -> tuple[Loop | None, bool]:
+    """The row locked as ``find_loop(for_update=True)``, read with the store clock (``Tx.clock_column``), and
+    whether the message ``message_id`` exists (False without one) — one statement."""
+    if lookup_text(loop_id) is None:
+        return None, False
+    columns: list[Any] = [L]
+    clock = tx.clock_column()
+    if clock is not None:
+        columns.append(clock)
+    if message_id is not None and lookup_text(message_id) is not None:
+        columns.append(sa.exists().where(schema.message.c.id == message_id).label("wakeful_message_exists"))
+    row = await tx.first(sa.select(*columns).where(L.c.id == loop_id), for_update=True)
+    if row is None:
+        return None, False
+    tx.seed_now(row)
+    return loop_from_row(row), bool(getattr(row, "wakeful_message_exists", False))
+
+
 async def get_loop(tx: Tx, loop_id: str, *, for_update: bool = False) -> Loop:
     found = await find_loop(tx, loop_id, for_update=for_update)
     if found is None:
