@@ -84,7 +84,6 @@ class Intake:
         # issue 16: a shared limiter's checks are taken inside the admission's group-commit transaction
         self._in_tx: TxLimiter | None = limiter if isinstance(limiter, TxLimiter) else None
         self._signalled: set[str] = set()
-        self._owners: dict[str, tuple[int, tuple[str, str]]] = {}  # resident Loop → (incarnation, (group, agent))
         # the next batch unit (not started yet) and the admissions it will take
         self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
                                 list[_Admission]] | None = None
@@ -169,38 +168,18 @@ class Intake:
         """§10.3 step 7: the Loop exists in the group (and belongs to ``agent_id`` for an agent key)."""
         if lookup_text(group_id) is None or lookup_text(loop_id) is None:
             raise NotFound("no such Loop")
-        owner = self._resident_owner(loop_id)
-        if owner is None:
+        res = self.node.resident(loop_id)
+        if res is not None and res.group_id:  # issue 16: a resident Loop's owner is known without a store read
+            owner = (res.group_id, res.agent_id)
+        else:
             async with self.node.store.tx(readonly=True) as tx:
-                stmt = sa.select(L.c.group_id, L.c.agent_id, L.c.incarnation).where(L.c.id == loop_id)
+                stmt = sa.select(L.c.group_id, L.c.agent_id).where(L.c.id == loop_id)
                 row = (await tx.execute(stmt)).first()
             if row is None:
                 raise NotFound("no such Loop")
             owner = (str(row.group_id), str(row.agent_id))
-            res = self.node.resident(loop_id)
-            if res is not None and res.incarnation == row.incarnation:
-                self._remember_owner(loop_id, res.incarnation, owner)
         if owner[0] != group_id or (agent_id is not None and owner[1] != agent_id):
             raise NotFound("no such Loop")
-
-    # issue 16: the owner (group, agent) of a Loop resident here, known without a store read. A Loop's group and
-    # agent never change; the entry is used only while the incarnation it was read for is resident, so a Loop
-    # that was deleted (and so unloaded) is read again. The admission re-checks the locked row in any case.
-    def _resident_owner(self, loop_id: str) -> tuple[str, str] | None:
-        known = self._owners.get(loop_id)
-        if known is None:
-            return None
-        res = self.node.resident(loop_id)
-        if res is None or res.incarnation != known[0]:
-            del self._owners[loop_id]
-            return None
-        return known[1]
-
-    def _remember_owner(self, loop_id: str, incarnation: int, owner: tuple[str, str]) -> None:
-        if len(self._owners) > 2 * self.node.resident_count + 64:  # drop the entries of Loops unloaded since
-            residents = {res.loop_id for res in self.node.residents()}
-            self._owners = {k: v for k, v in self._owners.items() if k in residents}
-        self._owners[loop_id] = (incarnation, owner)
 
     # ------------------------------------------------------------------ §10.1 / §10.2
 
