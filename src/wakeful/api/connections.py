@@ -1,18 +1,16 @@
-"""Connection limits of the HTTP server (issue 14; docs/decisions-api.md "Slow clients"): uvicorn's httptools
-protocol with per-connection read deadlines, a bound on a request's head and a per-node connection limit.
+"""Connection limits of the HTTP server (issue 14; docs/decisions-api.md "Slow clients"): uvicorn's h11 protocol
+with per-connection read deadlines and a per-node connection limit.
 
 - **Headers:** a request's line and headers must arrive within ``header_timeout_s`` of the connection opening
   (or of the previous response ending); a trickle of bytes does not extend it. A connection that sent part of a
   request is answered ``408 request_timeout`` and closed; one that sent nothing is closed silently.
 - **Body:** once the headers are in, the whole body must arrive within ``body_timeout_s``, also when the route
   answered early; the connection is then closed (the route, if still reading, sees a disconnect).
-- **Head size:** more than ``MAX_HEAD_BYTES`` received while a request's line and headers are incomplete is
-  answered ``400`` and closed (the bound uvicorn's h11 protocol had; httptools has none of its own).
 - **Keep-alive:** uvicorn's ``timeout_keep_alive`` (``keep_alive_s``) closes idle connections.
 - **Connections:** beyond ``max_connections`` open connections, a new one is answered ``503 unavailable`` at once,
   its write side shut, and closed after ``LINGER_S`` (so the client reads the answer instead of a reset).
 
-The deadline is one timer per connection, re-armed only when the reading changes phase; a request being
+The deadline is one timer per connection, re-armed only when the h11 state changes phase; a request being
 processed by the app (and a streamed response such as SSE) has no client deadline.
 """
 
@@ -26,16 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from wakeful.harness.config import HttpLimits
 
-__all__ = ["LINGER_S", "MAX_HEAD_BYTES", "CoalescingTransport", "Guard", "GuardedHttpToolsProtocol", "guarded_protocol",
-           "raw_answer"]
+__all__ = ["LINGER_S", "CoalescingTransport", "Guard", "guarded_protocol", "raw_answer"]
 
 LINGER_S = 1.0  # a refused connection stays this long after its 503, for the client to read it
-# a request's target and headers, at most (h11's bound under uvicorn, kept when the parser became httptools)
-MAX_HEAD_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +44,8 @@ class Guard:
 
 
 class CoalescingTransport(asyncio.Transport):
-    """A connection's transport that sends a response's head together with its body (issue 16): uvicorn's HTTP
-    protocols write them with two ``write`` calls, two system calls and, on loopback, two wake-ups of the client
+    """A connection's transport that sends a response's head together with its body (issue 16): uvicorn's h11
+    protocol writes them with two ``write`` calls, two system calls and, on loopback, two wake-ups of the client
     per answer. A write is held until the next one, which sends both at once (the body after the head; an empty
     write, such as the end of a body, sends what is held); a write that nothing follows goes out at the end of
     the event-loop turn (the head of a streamed answer). Nothing waits for a later turn when the response is
@@ -126,21 +122,15 @@ class CoalescingTransport(asyncio.Transport):
         return self._transport.get_protocol()
 
 
-class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's ``HttpToolsProtocol`` with the read deadlines, the head bound and the connection limit of the
-    module docstring (it replaced the h11 protocol of issue 14 in issue 16: httptools parses in C). The deadline's
-    phase follows the parser's callbacks and the request cycle: ``body`` from the end of a request's headers to the
-    end of its message, else none while a response is due (the app's time), else ``head``."""
+class GuardedH11Protocol(H11Protocol):
+    """``H11Protocol`` with the read deadlines and the connection limit of the module docstring."""
 
     guard: ClassVar[Guard]  # set by ``guarded_protocol``
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
-        self._phase = ""  # the phase the deadline is armed for: "head" | "body" | "" (the app's time)
-        self._reading = "head"  # the latest request read: "head" | "body" | "done" (from the parser's callbacks)
-        self._begun = False  # a byte of the request being read came (a head deadline is then answered 408)
-        self._head_bytes = 0  # the bytes received while its head is incomplete (bounded by MAX_HEAD_BYTES)
+        self._phase = ""  # "head" | "body" | "" (the app's time: no client deadline)
         self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -155,25 +145,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._refused:
             return  # a refused connection's request is read and dropped while its 503 is delivered
         super().data_received(data)
-        if self._begun and self._reading == "head" and not self.transport.is_closing():
-            self._head_bytes += len(data)  # (httptools buffers a header until the next one starts)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self.send_400_response(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
         self._watch()
-
-    # the parser's callbacks
-
-    def on_message_begin(self) -> None:
-        self._reading, self._begun, self._head_bytes = "head", True, 0
-        super().on_message_begin()
-
-    def on_headers_complete(self) -> None:
-        self._reading = "body"
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        self._reading, self._begun = "done", False
-        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -189,13 +161,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             self._disarm()
             return
-        cycle = self.cycle
-        if self._reading == "body":
-            phase = "body"  # from the end of the headers, also while the app reads or has answered
-        elif cycle is not None and not cycle.response_complete:
-            phase = ""  # the app's time (a pipelined request's head included)
-        else:
-            phase = "head"  # a fresh connection, or the previous response ended
+        state = self.conn.their_state
+        phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else ""
         if phase == self._phase:
             return  # the same phase goes on: its deadline stands however many bytes trickle in
         self._disarm()
@@ -214,7 +181,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if phase == "head":
-            if self._begun:  # part of a request came: say why it ends
+            if self.conn.trailing_data[0]:  # part of a request came: say why it ends
                 seconds = self.guard.limits.header_timeout_s
                 self._write_answer(408, "request_timeout",
                                    f"the request headers did not arrive within {seconds} s")
@@ -264,7 +231,7 @@ def raw_answer(status: int, code: str, message: str, *, retry_after: int | None 
 
 
 def guarded_protocol(limits: HttpLimits, max_connections: int,
-                     on_refusal: Callable[[int], None] | None = None) -> type[GuardedHttpToolsProtocol]:
+                     on_refusal: Callable[[int], None] | None = None) -> type[GuardedH11Protocol]:
     """The protocol class for ``uvicorn.Config(http=…)`` with these limits."""
     guard = Guard(limits, max_connections, on_refusal) if on_refusal is not None else Guard(limits, max_connections)
-    return type("WakefulHttpProtocol", (GuardedHttpToolsProtocol,), {"guard": guard})
+    return type("WakefulH11Protocol", (GuardedH11Protocol,), {"guard": guard})

@@ -8,7 +8,7 @@ import json
 
 import h11
 
-from wakeful.api.connections import GuardedHttpToolsProtocol, raw_answer
+from wakeful.api.connections import GuardedH11Protocol, raw_answer
 from wakeful.api.server import FD_RESERVE, connection_limit, make_server
 from wakeful.harness.config import Config, HttpLimits, load_config
 from wakeful.harness.embed import Harness
@@ -19,7 +19,7 @@ def test_server_keys_reach_the_uvicorn_server() -> None:
     server = make_server(Harness(Config(http=limits)), "127.0.0.1", 0, access_log=False)
     server.config.load()
     protocol = server.config.http_protocol_class
-    assert isinstance(protocol, type) and issubclass(protocol, GuardedHttpToolsProtocol)
+    assert isinstance(protocol, type) and issubclass(protocol, GuardedH11Protocol)
     assert protocol.guard.limits == limits and protocol.guard.max_connections == connection_limit(50)
     assert server.config.timeout_keep_alive == 7
 
