@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,8 @@ class Resident:
     incarnation: int
     object_id: str
     agent_id: str = ""  # §19: the agent whose lease the object runs under
+    # the Loop's group (issue 16: the intake's scope check of a resident Loop reads no row; one string per group)
+    group_id: str = ""
     # §11: no re-trigger within an object — the ids delivered to it, each with its first delivery here on the
     # monotonic clock (§12 ack deadlines); one map, not a set beside a dict (issue 16: ~0.2 KB per idle Loop)
     delivered: dict[str, int] = field(default_factory=dict)
@@ -269,7 +272,7 @@ class Node:
             if row.id not in attached:  # the Loop changed meanwhile
                 await self.runtime.unload(object_id)
                 continue
-            res = Resident(row.id, row.incarnation, object_id, row.agent_id)
+            res = Resident(row.id, row.incarnation, object_id, row.agent_id, sys.intern(row.group_id))
             if await self._start_object(res):  # step 5
                 started.append(res)
         await self._replay_many(started)
@@ -364,7 +367,7 @@ class Node:
         object_id = await self._load_runtime(row, elf)
         if object_id is None:
             return None
-        res = Resident(row.id, row.incarnation, object_id, row.agent_id)
+        res = Resident(row.id, row.incarnation, object_id, row.agent_id, sys.intern(row.group_id))
         if not await self._attach(res):
             await self.runtime.unload(res.object_id)
             return None
