@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -34,7 +34,7 @@ from wakeful.harness.errors import (
 )
 from wakeful.harness.ratelimit import Deferred, Limiter, LocalLimiter, TxLimiter, global_bucket, loop_bucket
 from wakeful.harness.store import jsontext, loops, schema
-from wakeful.harness.store.core import Tx, json_each
+from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
@@ -273,8 +273,6 @@ class Intake:
         figures are read once for the batch and then carried forward in memory, event by event."""
         for n, adm in enumerate(batch):
             adm.index = n
-        if tx.dialect == "sqlite":
-            return await self._admit_many_sqlite(tx, batch)
         loop_ids = sorted({a.loop_id for a in batch})
         lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
             L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
@@ -303,39 +301,6 @@ class Intake:
             for r in await tx.execute(probes):
                 if r.r is not None:
                     last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
-        return await self._admit_checked(tx, batch, refused, lrows, known, pending, backlog, last)
-
-    # issue 16: on SQLite the batch's five reads go to the driver's thread in one hop (``Tx.fetch_together``) instead
-    # of three or four hops each; the lists are JSON parameters (``json_each``), so each statement's SQL is fixed.
-    # The same figures as the PostgreSQL reads above (the write transaction is SQLite's lock), filtered to the
-    # batch's active Loops by the statements themselves.
-    async def _admit_many_sqlite(self, tx: Tx, batch: list[_Admission],
-                                 ) -> list[tuple[dict[str, Any], bool] | HarnessError]:
-        ids = jsontext.encode(sorted({a.loop_id for a in batch}))
-        events = jsontext.encode(sorted({a.event.event_id for a in batch}))
-        loop_rows, known_rows, pending_rows, backlog_rows, last_rows = await tx.fetch_together([
-            (_SQ_LOOPS, {"ids": ids}), (_SQ_KNOWN, {"ids": ids, "events": events}), (_SQ_PENDING, {"ids": ids}),
-            (_SQ_BACKLOG, {"ids": ids}), (_SQ_LAST, {"ids": ids})])
-        lrows = {r[0]: _LoopRow(*r) for r in loop_rows}
-        refused = await self._take_deferred(tx, batch)
-        pairs = {(a.loop_id, a.event.event_id) for a in batch}
-        known = {(r[0], r[1]): r[2] for r in known_rows if (r[0], r[1]) in pairs}
-        pending: dict[str, list[str]] = {i: [] for i, r in lrows.items() if r.state == lc.ACTIVE}
-        for loop_id, event_id in pending_rows:
-            pending[loop_id].append(event_id)
-        backlog = {group_id: int(n) for group_id, n in backlog_rows}
-        last: dict[str, int] = {}
-        for loop_id, received in last_rows:
-            if received is not None:
-                last[loop_id] = max(int(received), last.get(loop_id, int(received)))
-        return await self._admit_checked(tx, batch, refused, lrows, known, pending, backlog, last)
-
-    async def _admit_checked(self, tx: Tx, batch: list[_Admission], refused: dict[int, RateLimited],
-                             lrows: dict[str, Any], known: dict[tuple[str, str], str], pending: dict[str, list[str]],
-                             backlog: dict[str, int], last: dict[str, int],
-                             ) -> list[tuple[dict[str, Any], bool] | HarnessError]:
-        """§10.2's checks of each admission of the batch in turn, on the figures read for the batch (carried
-        forward event by event), and one multi-row insert of the admitted events."""
         limits = self.node.config.limits
         now = await tx.now_ms()
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
@@ -350,7 +315,8 @@ class Intake:
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
-            await tx.execute_rows(_INSERT_PG if tx.dialect == "postgresql" else _INSERT_SQLITE, rows)
+            dialect_mod: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
+            await tx.execute(dialect_mod.insert(E).on_conflict_do_nothing(), rows)
         return outcomes
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
@@ -518,36 +484,6 @@ class Intake:
             await self.node.replay(loop_id)
         except StoreUnavailable as exc:
             log.warning("delivery to %s deferred to the reconciler: %s", loop_id, exc.message)
-
-
-class _LoopRow(NamedTuple):
-    id: str
-    group_id: str
-    agent_id: str
-    webhook_secret_sha256: str | None
-    state: str
-    pause_reason: str | None
-    incarnation: int
-
-
-_SQ_LIVE = sa.select(L.c.id).where(L.c.id.in_(json_each("ids")), L.c.state == lc.ACTIVE)
-_SQ_LOOPS = sa.select(*(L.c[f] for f in _LoopRow._fields)).where(L.c.id.in_(json_each("ids"))).order_by(L.c.id)
-_SQ_KNOWN = sa.select(E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(
-    E.c.loop_id.in_(_SQ_LIVE), E.c.event_id.in_(json_each("events")))
-_SQ_PENDING = sa.select(E.c.loop_id, E.c.event_id).where(
-    E.c.loop_id.in_(_SQ_LIVE), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)
-_SQ_BACKLOG = sa.select(E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0)).select_from(
-    E.join(L, L.c.id == E.c.loop_id)).where(
-    E.c.group_id.in_(sa.select(L.c.group_id).where(L.c.id.in_(json_each("ids")), L.c.state == lc.ACTIVE)),
-    E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id)
-_SQ_LAST = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms)).where(
-    E.c.loop_id.in_(_SQ_LIVE), E.c.status == status).group_by(E.c.loop_id) for status in ("pending", "acked", "discarded")))
-
-
-_ROW_KEYS = ("loop_id", "event_id", "group_id", "topic", "payload", "payload_sha256", "envelope_bytes", "status",
-             "source", "received_ms", "first_delivered_ms", "deadline_ms")  # an admitted event's row (_admit_one)
-_INSERT_PG = pg_dialect.insert(E).on_conflict_do_nothing()
-_INSERT_SQLITE = sqlite_dialect.insert(E).values({k: sa.bindparam(k) for k in _ROW_KEYS}).on_conflict_do_nothing()
 
 
 def _limited(per_min: int, wait: float) -> RateLimited:

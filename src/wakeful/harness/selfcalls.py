@@ -6,7 +6,7 @@ harness.md §6, §9.5, §9.6; each is one transaction fenced by incarnation (§5
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -16,8 +16,8 @@ from wakeful.harness.budget import LimitWatch, WakeWindow, judge_wake
 from wakeful.harness.checkpoint import CheckpointTooLarge, checked_checkpoint
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
-from wakeful.harness.store import jsontext, loops, schema, sessions
-from wakeful.harness.store.core import Store, Tx, json_each
+from wakeful.harness.store import loops, schema, sessions
+from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
 
@@ -144,8 +144,6 @@ class _Ack:
 # (the Loop rows fenced and locked in id order, the events' statuses, one UPDATE), each answered as if alone: an
 # ack of an event acked earlier in the same batch is a duplicate, a refused ack writes nothing.
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
-    if tx.dialect == "sqlite":
-        return await _ack_many_sqlite(tx, acks)
     loop_ids = sorted({a.loop_id for a in acks})
     rows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(L.c.id, L.c.incarnation, L.c.state).where(
         L.c.id.in_(loop_ids)).order_by(L.c.id)))}
@@ -155,51 +153,6 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
         pairs = sorted({(a.loop_id, a.event_id) for a in fenced})
         status = {(r.loop_id, r.event_id): r.status for r in await tx.execute(tx.for_update(sa.select(
             E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))))}
-    answers, acked = _ack_answers(acks, rows, status)
-    if acked:
-        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
-        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-                          else sa.case(incarnations, value=E.c.loop_id))
-        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
-            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
-    return answers
-
-
-# issue 16: on SQLite the batch's two reads go to the driver's thread in one hop (``Tx.fetch_together``) and its
-# updates in one more (``Tx.execute_rows``), instead of three or four hops per statement
-_SQ_ACK_LOOPS = sa.select(L.c.id, L.c.incarnation, L.c.state).where(L.c.id.in_(json_each("ids")))
-_SQ_ACK_STATUS = sa.select(E.c.loop_id, E.c.event_id, E.c.status).where(
-    E.c.loop_id.in_(json_each("ids")), E.c.event_id.in_(json_each("events")))
-_SQ_ACK = sa.update(E).where(E.c.loop_id == sa.bindparam("b_loop"), E.c.event_id == sa.bindparam("b_event")).values(
-    status=sa.bindparam("b_status"), acked_ms=sa.bindparam("b_at"), acked_incarnation=sa.bindparam("b_inc"))
-
-
-class _AckLoop(NamedTuple):
-    id: str
-    incarnation: int
-    state: str
-
-
-async def _ack_many_sqlite(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
-    ids = jsontext.encode(sorted({a.loop_id for a in acks}))
-    events = jsontext.encode(sorted({a.event_id for a in acks}))
-    loop_rows, status_rows = await tx.fetch_together([(_SQ_ACK_LOOPS, {"ids": ids}),
-                                                      (_SQ_ACK_STATUS, {"ids": ids, "events": events})])
-    rows = {r[0]: _AckLoop(*r) for r in loop_rows}
-    pairs = {(a.loop_id, a.event_id) for a in acks}
-    status = {(r[0], r[1]): r[2] for r in status_rows if (r[0], r[1]) in pairs}
-    answers, acked = _ack_answers(acks, rows, status)
-    if acked:
-        at = await tx.now_ms()
-        await tx.execute_rows(_SQ_ACK, [{"b_loop": loop_id, "b_event": event_id, "b_status": "acked", "b_at": at,
-                                         "b_inc": inc} for (loop_id, event_id), inc in sorted(acked.items())])
-    return answers
-
-
-def _ack_answers(acks: list[_Ack], rows: dict[str, Any], status: dict[tuple[str, str], str],
-                 ) -> tuple[list[dict[str, Any] | HostCallRefused], dict[tuple[str, str], int]]:
-    """Each ack's answer, as if alone and in order (a repeat within the batch is a duplicate), and the
-    (Loop, event) pairs to mark acked with their incarnations."""
     answers: list[dict[str, Any] | HostCallRefused] = []
     acked: dict[tuple[str, str], int] = {}
     for a in acks:
@@ -214,7 +167,13 @@ def _ack_answers(acks: list[_Ack], rows: dict[str, Any], status: dict[tuple[str,
             if now != "acked":
                 status[(a.loop_id, a.event_id)] = "acked"
                 acked[(a.loop_id, a.event_id)] = a.incarnation
-    return answers, acked
+    if acked:
+        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
+        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+                          else sa.case(incarnations, value=E.c.loop_id))
+        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
+            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
+    return answers
 
 
 def _ack_loop(a: _Ack) -> str:

@@ -10,8 +10,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows
@@ -99,51 +97,5 @@ async def test_acks_waiting_together_are_one_batch_of_three_statements_each_answ
         others = {r.event_id: r for r in await event_rows(store, other)}
         assert {i for i, r in others.items() if r.status == "acked"} == {f"e{n}" for n in range(1, 7)}
         assert {r.acked_incarnation for r in others.values() if r.status == "acked"} == {other_inc}
-    finally:
-        await store.close()
-
-
-async def test_on_sqlite_a_batch_of_acks_is_two_hops_to_the_driver_thread(
-    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Issue 16: the batch's two reads (fences, statuses) go to aiosqlite's thread in one hop and its updates in
-    one more, instead of three or four hops per statement."""
-    if not store_url.startswith("sqlite"):
-        pytest.skip("hops to aiosqlite's thread are SQLite's")
-    h = await started(store_url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
-    try:
-        _, _, _, loop_id = await counter_loop(h, compile_c, name="a1")
-    finally:
-        await h.stop()
-    store = await Store.open(store_url, clock=store_clock)
-    intake = Intake(Node(store, h.config))
-    hops: list[Any] = []
-    real = aiosqlite.Connection._execute
-
-    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        hops.append(fn)
-        return await real(self, fn, *args, **kwargs)
-
-    per_batch: list[tuple[int, int]] = []  # (acks, hops) of each batch unit
-    ack_many = selfcalls._ack_many
-
-    async def counting(tx: Any, acks: list[Any]) -> Any:
-        before = len(hops)
-        answers = await ack_many(tx, acks)
-        per_batch.append((len(acks), len(hops) - before))
-        return answers
-
-    try:
-        for n in range(6):
-            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
-        inc = await _incarnation(store, loop_id)
-        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-        monkeypatch.setattr(selfcalls, "_ack_many", counting)
-        answers = await asyncio.gather(*(selfcalls.ack(store, loop_id, inc, {"event_id": f"e{n}"})
-                                         for n in (0, 1, 2, 2, 9)), return_exceptions=True)
-        assert [a.code if isinstance(a, HostCallRefused) else a["duplicate"] for a in answers] == [
-            False, False, False, True, "unknown_event"]  # each answered as alone
-        assert per_batch == [(5, 2)]  # the reads in one hop, the updates in one
     finally:
         await store.close()

@@ -13,7 +13,6 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
@@ -215,52 +214,3 @@ async def test_the_delivery_stamp_of_a_handed_off_event_is_written_by_its_insert
         assert res is not None and not res.stamp_again
     finally:
         await h.stop()
-
-
-async def test_on_sqlite_a_batch_of_admissions_is_two_hops_to_the_driver_thread(
-    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Issue 16: with aiosqlite each statement was three or four round trips to the driver's thread; the batch's
-    reads (Loop rows, duplicates, pending events, group backlog, newest receipts) now go in one hop and its insert
-    in another, whatever the batch holds."""
-    if not store_url.startswith("sqlite"):
-        pytest.skip("hops to aiosqlite's thread are SQLite's")
-    store, intake, t = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
-    hops: list[Any] = []
-    real = aiosqlite.Connection._execute
-
-    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        hops.append(fn)
-        return await real(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-    per_batch: list[tuple[int, int]] = []  # (admissions, hops) of each batch unit
-    admit_many = intake._admit_many
-
-    async def counting(tx: Any, batch: list[Any]) -> Any:
-        before = len(hops)
-        outcomes = await admit_many(tx, batch)
-        per_batch.append((len(batch), len(hops) - before))
-        return outcomes
-
-    monkeypatch.setattr(intake, "_admit_many", counting)
-    try:
-        gate = Gate()
-        store.before_commit.append(gate)
-        first = asyncio.create_task(intake.admit(loop_id=t["loop"], topic="t", payload=0, event_id="h0",
-                                                 source="api", group_id=t["group"]))
-        await gate.entered.wait()
-        batch = [asyncio.create_task(intake.admit(loop_id=loop, topic="t", payload=n, event_id=f"h{n}",
-                                                  source="api", group_id=group))
-                 for n, (loop, group) in enumerate([(t["loop"], t["group"])] * 3 + [(t["paused"], t["other_group"])],
-                                                   start=1)]
-        await _until_waiting(intake, len(batch))
-        gate.release.set()
-        await first
-        answers = await asyncio.gather(*batch, return_exceptions=True)
-        assert [a["event_id"] for a in answers[:3] if isinstance(a, dict)] == ["h1", "h2", "h3"]
-        assert isinstance(answers[3], LoopNotActive)
-        assert per_batch == [(1, 2), (4, 2)]  # the reads in one hop, the insert in one
-    finally:
-        await store.close()

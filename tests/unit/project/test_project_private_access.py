@@ -38,11 +38,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("runtime/stdio.py", "getattr(loop, '_ready', None)"):
         "asyncio's ready deque, read when the loop has one: the stdin poll runs only while nothing is ready "
         "(runtime-protocol.md §16 latency); None on other loops",
-    ("harness/store/core.py", "driver._execute"):
-        "aiosqlite's queue to its thread (SQLAlchemy's own adapter uses it): a batch's statements in one hop "
-        "(Tx.fetch_together, issue 16; docs/decisions-harness-store.md)",
-    ("harness/store/core.py", "driver._conn"):
-        "aiosqlite's sqlite3 connection, used on aiosqlite's own thread only (Tx.fetch_together, issue 16)",
 }
 
 REFLECTION = ("getattr", "hasattr", "setattr")

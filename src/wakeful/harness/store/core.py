@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import CursorResult
@@ -40,7 +38,7 @@ from wakeful.harness.store.group import BatchWork, GroupCommit
 if TYPE_CHECKING:
     from wakeful.harness.store.migrations import MigrationOutcome
 
-__all__ = ["Store", "Tx", "json_each"]
+__all__ = ["Store", "Tx"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,57 +98,6 @@ class Tx:
         result: CursorResult[Any] = await self.conn.execute(stmt, params)
         return result
 
-    # issue 16: with aiosqlite every statement is three or four hops to the driver's thread and back (cursor,
-    # execute, fetch, close), each one a wait for a CPU on a busy node. A unit that reads several things at once
-    # runs them here in one hop, on this transaction's own sqlite3 connection.
-    async def fetch_together(self, statements: Sequence[tuple[sa.Executable, Mapping[str, Any]]],
-                             ) -> list[list[tuple[Any, ...]]]:
-        """Each statement's rows (as tuples), the statements run in order in this transaction. On SQLite in one
-        hop to the driver's thread (statements compiled once per statement object; the engine's
-        ``before_cursor_execute`` listeners see each, and a driver error comes back as SQLAlchemy's, as from
-        ``execute``); elsewhere one ``execute`` each."""
-        if self.dialect != "sqlite":
-            return [[tuple(r) for r in await self.execute(stmt, dict(params))] for stmt, params in statements]
-        sync = self.conn.sync_connection
-        assert sync is not None
-        plan = []
-        for stmt, params in statements:
-            compiled = _sqlite_compiled(stmt)
-            bound = compiled.construct_params(dict(params))
-            sync.dispatch.before_cursor_execute(sync, None, compiled.string, bound, None, False)
-            plan.append((compiled.string, bound))
-
-        def run(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
-            return [conn.execute(sql, bound).fetchall() for sql, bound in plan]
-
-        rows: list[list[tuple[Any, ...]]] = await self._on_driver_thread(run)
-        return rows
-
-    async def execute_rows(self, stmt: sa.Executable, rows: Sequence[Mapping[str, Any]]) -> None:
-        """``stmt`` (an INSERT or UPDATE whose parameters are all bind parameters named as the rows' keys) for
-        every row: on SQLite
-        one ``executemany`` in one hop to the driver's thread (as ``fetch_together``), elsewhere ``execute``."""
-        if self.dialect != "sqlite":
-            await self.execute(stmt, list(rows))
-            return
-        sync = self.conn.sync_connection
-        assert sync is not None
-        compiled = _sqlite_compiled(stmt)
-        sync.dispatch.before_cursor_execute(sync, None, compiled.string, list(rows), None, True)
-        sql = compiled.string
-
-        def run(conn: sqlite3.Connection) -> None:
-            conn.executemany(sql, rows)
-
-        await self._on_driver_thread(run)
-
-    async def _on_driver_thread(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        driver: Any = (await self.conn.get_raw_connection()).driver_connection  # aiosqlite.Connection
-        try:
-            return await driver._execute(fn, driver._conn)
-        except sqlite3.Error as exc:
-            raise sa_exc.DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
-
     async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any]) -> bool:
         """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key."""
         dialect_mod: Any = pg_dialect if self.dialect == "postgresql" else sqlite_dialect
@@ -165,26 +112,6 @@ class Tx:
     async def first(self, stmt: sa.Select[Any], *, for_update: bool = False) -> sa.Row[Any] | None:
         """The first row of ``stmt`` or None; ``for_update`` locks it (``for_update`` above)."""
         return (await self.execute(self.for_update(stmt) if for_update else stmt)).first()
-
-
-def json_each(name: str) -> sa.Select[Any]:
-    """The values of the JSON array parameter ``name`` as a sub-select (SQLite's ``json_each``): an ``IN`` over a
-    list of any length with one fixed SQL text (``Tx.fetch_together``)."""
-    return sa.select(sa.literal_column("value")).select_from(sa.func.json_each(sa.bindparam(name)))
-
-
-_SQLITE_NAMED = sqlite_dialect.dialect(paramstyle="named")
-_sqlite_cache: dict[int, tuple[sa.Executable, Any]] = {}  # id(statement) → (statement, its compiled form)
-
-
-def _sqlite_compiled(stmt: sa.Executable) -> Any:
-    """``stmt`` compiled for SQLite with named parameters, once per statement object (keep such statements in
-    module constants: their SQL text is then fixed, whatever the lengths of the lists they are given)."""
-    known = _sqlite_cache.get(id(stmt))
-    if known is None or known[0] is not stmt:
-        known = (stmt, stmt.compile(dialect=_SQLITE_NAMED))  # type: ignore[attr-defined]
-        _sqlite_cache[id(stmt)] = known
-    return known[1]
 
 
 class Store:
