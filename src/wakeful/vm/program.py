@@ -89,7 +89,7 @@ class Program:
         source, _, _ = generate(self.code, self.shape_key, self._recipe, comments=True)
         names = [f"k{slot}" for slot, _ in self._recipe] + ["W"]
         cells = "\n".join(f"#   {n} = 0x{v:x}" for n, v in zip(names, self._consts))
-        return f"{source}\n# cells of this program (shape.factory arguments):\n{cells}\n"
+        return f"{source}\n# constants of this program (shape.factory arguments):\n{cells}\n"
 
     # -- instances (vm.md §5) --
 

@@ -12,7 +12,7 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import Any
 
 from wakeful.errors import GuestFault, WakefulError
@@ -882,12 +882,14 @@ def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
     line (line numbers are the same either way, so one line table serves both)."""
     infos = analyse_program(code)
     out = _Source()
-    params = ", ".join([*(f"k{slot}" for slot, _ in recipe), "W"])
     # vm.md §9 S11: integers and fixed templates only (the key is printed from its integer value)
     out.add(0, f"# wakeful translation of shape {int(key, 16):064x} "
             f"({'generator' if infos[code.entry].generator else 'plain'}"
             " entry)")
-    out.add(0, f"def shape({params}):")
+    # the lifted constants (kN, W) are globals of the shape's functions, not closure cells: a cell would be
+    # one slot of every instance's closure and of every live generator frame (vm.md §10: ~2.6 KB each for a
+    # guide example); a global is one entry of the dict its constant vector shares (``_factory``)
+    out.add(0, "def shape():")
     out.add(1, "def instance(M, env, H):")
     for i, name in enumerate(code.helpers):
         if name in SYNC_HELPERS:
@@ -931,8 +933,24 @@ def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...]) -
     for line, slot in out.table.items():
         table[line] = slot
     entry = infos[code.entry]
-    return Shape(key, filename, namespace["shape"], table, entry.generator, entry.cost,
+    names = (*(f"k{slot}" for slot, _ in recipe), "W")
+    return Shape(key, filename, _factory(namespace, names), table, entry.generator, entry.cost,
                  frozenset(i for i, f in infos.items() if f.generator))
+
+
+def _factory(namespace: dict[str, Any], names: tuple[str, ...]) -> Callable[..., Any]:
+    """``factory(*constants, W) -> instance``: the shape's code run with a globals dict holding the prebound
+    names and this constant vector (one dict per vector, shared by every instance made from it)."""
+    code = namespace["shape"].__code__
+
+    def factory(*values: int) -> Any:
+        if len(values) != len(names):
+            raise TypeError(f"a shape factory takes {len(names)} constants, not {len(values)}")
+        cells = dict(namespace)
+        cells.update(zip(names, values))
+        return FunctionType(code, cells)()
+
+    return factory
 
 
 def _comments(code: LinkedCode) -> list[str]:
