@@ -52,6 +52,7 @@ MAX_LOG = 1024  # sdk.md §9.3
 LOG_RATE = 10  # sdk.md §9.3: attempts per window
 LOG_WINDOW_NS = 1_000_000_000
 MAX_PENDING_HOST_CALLS = 16384  # runtime-protocol.md §9.3
+SQUEEZE_MIN = 512  # the least run of stack zeros worth taking out of a waiting guest's memory
 
 _I64 = struct.Struct("<q")
 _SIGN = 1 << 63
@@ -117,6 +118,8 @@ class GuestContext:
         self._log_count = 0
         self._end = layout.end  # END: one past the last guest address
         self._wstart = BASE + layout.writable  # first writable address
+        self._stack = layout.rodata_bytes + layout.data_bytes  # index of the stack region
+        self.squeezed = 0  # zero bytes taken out of the stack's bottom while the guest waits (``squeeze``)
         self._mem = bytearray()
         self._view = memoryview(self._mem)
 
@@ -129,8 +132,39 @@ class GuestContext:
     @mem.setter
     def mem(self, mem: bytearray | None) -> None:
         self._view.release()
+        self.squeezed = 0
         self._mem = mem if mem is not None else bytearray()  # None: the object ended
         self._view = memoryview(self._mem)  # slice stores through a view never resize it (sdk.md §6.1)
+
+    def squeeze(self) -> int:
+        """While the guest waits, take the zero bytes at the bottom of its stack region out of its memory (the
+        deepest frames a wait leaves untouched, most of a 4,096-byte stack); ``unsqueeze`` puts them back
+        before it runs again, so the guest never sees a shorter memory. Returns the bytes taken (issue 16:
+        a waiting Loop's memory, benchmarks.md §2.2)."""
+        mem, start = self._mem, self._stack
+        if self.squeezed or len(mem) - start < SQUEEZE_MIN:
+            return 0
+        stack = mem[start:]
+        zeros = len(stack) - len(stack.lstrip(b"\0"))
+        if zeros < SQUEEZE_MIN:
+            return 0
+        self._view.release()  # a bytearray with an export cannot change size
+        # a whole-slice store moves the bytes to a fresh buffer of the new size and frees the old one whole
+        # (CPython shrinks by advancing the start, then copies), where ``del mem[a:b]`` would shrink it in place
+        # and leave its tail as a hole between live buffers that no trim can hand back
+        mem[:] = mem[:start] + mem[start + zeros:]
+        self._view = memoryview(mem)
+        self.squeezed = zeros
+        return zeros
+
+    def unsqueeze(self) -> None:
+        """Give the stack back the zero bytes ``squeeze`` took: the memory is whole again, byte for byte."""
+        zeros = self.squeezed
+        if zeros:
+            self._view.release()
+            self._mem[self._stack:self._stack] = bytes(zeros)
+            self._view = memoryview(self._mem)
+            self.squeezed = 0
 
     def helper(self, name: str) -> Callable[..., int]:
         """The bound synchronous helper ``name`` (vm/guest.py contract); ``KeyError`` for any other name."""

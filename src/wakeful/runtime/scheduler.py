@@ -330,6 +330,9 @@ class Scheduler:
         if not run.started:
             run.started = True
             self.on_running(run)
+        ctx = run.ctx
+        if ctx is not None and ctx.squeezed:  # the memory is whole before the guest runs (``GuestContext.squeeze``)
+            ctx.unsqueeze()
         run.slices += 1
         self.total_slices += 1
         budget = self.slice_insns if value is None else value[1]
@@ -418,6 +421,7 @@ class Scheduler:
     def _sleep(self, run: Run, ms: int) -> Value:
         run.wait = WAIT_TIMER
         self._arm(run, self.clock.monotonic_ns() + min(ms, MAX_DURATION_MS) * 1_000_000)
+        run.ctx.squeeze()
         return None
 
     # sdk.md §9.2 sf_event_next: a ready event at once (even timeout 0); empty + timeout 0 → SF_TIMEOUT
@@ -430,6 +434,7 @@ class Scheduler:
             return (SF_TIMEOUT, fuel)
         run.wait = WAIT_EVENT
         self._arm(run, self.clock.monotonic_ns() + timeout_ms * 1_000_000)
+        run.ctx.squeeze()  # issue 16: a waiting Loop keeps no zero stack bytes
         return None
 
     # sdk.md §9.3 sf_host_call_raw: guest-side checks by the context, then the host-call router
