@@ -16,9 +16,10 @@ CAPS = [{"name": "loop.state.put"}, {"name": "agent.notify"}, {"name": "loop.ack
 COPIES = 200
 
 
-def test_a_suspended_threshold_alert_costs_under_4_kb_besides_its_guest_memory(compile_c: Any) -> None:
-    """Its 288 lifted constants and 14 sync helpers are shared per program (vm.md §10), its log sinks are partials:
-    about 3.4 KB of records, handles, closure and generator frames (about 10 KB before)."""
+def test_a_waiting_threshold_alert_costs_under_4_2_kb_in_all(compile_c: Any) -> None:
+    """Its 288 lifted constants and 14 sync helpers are shared per program (vm.md §10), its log sinks are partials,
+    its helpers' stores make a memory view per store, and it waits squeezed (832 of its 4,768 bytes of memory):
+    about 4.0 KB of records, handles, closure, generator frames and memory (about 15 KB before issue 16's pass)."""
     source = resources.files("wakeful.sdk").joinpath("examples/threshold_alert.c").read_text(encoding="utf-8")
     elf = bytes(compile_c(source, name="threshold_alert.c"))
     clock = ManualClock()
@@ -36,10 +37,8 @@ def test_a_suspended_threshold_alert_costs_under_4_kb_besides_its_guest_memory(c
     finally:
         tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / COPIES
-    memory = rt.inspect_nowait(ids[0])["memory"]
-    guest_memory = memory["image_bytes"] + memory["stack_bytes"]  # one bytearray, the same before and after
     assert all(rt.get_nowait(i).state == "running" for i in ids)
-    assert grown - guest_memory < 4_000, (grown, guest_memory)
+    assert grown < 4_200, grown
 
 
 def test_a_waiting_object_keeps_only_the_live_top_of_its_stack_and_runs_on_whole_memory(compile_c: Any) -> None:
