@@ -148,7 +148,10 @@ class GuestContext:
         # a whole-slice store moves the bytes to a fresh buffer of the new size and frees the old one whole
         # (CPython shrinks by advancing the start, then copies), where ``del mem[a:b]`` would shrink it in place
         # and leave its tail as a hole between live buffers that no trim can hand back
-        mem[:] = mem[:start] + mem[start + zeros:]
+        try:
+            mem[:] = mem[:start] + mem[start + zeros:]
+        except BufferError:  # someone holds a view of the memory: it stays whole (CPython checks before changing it)
+            return 0
         self.squeezed = zeros
         return zeros
 

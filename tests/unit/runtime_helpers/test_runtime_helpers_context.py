@@ -358,3 +358,10 @@ def test_squeeze_leaves_a_stack_with_few_zero_bytes_alone() -> None:
     ctx = make()
     put(ctx, BASE + R + D + 100, b"\x01")
     assert ctx.squeeze() == 0 and len(ctx.mem) == LAYOUT.size
+
+
+def test_squeeze_leaves_a_memory_someone_holds_a_view_of_whole() -> None:
+    ctx = make()
+    with memoryview(ctx.mem):
+        assert ctx.squeeze() == 0 and len(ctx.mem) == LAYOUT.size and ctx.squeezed == 0
+    assert ctx.squeeze() > 0
