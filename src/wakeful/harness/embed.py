@@ -31,6 +31,7 @@ from wakeful.harness.store.sessions import Message
 from wakeful.harness.tasks import cancel_and_wait
 from wakeful.harness.tools import LoopTools
 from wakeful.runtime import Clock
+from wakeful.runtime.scheduler import one_malloc_arena
 
 __all__ = ["Harness", "WakeMessage"]
 
@@ -98,6 +99,7 @@ class Harness:
 
     async def start(self) -> None:
         """Store (with migrations), runtime, adoption of active Loops, sweeps."""
+        one_malloc_arena()  # before the store's threads exist (issue 16: their arenas held the burst's garbage)
         url = self.config.effective_store_url
         self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # interfaces.md §7: mode 0700
         placement = self.config.placement  # issue 16: sessions that cannot hold locks past the lease window

@@ -11,6 +11,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, Unpack
 
@@ -300,24 +301,25 @@ class Runtime:
             capabilities=obj.capabilities or (),
         )
 
+    # a partial per object, not a closure: ~120 B instead of ~280 B (function, cells, tuple) each (issue 16)
     def _refused_sink(self, object_id: str) -> Callable[[str], None] | None:
         told = self._on_log_refused
         if told is None:
             return None
-        return lambda reason: told(object_id, reason)
+        return partial(told, object_id)
 
     def _log_sink(self, object_id: str) -> Callable[[str], bool | None]:
-        # on_log returning False means the object's output queue is full: SF_LIMIT (runtime-protocol.md §10)
-        def sink(message: str) -> bool | None:
-            if self._on_log is None:
-                return None
-            try:
-                return self._on_log(object_id, message)
-            except Exception:  # a broken log callback must not fail the guest
-                log.exception("on_log callback failed")
-                return None
+        return partial(self._log_one, object_id)
 
-        return sink
+    def _log_one(self, object_id: str, message: str) -> bool | None:
+        # on_log returning False means the object's output queue is full: SF_LIMIT (runtime-protocol.md §10)
+        if self._on_log is None:
+            return None
+        try:
+            return self._on_log(object_id, message)
+        except Exception:  # a broken log callback must not fail the guest
+            log.exception("on_log callback failed")
+            return None
 
     # ------------------------------------------------------------------ start, stop, unload (§6.4-6.6)
 
@@ -691,5 +693,5 @@ def _handle_bytes(ctx: GuestContext | None) -> int:
 
 
 def _memory_bytes(obj: _Object) -> int:
-    return len(obj.inst.mem) if obj.inst is not None else 0
+    return obj.program.layout.size if obj.inst is not None else 0  # whole, also while squeezed
 

@@ -52,6 +52,7 @@ MAX_LOG = 1024  # sdk.md §9.3
 LOG_RATE = 10  # sdk.md §9.3: attempts per window
 LOG_WINDOW_NS = 1_000_000_000
 MAX_PENDING_HOST_CALLS = 16384  # runtime-protocol.md §9.3
+SQUEEZE_MIN = 512  # the least run of stack zeros worth taking out of a waiting guest's memory
 
 _I64 = struct.Struct("<q")
 _SIGN = 1 << 63
@@ -117,8 +118,9 @@ class GuestContext:
         self._log_count = 0
         self._end = layout.end  # END: one past the last guest address
         self._wstart = BASE + layout.writable  # first writable address
+        self._stack = layout.rodata_bytes + layout.data_bytes  # index of the stack region
+        self.squeezed = 0  # zero bytes taken out of the stack's bottom while the guest waits (``squeeze``)
         self._mem = bytearray()
-        self._view = memoryview(self._mem)
 
     # ------------------------------------------------------------ wiring
 
@@ -128,9 +130,37 @@ class GuestContext:
 
     @mem.setter
     def mem(self, mem: bytearray | None) -> None:
-        self._view.release()
+        self.squeezed = 0
         self._mem = mem if mem is not None else bytearray()  # None: the object ended
-        self._view = memoryview(self._mem)  # slice stores through a view never resize it (sdk.md §6.1)
+
+    def squeeze(self) -> int:
+        """While the guest waits, take the zero bytes at the bottom of its stack region out of its memory (the
+        deepest frames a wait leaves untouched, most of a 4,096-byte stack); ``unsqueeze`` puts them back
+        before it runs again, so the guest never sees a shorter memory. Returns the bytes taken (issue 16:
+        a waiting Loop's memory, benchmarks.md §2.2)."""
+        mem, start = self._mem, self._stack
+        if self.squeezed or len(mem) - start < SQUEEZE_MIN:
+            return 0
+        stack = mem[start:]
+        zeros = len(stack) - len(stack.lstrip(b"\0"))
+        if zeros < SQUEEZE_MIN:
+            return 0
+        # a whole-slice store moves the bytes to a fresh buffer of the new size and frees the old one whole
+        # (CPython shrinks by advancing the start, then copies), where ``del mem[a:b]`` would shrink it in place
+        # and leave its tail as a hole between live buffers that no trim can hand back
+        try:
+            mem[:] = mem[:start] + mem[start + zeros:]
+        except BufferError:  # someone holds a view of the memory: it stays whole (CPython checks before changing it)
+            return 0
+        self.squeezed = zeros
+        return zeros
+
+    def unsqueeze(self) -> None:
+        """Give the stack back the zero bytes ``squeeze`` took: the memory is whole again, byte for byte."""
+        zeros = self.squeezed
+        if zeros:
+            self._mem[self._stack:self._stack] = bytes(zeros)
+            self.squeezed = 0
 
     def helper(self, name: str) -> Callable[..., int]:
         """The bound synchronous helper ``name`` (vm/guest.py contract); ``KeyError`` for any other name."""
@@ -189,7 +219,10 @@ class GuestContext:
                              address=ptr, size=length, helper=helper) from None
 
     def _store(self, index: int, data: bytes | bytearray) -> None:
-        self._view[index:index + len(data)] = data
+        # slice stores through a view never resize the memory (sdk.md §6.1); a view per store, not one per
+        # object kept for its life (~310 B each, issue 16)
+        with memoryview(self._mem) as view:
+            view[index:index + len(data)] = data
 
     def _new(self, box: Json) -> int:
         """Allocate a JSON handle, charging the nodes copied when it succeeds (vm.md §6.3).
@@ -478,7 +511,7 @@ class GuestContext:
         if self._no_bytes("memset", length):
             return dest
         d = self._write(dest, length, "memset")
-        self._view[d:d + length] = bytes((value & 0xFF,)) * length
+        self._store(d, bytes((value & 0xFF,)) * length)
         return dest
 
     # sdk.md §9.7: -1, 0 or 1 (unsigned byte order)
@@ -500,7 +533,7 @@ class GuestContext:
         if not overlap and dest < source + length and source < dest + length:
             raise GuestFault("HELPER_OVERLAP", f"{helper}: overlapping regions", address=dest, size=length,
                              helper=helper)
-        self._view[d:d + length] = self._mem[s:s + length]  # the right side is a copy
+        self._store(d, self._mem[s:s + length])  # the right side is a copy
         return dest
 
     def _no_bytes(self, helper: str, length: int) -> bool:

@@ -9,6 +9,7 @@ import hashlib
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Generator
+from types import MethodType
 from typing import Any
 
 from wakeful.errors import GuestFault, InvalidParams
@@ -44,7 +45,7 @@ class Program:
     """vm.md §1: linked code, layout, report and (translate engine) the shape's instance factory."""
 
     __slots__ = ("code", "engine", "fallback", "layout", "report", "sha256", "shape_key", "slice_insns",
-                 "_bound", "_consts", "_instance", "_recipe", "_shape", "_sync", "_template")
+                 "_bound", "_consts", "_recipe", "_shape", "_sync", "_template")
 
     def __init__(self, code: LinkedCode, layout: Layout, *, report: VerifyReport | None = None,
                  sha256: str = "", slice_insns: int = 16384, engine: str = "translate") -> None:
@@ -56,7 +57,6 @@ class Program:
         self._template = layout.image + bytes(layout.size - len(layout.image))
         self._sync = tuple(name for name in code.helpers if name in SYNC_HELPERS)
         self._shape: Shape | None = None
-        self._instance: Callable[..., Any] | None = None
         self._bound: _Bound | None = None
         self.fallback: str | None = None  # why a translate-engine program runs on the interpreter
         if engine == "translate":
@@ -75,9 +75,6 @@ class Program:
             except Untranslatable:
                 _SHAPES.fallbacks += 1
                 raise
-            bound = _bound_factory(self._shape, key, self._consts)
-            self._bound = bound  # keeps the shared entry alive while this program lives
-            self._consts, self._instance = bound.consts, bound.instance
         return self._shape
 
     def translation(self) -> str:
@@ -89,7 +86,7 @@ class Program:
         source, _, _ = generate(self.code, self.shape_key, self._recipe, comments=True)
         names = [f"k{slot}" for slot, _ in self._recipe] + ["W"]
         cells = "\n".join(f"#   {n} = 0x{v:x}" for n, v in zip(names, self._consts))
-        return f"{source}\n# cells of this program (shape.factory arguments):\n{cells}\n"
+        return f"{source}\n# constants of this program (shape.factory arguments):\n{cells}\n"
 
     # -- instances (vm.md §5) --
 
@@ -100,31 +97,54 @@ class Program:
         if self.engine == "interp" or self.fallback is not None:
             sync = {name: env.helper(name) for name in self._sync}
             return Instance(self, mem, interpret(code, self.layout, mem, env, sync, self.slice_insns))
-        helpers = tuple(env.helper(n) if n in SYNC_HELPERS else None for n in code.helpers)
-        assert self._instance is not None
-        entry = self._instance(mem, env, helpers)
+        helpers = tuple(_unbound(env, n) for n in code.helpers if n in SYNC_HELPERS)
+        bound = self._bound
+        if bound is None or bound.helpers != helpers:  # compared by identity: one set per env class
+            assert self._shape is not None
+            # kept while this program lives, so the shared entry outlives its last instance
+            bound = self._bound = _bound_factory(self._shape, self.shape_key, self._consts, helpers)
+            self._consts = bound.consts
+        entry = bound.instance(mem, env)
         return Instance(self, mem, _run_translated(self, entry, self.slice_insns, env))
 
 
+def _unbound(env: GuestEnv, name: str) -> Callable[..., int]:
+    """The sync helper ``name`` as a function taking the env first: the class's own function when
+    ``env.helper`` answers a method bound to ``env`` (shared by every instance), else a wrapper of what it
+    answers (one per instance, for envs whose helpers are closures)."""
+    helper = env.helper(name)
+    if isinstance(helper, MethodType) and helper.__self__ is env:
+        function: Callable[..., int] = helper.__func__
+        return function
+
+    def call(_env: GuestEnv, *args: int) -> int:
+        return helper(*args)
+
+    return call
+
+
 class _Bound:
-    """A shape's factory called with one constant vector: shared by every Program with the same shape and
-    constants (data-only variants, benchmarks.md §1.2), so each saves the closure cells and the vector
-    (about 1.4 KB per object, vm.md §10)."""
+    """A shape's factory called with one constant vector and one set of helper functions: shared by every
+    Program with the same shape and constants (data-only variants, benchmarks.md §1.2) whose instances run
+    with the same env class, so each saves the globals and the vector (vm.md §10)."""
 
-    __slots__ = ("__weakref__", "consts", "instance")
+    __slots__ = ("__weakref__", "consts", "helpers", "instance")
 
-    def __init__(self, consts: tuple[int, ...], instance: Callable[..., Any]) -> None:
-        self.consts, self.instance = consts, instance
-
-
-_BOUND: weakref.WeakValueDictionary[tuple[str, tuple[int, ...]], _Bound] = weakref.WeakValueDictionary()
+    def __init__(self, consts: tuple[int, ...], helpers: tuple[Callable[..., int], ...],
+                 instance: Callable[..., Any]) -> None:
+        self.consts, self.helpers, self.instance = consts, helpers, instance
 
 
-def _bound_factory(shape: Shape, key: str, consts: tuple[int, ...]) -> _Bound:
-    share = (key, consts)
+_BoundKey = tuple[str, tuple[int, ...], tuple[Callable[..., int], ...]]
+_BOUND: weakref.WeakValueDictionary[_BoundKey, _Bound] = weakref.WeakValueDictionary()
+
+
+def _bound_factory(shape: Shape, key: str, consts: tuple[int, ...],
+                   helpers: tuple[Callable[..., int], ...]) -> _Bound:
+    share = (key, consts, helpers)
     bound = _BOUND.get(share)
     if bound is None:
-        bound = _BOUND[share] = _Bound(consts, shape.factory(*consts))
+        bound = _BOUND[share] = _Bound(consts, helpers, shape.factory(*consts, *helpers))
     return bound
 
 

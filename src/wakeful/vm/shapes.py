@@ -115,7 +115,7 @@ class Shape:
 
     key: str
     filename: str
-    factory: Callable[..., Any]  # shape(*constants, W) -> instance(M, env, H) -> entry function
+    factory: Callable[..., Any]  # factory(*constants, W, *sync helpers) -> instance(M, env) -> entry function
     lines: Sequence[int]  # generated line number -> global slot (-1: no instruction)
     entry_is_generator: bool
     entry_cost: int

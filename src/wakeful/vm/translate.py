@@ -12,7 +12,7 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import Any
 
 from wakeful.errors import GuestFault, WakefulError
@@ -834,8 +834,8 @@ class _FunctionEmitter:
             out.add(depth, "if fuel <= 0:", slot)
             out.add(depth + 1, PREEMPT_YIELD, slot)
             return
-        regs = ", ".join(f"r{i}" for i in range(1, SYNC_HELPERS[name] + 1))
-        out.add(depth, f"r0 = h{insn.imm}({regs}) & {M64}" + self._comment(slot), slot)
+        args = ", ".join(["env", *(f"r{i}" for i in range(1, SYNC_HELPERS[name] + 1))])
+        out.add(depth, f"r0 = h{insn.imm}({args}) & {M64}" + self._comment(slot), slot)
         if self.gen:
             self._charge_debt(depth, u, slot)
 
@@ -882,16 +882,17 @@ def generate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...], *,
     line (line numbers are the same either way, so one line table serves both)."""
     infos = analyse_program(code)
     out = _Source()
-    params = ", ".join([*(f"k{slot}" for slot, _ in recipe), "W"])
     # vm.md §9 S11: integers and fixed templates only (the key is printed from its integer value)
     out.add(0, f"# wakeful translation of shape {int(key, 16):064x} "
             f"({'generator' if infos[code.entry].generator else 'plain'}"
             " entry)")
-    out.add(0, f"def shape({params}):")
-    out.add(1, "def instance(M, env, H):")
-    for i, name in enumerate(code.helpers):
-        if name in SYNC_HELPERS:
-            out.add(2, f"h{i} = H[{i}]")
+    # the lifted constants (kN, W) are globals of the shape's functions, not closure cells: a cell would be
+    # one slot of every instance's closure and of every live generator frame (vm.md §10: ~2.6 KB each for a
+    # guide example); a global is one entry of the dict its constant vector shares (``_factory``)
+    out.add(0, "def shape():")
+    # the sync helpers (hN) are globals too: plain functions taking the env first, one set per env class
+    # (vm/program.py), so an instance holds no bound method and no cell per helper
+    out.add(1, "def instance(M, env):")
     notes = _comments(code) if comments else []
     for index in sorted(infos):
         _FunctionEmitter(code, infos[index], infos, out, notes).emit()
@@ -931,8 +932,26 @@ def translate(code: LinkedCode, key: str, recipe: tuple[tuple[int, int], ...]) -
     for line, slot in out.table.items():
         table[line] = slot
     entry = infos[code.entry]
-    return Shape(key, filename, namespace["shape"], table, entry.generator, entry.cost,
+    names = (*(f"k{slot}" for slot, _ in recipe), "W",
+             *(f"h{i}" for i, name in enumerate(code.helpers) if name in SYNC_HELPERS))
+    return Shape(key, filename, _factory(namespace, names), table, entry.generator, entry.cost,
                  frozenset(i for i, f in infos.items() if f.generator))
+
+
+def _factory(namespace: dict[str, Any], names: tuple[str, ...]) -> Callable[..., Any]:
+    """``factory(*constants, W, *helpers) -> instance``: the shape's code run with a globals dict holding the
+    prebound names, this constant vector and these helper functions (one dict per vector and helper set,
+    shared by every instance made from it)."""
+    code = namespace["shape"].__code__
+
+    def factory(*values: int) -> Any:
+        if len(values) != len(names):
+            raise TypeError(f"a shape factory takes {len(names)} constants, not {len(values)}")
+        cells = dict(namespace)
+        cells.update(zip(names, values))
+        return FunctionType(code, cells)()
+
+    return factory
 
 
 def _comments(code: LinkedCode) -> list[str]:

@@ -53,9 +53,10 @@ async def test_sqlite_pragmas(store: Any) -> None:
     async with store.tx() as tx:
         values = [
             (await tx.execute(sa.text(f"PRAGMA {name}"))).scalar()
-            for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
+            for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "cache_size")
         ]
-    assert values == ["wal", 2, 1, 5000]  # synchronous 2 = FULL
+    # synchronous 2 = FULL; issue 16: a 256 KiB page cache per pooled connection (negative = KiB), not 2 MiB
+    assert values == ["wal", 2, 1, 5000, -256]
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)

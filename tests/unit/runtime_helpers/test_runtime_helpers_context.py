@@ -333,3 +333,35 @@ def test_worst_case_charges_stay_within_helper_max_charge() -> None:
         assert 8 <= ctx.debt <= HELPER_MAX_CHARGE[name], (name, ctx.debt)
         seen.add(name)
     assert seen == set(SYNC_HELPERS)
+
+
+def test_squeeze_takes_the_stack_bottom_zeros_out_and_unsqueeze_restores_every_byte() -> None:
+    """issue 16: a waiting guest's memory without the zero bottom of its stack, whole again before it runs."""
+    ctx = make()
+    mem = ctx.mem
+    put(ctx, BASE + 5, b"ro")
+    put(ctx, W + 3, b"data")
+    top = END - 200  # the frames a wait leaves live sit at the top of the stack
+    put(ctx, top, bytes(range(1, 101)) + bytes(50) + b"\x07")
+    whole = bytes(mem)
+    zeros = top - (BASE + R + D)
+    assert ctx.squeeze() == zeros
+    assert ctx.mem is mem and len(mem) == LAYOUT.size - zeros and ctx.squeezed == zeros
+    assert ctx.squeeze() == 0  # once
+    ctx.unsqueeze()
+    assert ctx.mem is mem and bytes(mem) == whole and ctx.squeezed == 0
+    put(ctx, END - 8, b"\x01" * 8)  # the store path (memoryview) works on the whole memory again
+    assert ctx.mem[-8:] == b"\x01" * 8
+
+
+def test_squeeze_leaves_a_stack_with_few_zero_bytes_alone() -> None:
+    ctx = make()
+    put(ctx, BASE + R + D + 100, b"\x01")
+    assert ctx.squeeze() == 0 and len(ctx.mem) == LAYOUT.size
+
+
+def test_squeeze_leaves_a_memory_someone_holds_a_view_of_whole() -> None:
+    ctx = make()
+    with memoryview(ctx.mem):
+        assert ctx.squeeze() == 0 and len(ctx.mem) == LAYOUT.size and ctx.squeezed == 0
+    assert ctx.squeeze() > 0

@@ -32,6 +32,10 @@ SQLITE_PRAGMAS = (
     "PRAGMA synchronous=FULL",
     "PRAGMA foreign_keys=ON",
     "PRAGMA busy_timeout=5000",
+    # issue 16: a 256 KiB page cache per connection instead of SQLite's 2 MiB: a node pools up to 16 connections,
+    # and each one's cache filled with the pages of N Loops (PSS per Loop 12.5 -> 10.7 KB at N = 1,000); hot
+    # index pages fit, the rest comes from the OS page cache
+    "PRAGMA cache_size=-256",
 )
 # lock waits on PostgreSQL end as errors (→ StoreUnavailable) instead of hanging
 PG_LOCK_TIMEOUT_MS = 5000
