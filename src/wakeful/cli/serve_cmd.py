@@ -50,9 +50,10 @@ def serve(
 
 # issue 16 / benchmarks.md §2.2 (a restarted node runs its Loops again within 3 s): the HTTP stack's packages — fastapi
 # (its OpenAPI models are most of it), uvicorn, and for /mcp the mcp package — are ~1 s of imports on a quiet machine.
-# A thread imports them while the main thread opens the store and loads the Loops, which waits on the store much of
-# its time. Third-party packages only: no harness code imports them, so the two threads never take one import cycle
-# from opposite ends; a failure here is left to the main thread's own import, where it is reported.
+# A thread imports them while the main thread loads the Loops (started after the main thread's own imports), which
+# waits on the store much of its time. Third-party packages only: no harness code imports them, so the two threads
+# never take one import cycle from opposite ends; a failure here is left to the main thread's own import, where it
+# is reported.
 WARM_IMPORTS = ("fastapi", "fastapi.routing", "uvicorn", "uvicorn.protocols.http.h11_impl")
 WARM_MCP_IMPORTS = ("mcp.server.streamable_http_manager", "mcp.server.lowlevel")
 
@@ -72,7 +73,6 @@ def warm_imports(names: tuple[str, ...]) -> threading.Thread:
 def serve_command(*, host: str | None, port: int | None, db_url: str | None, node_name: str | None,
                   config_path: Path | None, demo: bool, no_docs: bool, mcp: bool = True,
                   upgrade: bool = False, ui: bool = True) -> int:
-    warm_imports(WARM_IMPORTS + (WARM_MCP_IMPORTS if mcp else ()))
     from wakeful.harness.config import load_config
 
     if demo and "WAKEFUL_HOME" not in os.environ:
@@ -125,6 +125,9 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
 
     listener = _listen(cfg.server_host, cfg.server_port)  # fail fast, before the store is opened
     harness = Harness(cfg)
+    # started only now, when the main thread's own imports are done: while the Loops load, the two threads rarely
+    # import at once, so a concurrent import of one package from both sides stays unlikely (decisions-cli-start.md)
+    warm_imports(WARM_IMPORTS + (WARM_MCP_IMPORTS if mcp else ()))
     try:
         await harness.start()  # the Loops load first; the HTTP stack's imports meanwhile (warm_imports)
     except BaseException:
