@@ -6,11 +6,11 @@ behaviour of the route is tests/integration/api/test_api_routes.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from support.asgi_call import asgi_call
 from support.loops_harness import driver, started, tenant
 
 from wakeful.api.app import create_app
@@ -18,32 +18,9 @@ from wakeful.harness.store import loops
 
 
 async def _call(app: Any, path: str, body: bytes, key: str | None) -> tuple[dict[str, Any], int, Any]:
-    """One request through the ASGI app; returns the scope as the app left it, the status and the JSON body."""
-    headers = [(b"host", b"test"), (b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]
-    if key is not None:
-        headers.append((b"authorization", f"Bearer {key}".encode()))
-    scope: dict[str, Any] = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
-        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
-    sent: list[dict[str, Any]] = []
-    fed = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal fed
-        if fed:
-            await asyncio.sleep(3600)
-        fed = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return scope, start["status"], json.loads(data)
+    """One POST through the ASGI app; returns the scope as the app left it, the status and the JSON body."""
+    scope, status, _, data = await asgi_call(app, "POST", path, body, key=key)
+    return scope, status, json.loads(data)
 
 
 async def test_a_create_bypasses_the_fastapi_router_and_other_requests_reach_the_route(

@@ -10,6 +10,8 @@ import asyncio
 import json
 from typing import Any
 
+from support.asgi_call import asgi_call
+
 from wakeful.api.app import create_app
 from wakeful.harness.config import Config
 from wakeful.harness.embed import Harness
@@ -17,30 +19,7 @@ from wakeful.harness.embed import Harness
 
 def _call(app: Any, method: str, path: str, body: bytes = b"") -> tuple[dict[str, Any], int, dict[bytes, bytes],
                                                                         bytes]:
-    """One request through the ASGI app; returns the scope as the app left it, the status, headers and body."""
-    scope: dict[str, Any] = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-        "headers": [(b"host", b"test"), (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()), (b"authorization", b"Bearer wk_x")],
-        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
-    sent: list[dict[str, Any]] = []
-    fed = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal fed
-        if fed:
-            await asyncio.sleep(3600)
-        fed = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return scope, start["status"], dict(start["headers"]), data
+    return asyncio.run(asgi_call(app, method, path, body, key="wk_x"))
 
 
 def test_group_events_bypass_the_fastapi_router_with_the_same_answer() -> None:

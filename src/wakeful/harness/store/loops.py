@@ -366,14 +366,7 @@ async def update_loop(
 # §4.3 step 1: the only place the incarnation rises (requires state = active)
 async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None:
     """Raise the incarnation by one, claim the Loop for ``node_id``; None when the Loop is not active."""
-    stmt = (
-        L.update()
-        .where(L.c.id == loop_id, L.c.state == "active")
-        .values(
-            incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()
-        )
-        .returning(L.c.incarnation)
-    )
+    stmt = (await _raise_incarnation(tx, loop_id, node_id)).returning(L.c.incarnation)
     value = (await tx.execute(stmt)).scalar()
     return None if value is None else int(value)
 
@@ -382,16 +375,14 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
 # update and a read)
 async def begin_incarnation_row(tx: Tx, loop_id: str, *, node_id: str) -> Loop | None:
     """``begin_incarnation``, answering the Loop's row after it; None when the Loop is not active."""
-    stmt = (
-        L.update()
-        .where(L.c.id == loop_id, L.c.state == "active")
-        .values(
-            incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()
-        )
-        .returning(*L.c)
-    )
-    row = (await tx.execute(stmt)).first()
+    row = (await tx.execute((await _raise_incarnation(tx, loop_id, node_id)).returning(*L.c))).first()
     return None if row is None else loop_from_row(row)
+
+
+async def _raise_incarnation(tx: Tx, loop_id: str, node_id: str) -> Any:
+    """§4.3 step 1's conditional update of one Loop (the caller names what it returns)."""
+    return (L.update().where(L.c.id == loop_id, L.c.state == "active")
+            .values(incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms()))
 
 
 # issue 16 / benchmarks.md §2.2: §4.3 step 1 for many Loops in one statement (a node's start, an adoption after a
