@@ -127,11 +127,14 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
     harness = Harness(cfg)
     # started only now, when the main thread's own imports are done: while the Loops load, the two threads rarely
     # import at once, so a concurrent import of one package from both sides stays unlikely (decisions-cli-start.md)
-    warm_imports(WARM_IMPORTS + (WARM_MCP_IMPORTS if mcp else ()))
+    warm = warm_imports(WARM_IMPORTS + (WARM_MCP_IMPORTS if mcp else ()))
     try:
         await harness.start()  # the Loops load first; the HTTP stack's imports meanwhile (warm_imports)
     except BaseException:
         listener.close()
+        # a daemon thread still in a C extension's import when the interpreter finalizes aborts the process
+        # ("FATAL: exception not rethrown", exit -6) instead of the error's exit code: let it finish first
+        warm.join()
         raise
     mcp_app: Any = None
     try:
@@ -186,3 +189,4 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True) -> 
                 await mcp_app.close()
         with contextlib.suppress(Exception):
             await harness.stop()
+        warm.join()  # (a stop right after the start: the /mcp imports may still run)

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from support.cli_remote import env_for
 
 from wakeful.cli.serve_cmd import warm_imports
@@ -58,3 +60,28 @@ def test_warm_imports_imports_in_a_thread_and_leaves_failures_to_the_importer() 
     thread.join(30)
     assert not thread.is_alive() and thread.daemon
     assert "wave" in sys.modules and "no_such_module_for_wakeful" not in sys.modules
+
+
+def test_a_serve_that_fails_to_start_waits_for_the_warm_imports_before_it_returns(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """A daemon thread still importing (a C extension's module init) when the interpreter finalizes is torn down
+    with ``FATAL: exception not rethrown`` and the process aborts (-6) instead of exiting with its error's code: a
+    node whose start fails must let the warm thread finish first (seen in CI: a bad config value, exit -6)."""
+    import threading
+
+    from wakeful.cli import serve_cmd
+
+    slow = tmp_path / "mods"
+    slow.mkdir()
+    (slow / "wakeful_slow_import_probe.py").write_text("import time\ntime.sleep(1.5)\n")
+    monkeypatch.syspath_prepend(str(slow))
+    monkeypatch.setattr(serve_cmd, "WARM_IMPORTS", ("wakeful_slow_import_probe",))
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")  # the store's directory is a file: the node's start fails at once
+    with pytest.raises(Exception) as failed:
+        serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{blocked}/node.db", node_name="n",
+                                config_path=None, demo=False, no_docs=True, mcp=False)
+    assert not isinstance(failed.value, AssertionError)
+    assert not [t for t in threading.enumerate() if t.name == "wakeful-warm-imports" and t.is_alive()]
+    sys.modules.pop("wakeful_slow_import_probe", None)
