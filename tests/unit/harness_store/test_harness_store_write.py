@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from support.commit_gate import Gate
+from support.ingress_harness import counting_statements
 from support.store_rows import loop_row
 
 from wakeful.harness import selfcalls
@@ -104,33 +105,22 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
     message, the Loop row's UPDATE; was four on SQLite, five on PostgreSQL) and a state.put two (was three on
     PostgreSQL). The store clock here is the database's own (no injected clock), still read once per
     transaction."""
-    from sqlalchemy import event
-
     store = await Store.open(store_url)
     try:
         loop = await _loop(store)
-        statements: list[str] = []
-
-        def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK")):
-                statements.append(" ".join(statement.split()[:2]).upper())
-
-        event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
-        try:
+        with counting_statements(store) as seen_sql:
             args = {"content": "cpu 95", "dedup_key": "k1"}
             outcome = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
             assert outcome.result is not None and outcome.result["status"] == "queued"
-            assert len(statements) == 3, statements
-            statements.clear()
+            assert len(_work(seen_sql)) == 3, seen_sql
+            seen_sql.clear()
             again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
             assert again.result is not None and again.result["status"] == "duplicate"
-            assert len(statements) == 1, statements  # the read alone says duplicate
-            statements.clear()
+            assert len(_work(seen_sql)) == 1, seen_sql  # the read alone says duplicate
+            seen_sql.clear()
             put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"above": True}})
             assert put["status"] == "stored"
-            assert len(statements) == 2, statements
-        finally:
-            event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+            assert len(_work(seen_sql)) == 2, seen_sql
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
             message = await sessions.get_message(tx, sessions.wake_message_id(loop.id, "k1"))
@@ -225,3 +215,8 @@ async def test_an_ack_commits_beside_an_admission_batch_on_postgresql(store: Sto
     gate.release.set()
     assert await held == "held"
     assert (await ack)["status"] == "acked"
+
+
+def _work(sql: list[str]) -> list[str]:
+    """The statements of ``sql`` other than the transaction's own (BEGIN, COMMIT, ROLLBACK)."""
+    return [q for q in sql if not q.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK"))]
