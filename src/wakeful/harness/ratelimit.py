@@ -33,6 +33,9 @@ class TxLimiter(Protocol):
 
     async def take_in(self, tx: Any, checks: list[tuple[str, float, float]]) -> list[float | None]: ...
 
+    async def take_staged(self, tx: Any,
+                          requests: list[list[tuple[str, float, float]]]) -> list[tuple[int, float] | None]: ...
+
 
 @dataclass(slots=True)
 class Deferred:

@@ -81,13 +81,64 @@ class PgLimiter:
         batch applies from the next batch). Store failures propagate (the caller's transaction fails)."""
         if not checks:
             return []
-        shapes: dict[str, tuple[float, float]] = {}
-        wanted: dict[str, int] = {}
-        for bucket, capacity, rate in checks:
-            if capacity < 1 or rate <= 0:
-                raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
-            shapes.setdefault(bucket, (float(capacity), float(rate)))
-            wanted[bucket] = wanted.get(bucket, 0) + 1
+        shapes, wanted = _shapes(checks)
+        levels = await self._levels(tx, shapes, wanted)
+        answers: list[float | None] = []
+        served: dict[str, int] = {}
+        for bucket, _capacity, _rate in checks:
+            n = served.get(bucket, 0)
+            served[bucket] = n + 1
+            level, rate = levels[bucket], shapes[bucket][1]
+            granted = _granted(level, wanted[bucket])
+            answers.append(None if n < granted else (1.0 - (level - granted)) / rate)
+        return answers
+
+    async def take_staged(self, tx: Tx, requests: list[list[tuple[str, float, float]]]) -> list[tuple[int, float] | None]:
+        """Each request's ``(bucket, capacity, refill_per_s)`` checks, in its order, answered inside ``tx`` as
+        ``take_in`` answers them stage by stage (every request's first check, then the second check of those the
+        first admitted, …): per request None (every check took a token) or ``(stage, seconds)`` of its first
+        refused check — in one statement while no bucket refuses (issue 16: an admission batch's global and
+        per-Loop checks were one ``UPDATE`` each). The statement takes every check's token; when a bucket refuses,
+        the stages are answered from the levels it read and the tokens of checks no request reached are put back
+        (one more statement, rows still locked), so the buckets end as the stage-by-stage checks leave them."""
+        checks = [check for request in requests for check in request]
+        if not checks:
+            return [None] * len(requests)
+        shapes, wanted = _shapes(checks)
+        levels = await self._levels(tx, shapes, wanted)
+        taken = {b: _granted(levels[b], wanted[b]) for b in shapes}
+        if all(taken[b] == wanted[b] for b in shapes):
+            return [None] * len(requests)
+        answers: list[tuple[int, float] | None] = [None] * len(requests)
+        used = dict.fromkeys(shapes, 0)
+        for stage in range(max(len(r) for r in requests)):
+            due = [(i, r[stage][0]) for i, r in enumerate(requests) if answers[i] is None and len(r) > stage]
+            asked: dict[str, int] = {}
+            for _, bucket in due:
+                asked[bucket] = asked.get(bucket, 0) + 1
+            # (as take_in at this stage: the level left by the stages before, no refill at the same instant)
+            granted = {b: min(n, max(0, _whole(levels[b]) - used[b])) for b, n in asked.items()}
+            served: dict[str, int] = {}
+            for i, bucket in due:
+                n = served.get(bucket, 0)
+                served[bucket] = n + 1
+                if n >= granted[bucket]:
+                    left = levels[bucket] - used[bucket] - granted[bucket]
+                    answers[i] = (stage, (1.0 - left) / shapes[bucket][1])
+            for bucket, n in granted.items():
+                used[bucket] += n
+        back = {b: taken[b] - used[b] for b in shapes if taken[b] > used[b]}
+        if back:
+            keys = sorted(back)
+            w = sa.func.unnest(sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+                               sa.bindparam("back", [float(back[k]) for k in keys],
+                                            type_=pg_dialect.ARRAY(sa.Float))).table_valued("key", "n").render_derived(
+                name="w", with_types=False)
+            await tx.execute(R.update().where(R.c.key == w.c.key).values(tokens=R.c.tokens + w.c.n))
+        return answers
+
+    async def _levels(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int]) -> dict[str, float]:
+        """Up to ``wanted`` tokens taken from each bucket (created full at first use) → its refilled level."""
         now = await tx.now_ms()
         levels = await self._take_many(tx, shapes, wanted, now)
         missing = sorted(set(shapes) - set(levels))
@@ -99,25 +150,23 @@ class PgLimiter:
         if set(shapes) - set(levels):
             raise StoreUnavailable("a rate bucket vanished during the check")
         self.rounds += len(shapes)
-        answers: list[float | None] = []
-        served: dict[str, int] = {}
-        for bucket, _capacity, _rate in checks:
-            n = served.get(bucket, 0)
-            served[bucket] = n + 1
-            level, rate = levels[bucket], shapes[bucket][1]
-            granted = _granted(level, wanted[bucket])
-            answers.append(None if n < granted else (1.0 - (level - granted)) / rate)
-        return answers
+        return levels
 
     @staticmethod
     async def _take_many(tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int],
                          now: int) -> dict[str, float]:
         """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
-        tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet)."""
+        tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet). The
+        buckets are arrays (``unnest``), so the statement has one text whatever their number and PostgreSQL
+        reuses its prepared statement (issue 16)."""
         keys = sorted(shapes)
-        w = sa.values(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
-                      sa.column("wanted", sa.Float), name="w").data(
-            [(k, shapes[k][0], shapes[k][1], float(wanted[k])) for k in keys])
+        floats = pg_dialect.ARRAY(sa.Float)
+        w = sa.func.unnest(
+            sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+            sa.bindparam("caps", [shapes[k][0] for k in keys], type_=floats),
+            sa.bindparam("rates", [shapes[k][1] for k in keys], type_=floats),
+            sa.bindparam("wanted", [float(wanted[k]) for k in keys], type_=floats),
+        ).table_valued("key", "cap", "rate", "wanted").render_derived(name="w", with_types=False)
         cur = sa.select(
             R.c.key,
             sa.func.least(
@@ -214,9 +263,25 @@ class PgLimiter:
         return None if value is None else float(value)
 
 
+def _shapes(checks: list[tuple[str, float, float]]) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
+    """The checks' buckets → (their first check's capacity and rate, how many checks each)."""
+    shapes: dict[str, tuple[float, float]] = {}
+    wanted: dict[str, int] = {}
+    for bucket, capacity, rate in checks:
+        if capacity < 1 or rate <= 0:
+            raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
+        shapes.setdefault(bucket, (float(capacity), float(rate)))
+        wanted[bucket] = wanted.get(bucket, 0) + 1
+    return shapes, wanted
+
+
 def _granted(level: float, wanted: int) -> int:
     """The tokens ``_take`` took from a bucket refilled to ``level``: its whole tokens, at most ``wanted``."""
-    return 0 if level < 1.0 else min(wanted, math.floor(level))
+    return min(wanted, _whole(level))
+
+
+def _whole(level: float) -> int:
+    return 0 if level < 1.0 else math.floor(level)
 
 
 def retry_after_s(wait_s: float) -> int:
