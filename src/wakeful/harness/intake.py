@@ -32,7 +32,15 @@ from wakeful.harness.errors import (
     RateLimited,
     StoreUnavailable,
 )
-from wakeful.harness.ratelimit import Deferred, Limiter, LocalLimiter, TxLimiter, global_bucket, loop_bucket
+from wakeful.harness.ratelimit import (
+    Deferred,
+    Limiter,
+    LocalLimiter,
+    Staged,
+    TxLimiter,
+    global_bucket,
+    loop_bucket,
+)
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
@@ -135,12 +143,24 @@ class Intake:
         """The batch's noted bucket checks, in the admission's transaction: stage by stage (the global bucket,
         then the Loop's), a request refused at one stage reaching no later one → index → its 429. One statement
         for all of them while no bucket refuses (``take_staged``)."""
-        refused: dict[int, RateLimited] = {}
+        due, plan = await self._stage(tx, batch)
+        if plan is None:
+            return {}
+        returned = {str(r.key): float(r.level) for r in await tx.execute(plan.statement)}
+        return await self._refusals(tx, due, plan, returned)
+
+    async def _stage(self, tx: Tx, batch: list[_Admission]) -> tuple[list[_Admission], Staged | None]:
+        """The batch's requests with noted checks and the limiter's plan for them (None: nothing to take)."""
         due = [a for a in batch if a.takes]
         if self._in_tx is None or not due:
-            return refused
-        answers = await self._in_tx.take_staged(tx, [[(b, c, r) for b, c, r, _ in a.takes or ()] for a in due])
-        for adm, answer in zip(due, answers):
+            return due, None
+        return due, await self._in_tx.stage(tx, [[(b, c, r) for b, c, r, _ in a.takes or ()] for a in due])
+
+    @staticmethod
+    async def _refusals(tx: Tx, due: list[_Admission], plan: Staged,
+                        returned: dict[str, float]) -> dict[int, RateLimited]:
+        refused: dict[int, RateLimited] = {}
+        for adm, answer in zip(due, await plan.finish(tx, returned)):
             if answer is not None and adm.takes is not None:
                 stage, wait = answer
                 refused[adm.index] = _limited(adm.takes[stage][3], wait)
@@ -272,17 +292,26 @@ class Intake:
             adm.index = n
         loop_ids = sorted({a.loop_id for a in batch})
         lrows = await _lock_loops(tx, loop_ids)
-        refused = await self._take_deferred(tx, batch)  # (bucket rows after Loop rows: one lock order)
+        due, plan = await self._stage(tx, batch)  # (bucket rows after Loop rows: one lock order)
         live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
         known: dict[tuple[str, str], str] = {}
         pending: dict[str, list[str]] = {i: [] for i in live}
         backlog: dict[str, int] = {}
         last: dict[str, int] = {}
+        returned: dict[str, float] | None = None
         if live:
             pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
             group_ids = sorted({lrows[i].group_id for i in live})
-            reads = _batch_reads_pg if tx.dialect == "postgresql" else _batch_reads
-            await reads(tx, pairs, live, group_ids, known, pending, backlog, last)
+            if tx.dialect == "postgresql":  # (the bucket checks ride in the reads' statement)
+                returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last,
+                                                 None if plan is None else plan.statement)
+            else:
+                await _batch_reads(tx, pairs, live, group_ids, known, pending, backlog, last)
+        refused: dict[int, RateLimited] = {}
+        if plan is not None:
+            if returned is None:
+                returned = {str(r.key): float(r.level) for r in await tx.execute(plan.statement)}
+            refused = await self._refusals(tx, due, plan, returned)
         limits = self.node.config.limits
         now = await tx.now_ms()
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
@@ -526,12 +555,15 @@ _TEXTS = pg_dialect.ARRAY(sa.String)
 
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
                           known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
-                          last: dict[str, int]) -> None:
+                          last: dict[str, int], buckets: Any = None) -> dict[str, float] | None:
     """``_batch_reads`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
     lists array parameters so that its text (and prepared statement) is the same for every batch; the newest
-    acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch)."""
+    acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``buckets``:
+    the limiter's ``UPDATE … RETURNING key, level`` (``Staged.statement``), run as a CTE of the same statement
+    (one more round trip saved) → what it returned (None without one)."""
     live_p = sa.bindparam("live", live, type_=_TEXTS)
     no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
+    no_float = sa.cast(sa.null(), sa.Float)
     p = sa.func.unnest(sa.bindparam("pair_loops", [x[0] for x in pairs], type_=_TEXTS),
                        sa.bindparam("pair_events", [x[1] for x in pairs], type_=_TEXTS)).table_valued(
         "l", "e").render_derived(name="p", with_types=False)
@@ -541,22 +573,31 @@ async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str],
         return sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == u.c.l,
                                                               E.c.status == status).scalar_subquery()
 
-    stmt = sa.union_all(
+    members: list[Any] = [
         sa.select(sa.literal(0).label("kind"), E.c.loop_id.label("a"), E.c.event_id.label("b"),
-                  E.c.payload_sha256.label("c"), no_int.label("n")).select_from(
+                  E.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
             E.join(p, sa.and_(E.c.loop_id == p.c.l, E.c.event_id == p.c.e))),
-        sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms).where(
+        sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms, no_float).where(
             E.c.loop_id == sa.any_(live_p), E.c.status == "pending"),
         sa.select(sa.literal(2), E.c.group_id, no_text, no_text,
-                  sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger)).select_from(
+                  sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger), no_float).select_from(
             E.join(L, L.c.id == E.c.loop_id)).where(
             E.c.group_id == sa.any_(sa.bindparam("groups", group_ids, type_=_TEXTS)), E.c.status == "pending",
             L.c.state == lc.ACTIVE).group_by(E.c.group_id),
-        sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded"))),
-    )
+        sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
+                  no_float),
+    ]
+    returned: dict[str, float] | None = None
+    if buckets is not None:
+        taken = buckets.cte("buckets")
+        members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
+        returned = {}
     waiting: dict[str, list[tuple[int, str]]] = {}
-    for r in await tx.execute(stmt):
-        if r.kind == 0:
+    for r in await tx.execute(sa.union_all(*members)):
+        if r.kind == 4:
+            assert returned is not None
+            returned[str(r.a)] = float(r.f)
+        elif r.kind == 0:
             known[(r.a, r.b)] = r.c
         elif r.kind == 1:
             waiting.setdefault(r.a, []).append((int(r.n), r.b))
@@ -569,6 +610,7 @@ async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str],
         pending[loop_id].extend(e for _, e in events)
         newest_pending = events[-1][0]
         last[loop_id] = max(newest_pending, last.get(loop_id, newest_pending))
+    return returned
 
 
 # the newest received_ms of the Loop's events in any status (one index probe per status)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Bucket", "Deferred", "Limiter", "LocalLimiter", "MonotonicClock", "TxLimiter", "global_bucket",
+__all__ = ["Bucket", "Deferred", "Limiter", "LocalLimiter", "MonotonicClock", "Staged", "TxLimiter", "global_bucket",
            "loop_bucket"]
 
 SWEEP_EVERY = 4096  # look for full buckets (forgetting one changes nothing) after this many new ones
@@ -35,6 +35,17 @@ class TxLimiter(Protocol):
 
     async def take_staged(self, tx: Any,
                           requests: list[list[tuple[str, float, float]]]) -> list[tuple[int, float] | None]: ...
+
+    async def stage(self, tx: Any, requests: list[list[tuple[str, float, float]]]) -> Staged | None: ...
+
+
+class Staged(Protocol):
+    """``TxLimiter.stage``'s plan: ``statement`` (``UPDATE … RETURNING key, level``, to run alone or as a CTE of
+    the caller's statement), then ``finish`` with what it returned (bucket → level) → each request's answer."""
+
+    statement: Any
+
+    async def finish(self, tx: Any, returned: dict[str, float]) -> list[tuple[int, float] | None]: ...
 
 
 @dataclass(slots=True)

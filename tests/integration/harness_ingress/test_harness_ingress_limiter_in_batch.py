@@ -167,7 +167,7 @@ async def _held_batch(store: Store, intake: Intake, loop_id: str, group: str, id
 
 @pytest.mark.integration
 @pytest.mark.parametrize("clock", ["injected", "store"])
-async def test_an_admission_batch_is_four_statements_of_one_text_whatever_its_size(
+async def test_an_admission_batch_is_three_statements_of_one_text_whatever_its_size(
     harness_runner: Any,
     pg_schema: str,
     store_clock: Any,
@@ -175,11 +175,11 @@ async def test_an_admission_batch_is_four_statements_of_one_text_whatever_its_si
     compile_c: Any,
     clock: str,
 ) -> None:
-    """Issue 16: the batch's Loop rows (with the store clock), its buckets (global and per-Loop in one statement),
-    its reads (dedup, pending, backlog, newest) in one statement, its insert — each with array parameters, so a
-    batch of 3 and a batch of 10 send the same statement texts (PostgreSQL reuses the prepared statements). The
-    previous code sent 8 statements (9 on the store's own clock: the clock was a statement of its own), with IN
-    lists whose text changed with every batch size."""
+    """Issue 16: the batch's Loop rows (with the store clock); its reads (dedup, pending, backlog, newest) with its
+    bucket checks (global and per-Loop: an ``UPDATE … RETURNING`` as a CTE) in one statement; its insert — each
+    with array parameters, so a batch of 3 and a batch of 10 send the same statement texts (PostgreSQL reuses the
+    prepared statements). The previous code sent 8 statements (9 on the store's own clock: the clock was a
+    statement of its own), with IN lists whose text changed with every batch size."""
     limits = Limits(pending_events=64, ingress_per_loop_per_min=600, ingress_global_per_min=6000)
     url = pg_url_with_schema(pg_schema)
     store, intake, group, loop_id = await _detached(url, store_clock, tmp_path / "d", compile_c, limits)
@@ -195,9 +195,10 @@ async def test_an_admission_batch_is_four_statements_of_one_text_whatever_its_si
                 answers = await _held_batch(store, intake, loop_id, group, [f"b{n}-{i}" for i in range(size)])
             assert all(a["duplicate"] is False for a in answers)
             # two batches ran: the held one (e0, a duplicate by now: nothing to insert) and ours
-            assert len(sql) == 3 + 4, sql
-            assert sql[3].startswith("SELECT loop.id") and sql[6].startswith("INSERT INTO loop_event")
-            texts.append(sql[3:])
+            assert len(sql) == 2 + 3, sql
+            assert sql[2].startswith("SELECT loop.id") and sql[4].startswith("INSERT INTO loop_event")
+            assert sql[3].startswith("WITH buckets AS \n(UPDATE rate_bucket")
+            texts.append(sql[2:])
         assert texts[0] == texts[1]
         assert not any(s.startswith("SELECT (extract(epoch") for s in texts[0])
         assert len(await event_rows(store, loop_id)) == 1 + 1 + 3 + 10

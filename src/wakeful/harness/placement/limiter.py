@@ -31,7 +31,7 @@ from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["PgLimiter"]
+__all__ = ["PgLimiter", "StagedTake"]
 
 R = schema.rate_bucket
 
@@ -98,49 +98,31 @@ class PgLimiter:
         ``take_in`` answers them stage by stage (every request's first check, then the second check of those the
         first admitted, …): per request None (every check took a token) or ``(stage, seconds)`` of its first
         refused check — in one statement while no bucket refuses (issue 16: an admission batch's global and
-        per-Loop checks were one ``UPDATE`` each). The statement takes every check's token; when a bucket refuses,
-        the stages are answered from the levels it read and the tokens of checks no request reached are put back
-        (one more statement, rows still locked), so the buckets end as the stage-by-stage checks leave them."""
+        per-Loop checks were one ``UPDATE`` each). See ``stage`` to run that statement inside one of the caller's."""
+        plan = await self.stage(tx, requests)
+        if plan is None:
+            return [None] * len(requests)
+        return await plan.finish(tx, {str(r.key): float(r.level) for r in await tx.execute(plan.statement)})
+
+    async def stage(self, tx: Tx, requests: list[list[tuple[str, float, float]]]) -> StagedTake | None:
+        """``take_staged`` in two halves, so that its statement can ride in one of the caller's (a CTE: the
+        admission batch's reads, issue 16): ``plan.statement`` (``UPDATE … RETURNING key, level``), then
+        ``await plan.finish(tx, levels)`` with what it returned (key → level) → the answers. None: no checks."""
         checks = [check for request in requests for check in request]
         if not checks:
-            return [None] * len(requests)
+            return None
         shapes, wanted = _shapes(checks)
-        levels = await self._levels(tx, shapes, wanted)
-        taken = {b: _granted(levels[b], wanted[b]) for b in shapes}
-        if all(taken[b] == wanted[b] for b in shapes):
-            return [None] * len(requests)
-        answers: list[tuple[int, float] | None] = [None] * len(requests)
-        used = dict.fromkeys(shapes, 0)
-        for stage in range(max(len(r) for r in requests)):
-            due = [(i, r[stage][0]) for i, r in enumerate(requests) if answers[i] is None and len(r) > stage]
-            asked: dict[str, int] = {}
-            for _, bucket in due:
-                asked[bucket] = asked.get(bucket, 0) + 1
-            # (as take_in at this stage: the level left by the stages before, no refill at the same instant)
-            granted = {b: min(n, max(0, _whole(levels[b]) - used[b])) for b, n in asked.items()}
-            served: dict[str, int] = {}
-            for i, bucket in due:
-                n = served.get(bucket, 0)
-                served[bucket] = n + 1
-                if n >= granted[bucket]:
-                    left = levels[bucket] - used[bucket] - granted[bucket]
-                    answers[i] = (stage, (1.0 - left) / shapes[bucket][1])
-            for bucket, n in granted.items():
-                used[bucket] += n
-        back = {b: taken[b] - used[b] for b in shapes if taken[b] > used[b]}
-        if back:
-            keys = sorted(back)
-            w = sa.func.unnest(sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
-                               sa.bindparam("back", [float(back[k]) for k in keys],
-                                            type_=pg_dialect.ARRAY(sa.Float))).table_valued("key", "n").render_derived(
-                name="w", with_types=False)
-            await tx.execute(R.update().where(R.c.key == w.c.key).values(tokens=R.c.tokens + w.c.n))
-        return answers
+        now = await tx.now_ms()
+        return StagedTake(self, requests, shapes, wanted, now, _take_many_stmt(shapes, wanted, now))
 
     async def _levels(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int]) -> dict[str, float]:
         """Up to ``wanted`` tokens taken from each bucket (created full at first use) → its refilled level."""
         now = await tx.now_ms()
         levels = await self._take_many(tx, shapes, wanted, now)
+        return await self._complete(tx, shapes, wanted, now, levels)
+
+    async def _complete(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int,
+                        levels: dict[str, float]) -> dict[str, float]:
         missing = sorted(set(shapes) - set(levels))
         if missing:  # first use of these buckets: create them full, then take
             dialect_mod: Any = pg_dialect
@@ -155,31 +137,8 @@ class PgLimiter:
     @staticmethod
     async def _take_many(tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int],
                          now: int) -> dict[str, float]:
-        """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
-        tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet). The
-        buckets are arrays (``unnest``), so the statement has one text whatever their number and PostgreSQL
-        reuses its prepared statement (issue 16)."""
-        keys = sorted(shapes)
-        floats = pg_dialect.ARRAY(sa.Float)
-        w = sa.func.unnest(
-            sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
-            sa.bindparam("caps", [shapes[k][0] for k in keys], type_=floats),
-            sa.bindparam("rates", [shapes[k][1] for k in keys], type_=floats),
-            sa.bindparam("wanted", [float(wanted[k]) for k in keys], type_=floats),
-        ).table_valued("key", "cap", "rate", "wanted").render_derived(name="w", with_types=False)
-        cur = sa.select(
-            R.c.key,
-            sa.func.least(
-                w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
-            ).label("level"),
-            w.c.wanted,
-        ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
-        taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
-        stmt = R.update().where(R.c.key == cur.c.key).values(
-            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
-            refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
-        ).returning(R.c.key, cur.c.level)
-        rows: list[Any] = list(await tx.execute(stmt))
+        """``_take_many_stmt`` run → bucket → its refilled level (absent: no row yet)."""
+        rows: list[Any] = list(await tx.execute(_take_many_stmt(shapes, wanted, now)))
         return {str(row.key): float(row.level) for row in rows}
 
     async def _rounds(self, bucket: str, state: _Bucket) -> None:
@@ -261,6 +220,83 @@ class PgLimiter:
         ).returning(cur.c.level)
         value = (await tx.execute(stmt)).scalar_one_or_none()
         return None if value is None else float(value)
+
+
+@dataclass
+class StagedTake:
+    """``PgLimiter.stage``'s plan: run ``statement`` (alone or as a CTE of another statement), then ``finish``."""
+
+    limiter: PgLimiter
+    requests: list[list[tuple[str, float, float]]]
+    shapes: dict[str, tuple[float, float]]
+    wanted: dict[str, int]
+    now: int
+    statement: Any = field(repr=False)
+
+    async def finish(self, tx: Tx, returned: dict[str, float]) -> list[tuple[int, float] | None]:
+        """The answers, from what the statement returned (bucket → its refilled level). The statement took every
+        check's token; when a bucket refused, the stages are answered from the levels it read and the tokens of
+        checks no request reached are put back (one more statement, the rows still locked), so the buckets end as
+        the stage-by-stage checks leave them. A bucket's first use creates it first (two more statements)."""
+        shapes, wanted, requests = self.shapes, self.wanted, self.requests
+        levels = await self.limiter._complete(tx, shapes, wanted, self.now, dict(returned))
+        taken = {b: _granted(levels[b], wanted[b]) for b in shapes}
+        if all(taken[b] == wanted[b] for b in shapes):
+            return [None] * len(requests)
+        answers: list[tuple[int, float] | None] = [None] * len(requests)
+        used = dict.fromkeys(shapes, 0)
+        for stage in range(max(len(r) for r in requests)):
+            due = [(i, r[stage][0]) for i, r in enumerate(requests) if answers[i] is None and len(r) > stage]
+            asked: dict[str, int] = {}
+            for _, bucket in due:
+                asked[bucket] = asked.get(bucket, 0) + 1
+            # (as take_in at this stage: the level left by the stages before, no refill at the same instant)
+            granted = {b: min(n, max(0, _whole(levels[b]) - used[b])) for b, n in asked.items()}
+            served: dict[str, int] = {}
+            for i, bucket in due:
+                n = served.get(bucket, 0)
+                served[bucket] = n + 1
+                if n >= granted[bucket]:
+                    left = levels[bucket] - used[bucket] - granted[bucket]
+                    answers[i] = (stage, (1.0 - left) / shapes[bucket][1])
+            for bucket, n in granted.items():
+                used[bucket] += n
+        back = {b: taken[b] - used[b] for b in shapes if taken[b] > used[b]}
+        if back:
+            keys = sorted(back)
+            w = sa.func.unnest(sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+                               sa.bindparam("back", [float(back[k]) for k in keys],
+                                            type_=pg_dialect.ARRAY(sa.Float))).table_valued("key", "n").render_derived(
+                name="w", with_types=False)
+            await tx.execute(R.update().where(R.c.key == w.c.key).values(tokens=R.c.tokens + w.c.n))
+        return answers
+
+
+def _take_many_stmt(shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int) -> Any:
+    """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole tokens
+    taken (``_take`` for many buckets), returning ``key`` and the refilled ``level`` of each bucket that has a row.
+    The buckets are arrays (``unnest``), so the statement has one text whatever their number and PostgreSQL reuses
+    its prepared statement (issue 16)."""
+    keys = sorted(shapes)
+    floats = pg_dialect.ARRAY(sa.Float)
+    w = sa.func.unnest(
+        sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+        sa.bindparam("caps", [shapes[k][0] for k in keys], type_=floats),
+        sa.bindparam("rates", [shapes[k][1] for k in keys], type_=floats),
+        sa.bindparam("wanted", [float(wanted[k]) for k in keys], type_=floats),
+    ).table_valued("key", "cap", "rate", "wanted").render_derived(name="w", with_types=False)
+    cur = sa.select(
+        R.c.key,
+        sa.func.least(
+            w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
+        ).label("level"),
+        w.c.wanted,
+    ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
+    taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
+    return R.update().where(R.c.key == cur.c.key).values(
+        tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
+        refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
+    ).returning(R.c.key, cur.c.level.label("level"))
 
 
 def _shapes(checks: list[tuple[str, float, float]]) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
