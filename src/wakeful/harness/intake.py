@@ -316,13 +316,14 @@ class Intake:
         now = await tx.now_ms()
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
         rows: list[dict[str, Any]] = []
+        checked: dict[str, int] = {}  # (_plan_hand_off: this pass's checked prefix of each Loop's pending ids)
         for adm in batch:
             if adm.index in refused:  # §10.3 step 3 / 8 before §10.2: refused, not stored
                 outcomes.append(refused[adm.index])
                 continue
             try:
                 outcomes.append(self._admit_one(tx, adm, lrows.get(adm.loop_id), known, pending, backlog, last,
-                                                now, limits, rows))
+                                                now, limits, rows, checked))
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
@@ -332,7 +333,7 @@ class Intake:
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
                    pending: dict[str, list[str]], backlog: dict[str, int], last: dict[str, int], now: int,
-                   limits: Any, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+                   limits: Any, rows: list[dict[str, Any]], checked: dict[str, int]) -> tuple[dict[str, Any], bool]:
         loop_id, event = adm.loop_id, adm.event
         if (row is None or (adm.group_id is not None and row.group_id != adm.group_id)
                 or (adm.agent_id is not None and row.agent_id != adm.agent_id)
@@ -353,7 +354,7 @@ class Intake:
                                    retry_after_s=BACKLOG_RETRY_S)
         before = last.get(loop_id)
         received = now if before is None or now > before else before + 1
-        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, waiting, event, checked)
         rows.append({
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
@@ -431,14 +432,24 @@ class Intake:
     # just before, in this same transaction), so the order stays (received_ms, event_id); otherwise the usual
     # signal → replay reads the pending events from the store.
     def _plan_hand_off(self, tx: Tx, loop_id: str, incarnation: int, pending: list[str],
-                       event: eventbody.NormalEvent) -> bool:
+                       event: eventbody.NormalEvent, checked: dict[str, int] | None = None) -> bool:
+        """``checked`` (a batch, planned in one synchronous pass over a ``pending`` list that only grows): how
+        many leading ids of the Loop's list are known to have reached the object or to be handed ahead, so each
+        event looks at the ids after those only (was the whole list per event: quadratic in a Loop's backlog)."""
         res = self.node.resident(loop_id)
         if res is None or res.incarnation != incarnation:
             return False
         planned: dict[str, set[str]] = tx.shared.setdefault("intake.hand_off", {})
         ahead = planned.setdefault(loop_id, set())
-        if any(i not in res.delivered and i not in ahead for i in pending):
-            return False
+        start = 0 if checked is None else checked.get(loop_id, 0)
+        for n in range(start, len(pending)):
+            i = pending[n]
+            if i not in res.delivered and i not in ahead:
+                if checked is not None:
+                    checked[loop_id] = n  # (this one stays in the way for the rest of the pass)
+                return False
+        if checked is not None:
+            checked[loop_id] = len(pending)
         ahead.add(event.event_id)
         tx.after_commit(lambda: self._hand_off(res, event))
         return True

@@ -216,3 +216,53 @@ async def test_the_delivery_stamp_of_a_handed_off_event_is_written_by_its_insert
         assert res is not None and not res.stamp_again
     finally:
         await h.stop()
+
+
+class _CountingIds(dict[str, int]):
+    """The Resident's ``delivered`` map, counting how often an id is looked up in it."""
+
+    lookups = 0
+
+    def __contains__(self, key: object) -> bool:
+        type(self).lookups += 1
+        return super().__contains__(key)
+
+
+async def test_a_batch_plans_the_hand_off_of_a_loops_events_looking_at_each_pending_id_once(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 16: each event of a batch is handed to the resident object when every older pending event of its Loop
+    reached the object or is handed ahead of it; a batch of n events for one Loop looked at the whole pending list
+    for every event (n²/2 lookups, and a copy of the list each). Now each pending id is looked at once per batch."""
+    h = await started(store_url, store_clock, tmp_path / "data", limits=Limits(pending_events=128))
+    try:
+        group, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.settle()
+        res = h.node.resident(loop_id)
+        assert res is not None
+        res.delivered = _CountingIds(res.delivered)
+        gate = Gate()
+        h.store.before_commit.append(gate)
+        first = asyncio.create_task(h.intake.admit(loop_id=loop_id, topic="t", payload=0, event_id="h0",
+                                                   source="api", group_id=group))
+        await gate.entered.wait()
+        batch = [asyncio.create_task(h.intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"h{n}",
+                                                    source="api", group_id=group)) for n in range(1, 61)]
+        await _until_waiting(h.intake, len(batch))
+        planned = Gate()  # the batch is held after its unit planned the hand-offs, before its COMMIT
+        h.store.before_commit.remove(gate)
+        h.store.before_commit.append(planned)
+        _CountingIds.lookups = 0
+        gate.release.set()
+        await first
+        await planned.entered.wait()
+        lookups = _CountingIds.lookups  # h0's hand-off and the batch's planning pass
+        h.store.before_commit.remove(planned)
+        planned.release.set()
+        answers = await asyncio.gather(*batch)
+        assert all(a["duplicate"] is False for a in answers)
+        rows = {r.event_id: r for r in await event_rows(h, loop_id)}
+        assert all(rows[f"h{n}"].first_delivered_ms is not None for n in range(1, 61))  # all handed over
+        assert lookups <= 61 + 2  # one per pending id (h0 and the batch's own); was ~1,800
+    finally:
+        await h.stop()
