@@ -146,8 +146,7 @@ class Intake:
         due, plan = await self._stage(tx, batch)
         if plan is None:
             return {}
-        returned = {str(r.key): float(r.level) for r in await tx.execute(plan.statement)}
-        return await self._refusals(tx, due, plan, returned)
+        return await self._refusals(tx, due, plan, _returned(await tx.execute(plan.statement)))
 
     async def _stage(self, tx: Tx, batch: list[_Admission]) -> tuple[list[_Admission], Staged | None]:
         """The batch's requests with noted checks and the limiter's plan for them (None: nothing to take)."""
@@ -158,7 +157,7 @@ class Intake:
 
     @staticmethod
     async def _refusals(tx: Tx, due: list[_Admission], plan: Staged,
-                        returned: dict[str, float]) -> dict[int, RateLimited]:
+                        returned: dict[str, float | None]) -> dict[int, RateLimited]:
         refused: dict[int, RateLimited] = {}
         for adm, answer in zip(due, await plan.finish(tx, returned)):
             if answer is not None and adm.takes is not None:
@@ -298,19 +297,19 @@ class Intake:
         pending: dict[str, list[str]] = {i: [] for i in live}
         backlog: dict[str, int] = {}
         last: dict[str, int] = {}
-        returned: dict[str, float] | None = None
+        returned: dict[str, float | None] | None = None
         if live:
             pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
             group_ids = sorted({lrows[i].group_id for i in live})
             if tx.dialect == "postgresql":  # (the bucket checks ride in the reads' statement)
                 returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last,
-                                                 None if plan is None else plan.statement)
+                                                 None if plan is None else plan.parts)
             else:
                 await _batch_reads(tx, pairs, live, group_ids, known, pending, backlog, last)
         refused: dict[int, RateLimited] = {}
         if plan is not None:
             if returned is None:
-                returned = {str(r.key): float(r.level) for r in await tx.execute(plan.statement)}
+                returned = _returned(await tx.execute(plan.statement))
             refused = await self._refusals(tx, due, plan, returned)
         limits = self.node.config.limits
         now = await tx.now_ms()
@@ -508,6 +507,11 @@ class Intake:
             log.warning("delivery to %s deferred to the reconciler: %s", loop_id, exc.message)
 
 
+def _returned(rows: Any) -> dict[str, float | None]:
+    """What a limiter's ``Staged.statement`` returned: bucket → level (None: created by it)."""
+    return {str(r.key): None if r.level is None else float(r.level) for r in rows}
+
+
 def _limited(per_min: int, wait: float) -> RateLimited:
     return RateLimited(f"too many events ({per_min} per minute); retry later", retry_after_s=wait)
 
@@ -566,11 +570,11 @@ _TEXTS = pg_dialect.ARRAY(sa.String)
 
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
                           known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
-                          last: dict[str, int], buckets: Any = None) -> dict[str, float] | None:
+                          last: dict[str, int], buckets: tuple[Any, Any] | None = None) -> dict[str, float | None] | None:
     """``_batch_reads`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
     lists array parameters so that its text (and prepared statement) is the same for every batch; the newest
     acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``buckets``:
-    the limiter's ``UPDATE … RETURNING key, level`` (``Staged.statement``), run as a CTE of the same statement
+    the limiter's ``Staged.parts`` (the buckets' insert and update), run as CTEs of the same statement
     (one more round trip saved) → what it returned (None without one)."""
     live_p = sa.bindparam("live", live, type_=_TEXTS)
     no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
@@ -598,16 +602,17 @@ async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str],
         sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
                   no_float),
     ]
-    returned: dict[str, float] | None = None
+    returned: dict[str, float | None] | None = None
     if buckets is not None:
-        taken = buckets.cte("buckets")
+        created, taken = buckets[0].cte("bucket_new"), buckets[1].cte("buckets")
         members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
+        members.append(sa.select(sa.literal(4), created.c.key, no_text, no_text, no_int, no_float))
         returned = {}
     waiting: dict[str, list[tuple[int, str]]] = {}
     for r in await tx.execute(sa.union_all(*members)):
         if r.kind == 4:
             assert returned is not None
-            returned[str(r.a)] = float(r.f)
+            returned[str(r.a)] = None if r.f is None else float(r.f)
         elif r.kind == 0:
             known[(r.a, r.b)] = r.c
         elif r.kind == 1:

@@ -40,12 +40,16 @@ class TxLimiter(Protocol):
 
 
 class Staged(Protocol):
-    """``TxLimiter.stage``'s plan: ``statement`` (``UPDATE … RETURNING key, level``, to run alone or as a CTE of
-    the caller's statement), then ``finish`` with what it returned (bucket → level) → each request's answer."""
+    """``TxLimiter.stage``'s plan: ``statement`` (rows ``key, level``) to run alone, or ``parts`` — an ``INSERT …
+    RETURNING key`` (buckets created, level None) and an ``UPDATE … RETURNING key, level`` — as data-modifying CTEs
+    of the caller's statement; then ``finish`` with what they returned (bucket → level) → each request's answer."""
 
-    statement: Any
+    @property
+    def statement(self) -> Any: ...
 
-    async def finish(self, tx: Any, returned: dict[str, float]) -> list[tuple[int, float] | None]: ...
+    parts: tuple[Any, Any]
+
+    async def finish(self, tx: Any, returned: dict[str, float | None]) -> list[tuple[int, float] | None]: ...
 
 
 @dataclass(slots=True)

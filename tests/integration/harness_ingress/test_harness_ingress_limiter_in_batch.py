@@ -232,3 +232,41 @@ async def test_a_request_refused_by_the_global_bucket_takes_no_token_of_its_loop
         assert sum(s.startswith("UPDATE rate_bucket SET tokens=(rate_bucket.tokens + w.n)") for s in sql) == 1
     finally:
         await store.close()
+
+
+@pytest.mark.integration
+async def test_buckets_used_for_the_first_time_are_made_by_the_batchs_own_statement(
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
+) -> None:
+    """Issue 16: a Loop's first event made its batch two statements longer (insert the bucket full, take again);
+    the batch's bucket statement now creates a missing bucket with its tokens already taken, answering as before —
+    here six requests on a fresh per-Loop bucket of 4 in one batch: four admitted, two refused, none left."""
+    limits = Limits(pending_events=64, ingress_per_loop_per_min=4, ingress_global_per_min=6000)
+    store, intake, group, loop_id = await _detached(
+        pg_url_with_schema(pg_schema), store_clock, tmp_path / "d", compile_c, limits
+    )
+    try:
+        gate = Gate()
+        store.before_commit.append(gate)
+        held = asyncio.create_task(intake.admit(loop_id=loop_id, topic="t", payload={}, event_id="op",
+                                                source="operator"))  # (no buckets: none exists yet)
+        await gate.entered.wait()
+        batch = [asyncio.create_task(_request(intake, loop_id, group, f"e{n}")) for n in range(6)]
+        while intake.waiting < len(batch):
+            await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+        with counting_statements(store) as sql:
+            store.before_commit.remove(gate)
+            gate.release.set()
+            await held
+            results = await asyncio.gather(*batch, return_exceptions=True)
+        assert [type(r).__name__ if isinstance(r, Exception) else r["event_id"] for r in results] == [
+            "e0", "e1", "e2", "e3", "RateLimited", "RateLimited"]
+        assert len(sql) == 3, sql  # the Loop rows, the reads with the buckets (made here), the insert
+        assert await _tokens(store, loop_bucket(loop_id)) == 0
+        assert await _tokens(store, global_bucket()) == 6000 - 6
+    finally:
+        await store.close()

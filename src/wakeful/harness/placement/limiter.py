@@ -102,18 +102,19 @@ class PgLimiter:
         plan = await self.stage(tx, requests)
         if plan is None:
             return [None] * len(requests)
-        return await plan.finish(tx, {str(r.key): float(r.level) for r in await tx.execute(plan.statement)})
+        return await plan.finish(tx, _returned(await tx.execute(plan.statement)))
 
     async def stage(self, tx: Tx, requests: list[list[tuple[str, float, float]]]) -> StagedTake | None:
         """``take_staged`` in two halves, so that its statement can ride in one of the caller's (a CTE: the
-        admission batch's reads, issue 16): ``plan.statement`` (``UPDATE … RETURNING key, level``), then
-        ``await plan.finish(tx, levels)`` with what it returned (key → level) → the answers. None: no checks."""
+        admission batch's reads, issue 16): ``plan.statement`` (or ``plan.parts``, its two data-modifying CTEs,
+        inside a statement of the caller's), then ``await plan.finish(tx, returned)`` with what it returned (key →
+        level, None for a bucket its insert created) → the answers. None: no checks."""
         checks = [check for request in requests for check in request]
         if not checks:
             return None
         shapes, wanted = _shapes(checks)
         now = await tx.now_ms()
-        return StagedTake(self, requests, shapes, wanted, now, _take_many_stmt(shapes, wanted, now))
+        return StagedTake(self, requests, shapes, wanted, now, _take_parts(shapes, wanted, now))
 
     async def _levels(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int]) -> dict[str, float]:
         """Up to ``wanted`` tokens taken from each bucket (created full at first use) → its refilled level."""
@@ -231,15 +232,22 @@ class StagedTake:
     shapes: dict[str, tuple[float, float]]
     wanted: dict[str, int]
     now: int
-    statement: Any = field(repr=False)
+    parts: tuple[Any, Any] = field(repr=False)  # (INSERT … RETURNING key, UPDATE … RETURNING key, level)
 
-    async def finish(self, tx: Tx, returned: dict[str, float]) -> list[tuple[int, float] | None]:
-        """The answers, from what the statement returned (bucket → its refilled level). The statement took every
+    @property
+    def statement(self) -> Any:
+        """The parts as one statement → rows ``key, level`` (level NULL for a bucket the insert created)."""
+        return _parts_statement(*self.parts)
+
+    async def finish(self, tx: Tx, returned: dict[str, float | None]) -> list[tuple[int, float] | None]:
+        """The answers, from what the statement returned (bucket → its refilled level; None: created full by the
+        statement's insert). The statement took every
         check's token; when a bucket refused, the stages are answered from the levels it read and the tokens of
         checks no request reached are put back (one more statement, the rows still locked), so the buckets end as
         the stage-by-stage checks leave them. A bucket's first use creates it first (two more statements)."""
         shapes, wanted, requests = self.shapes, self.wanted, self.requests
-        levels = await self.limiter._complete(tx, shapes, wanted, self.now, dict(returned))
+        levels = await self.limiter._complete(tx, shapes, wanted, self.now, {
+            b: shapes[b][0] if level is None else level for b, level in returned.items()})
         taken = {b: _granted(levels[b], wanted[b]) for b in shapes}
         if all(taken[b] == wanted[b] for b in shapes):
             return [None] * len(requests)
@@ -272,11 +280,25 @@ class StagedTake:
         return answers
 
 
+def _returned(rows: Any) -> dict[str, float | None]:
+    return {str(r.key): None if r.level is None else float(r.level) for r in rows}
+
+
 def _take_many_stmt(shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int) -> Any:
     """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole tokens
     taken (``_take`` for many buckets), returning ``key`` and the refilled ``level`` of each bucket that has a row.
     The buckets are arrays (``unnest``), so the statement has one text whatever their number and PostgreSQL reuses
     its prepared statement (issue 16)."""
+    return _take_parts(shapes, wanted, now)[1]
+
+
+def _take_parts(shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int) -> tuple[Any, Any]:
+    """``_take_many_stmt`` and its companion for buckets without a row yet: ``INSERT … SELECT … ON CONFLICT DO
+    NOTHING RETURNING key`` creating each missing bucket full with its tokens already taken (what the insert and
+    second take of ``_complete`` leave, in the same statement: issue 16, a Loop's first event made its batch two
+    statements longer). Both are data-modifying CTEs of one statement; a bucket the update sees is one the insert
+    leaves alone, and a bucket committed by someone else after the statement's snapshot is neither's: ``_complete``
+    takes it."""
     keys = sorted(shapes)
     floats = pg_dialect.ARRAY(sa.Float)
     w = sa.func.unnest(
@@ -293,10 +315,23 @@ def _take_many_stmt(shapes: dict[str, tuple[float, float]], wanted: dict[str, in
         w.c.wanted,
     ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
     taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
-    return R.update().where(R.c.key == cur.c.key).values(
+    update = R.update().where(R.c.key == cur.c.key).values(
         tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
         refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
     ).returning(R.c.key, cur.c.level.label("level"))
+    dialect_mod: Any = pg_dialect
+    fresh = sa.select(w.c.key, w.c.cap - sa.func.least(w.c.wanted, sa.func.floor(w.c.cap)),
+                      sa.literal(now, sa.BigInteger)).order_by(w.c.key)
+    insert = dialect_mod.insert(R).from_select(["key", "tokens", "refreshed_ms"], fresh).on_conflict_do_nothing(
+    ).returning(R.c.key)
+    return insert, update
+
+
+def _parts_statement(insert: Any, update: Any) -> Any:
+    """The two parts as one statement → rows ``key, level`` (level NULL: created full by the insert)."""
+    created, updated = insert.cte("bucket_new"), update.cte("buckets")
+    return sa.union_all(sa.select(updated.c.key, updated.c.level),
+                        sa.select(created.c.key, sa.cast(sa.null(), sa.Float).label("level")))
 
 
 def _shapes(checks: list[tuple[str, float, float]]) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
