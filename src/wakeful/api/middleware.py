@@ -18,7 +18,8 @@ from typing import Any
 
 from wakeful.api.errors import error_response, internal_response
 
-__all__ = ["GroupEventEndpoint", "LoopCreateEndpoint", "RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked", "is_json_type"]
+__all__ = ["GroupEventEndpoint", "LoopCreateEndpoint", "RecentRefusals", "RequestGuard", "body_limit_for", "body_self_checked",
+           "direct_post", "is_json_type"]
 
 log = logging.getLogger("wakeful.api")
 
@@ -114,6 +115,15 @@ class RecentRefusals:
     def _trim(self, buckets: collections.deque[list[int]], second: int) -> None:
         while buckets and buckets[0][0] <= second - self.WINDOW_S:
             buckets.popleft()
+
+
+def direct_post(scope: Scope) -> bool:
+    """Whether the request is one of the POSTs ``RequestGuard`` may serve straight to its endpoint (when the app
+    has that endpoint): intake route 1 or the create of a Loop, without a root path."""
+    if scope.get("method") != "POST" or scope.get("root_path"):
+        return False
+    path = scope.get("path", "")
+    return _GROUP_EVENTS.match(path) is not None or _GROUP_LOOPS.match(path) is not None
 
 
 class RequestGuard:

@@ -32,7 +32,15 @@ from wakeful.harness.errors import (
     RateLimited,
     StoreUnavailable,
 )
-from wakeful.harness.ratelimit import Deferred, Limiter, LocalLimiter, TxLimiter, global_bucket, loop_bucket
+from wakeful.harness.ratelimit import (
+    Deferred,
+    Limiter,
+    LocalLimiter,
+    Staged,
+    TxLimiter,
+    global_bucket,
+    loop_bucket,
+)
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.ids import lookup_text
@@ -133,20 +141,28 @@ class Intake:
 
     async def _take_deferred(self, tx: Tx, batch: list[_Admission]) -> dict[int, RateLimited]:
         """The batch's noted bucket checks, in the admission's transaction: stage by stage (the global bucket,
-        then the Loop's), a request refused at one stage reaching no later one → index → its 429."""
+        then the Loop's), a request refused at one stage reaching no later one → index → its 429. One statement
+        for all of them while no bucket refuses (``take_staged``)."""
+        due, plan = await self._stage(tx, batch)
+        if plan is None:
+            return {}
+        return await self._refusals(tx, due, plan, _returned(await tx.execute(plan.statement)))
+
+    async def _stage(self, tx: Tx, batch: list[_Admission]) -> tuple[list[_Admission], Staged | None]:
+        """The batch's requests with noted checks and the limiter's plan for them (None: nothing to take)."""
+        due = [a for a in batch if a.takes]
+        if self._in_tx is None or not due:
+            return due, None
+        return due, await self._in_tx.stage(tx, [[(b, c, r) for b, c, r, _ in a.takes or ()] for a in due])
+
+    @staticmethod
+    async def _refusals(tx: Tx, due: list[_Admission], plan: Staged,
+                        returned: dict[str, float | None]) -> dict[int, RateLimited]:
         refused: dict[int, RateLimited] = {}
-        if self._in_tx is None:
-            return refused
-        stages = max((len(a.takes or ()) for a in batch), default=0)
-        for stage in range(stages):
-            due = [a for a in batch if a.index not in refused and a.takes is not None and len(a.takes) > stage]
-            if not due:
-                continue
-            checks = [a.takes[stage] for a in due if a.takes is not None]
-            waits = await self._in_tx.take_in(tx, [(b, c, r) for b, c, r, _ in checks])
-            for adm, check, wait in zip(due, checks, waits):
-                if wait is not None:
-                    refused[adm.index] = _limited(check[3], wait)
+        for adm, answer in zip(due, await plan.finish(tx, returned)):
+            if answer is not None and adm.takes is not None:
+                stage, wait = answer
+                refused[adm.index] = _limited(adm.takes[stage][3], wait)
         return refused
 
     # ------------------------------------------------------------------ lookups
@@ -274,44 +290,39 @@ class Intake:
         for n, adm in enumerate(batch):
             adm.index = n
         loop_ids = sorted({a.loop_id for a in batch})
-        lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
-            L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
-            L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)))}
-        refused = await self._take_deferred(tx, batch)  # (bucket rows after Loop rows: one lock order)
+        lrows = await _lock_loops(tx, loop_ids)
+        due, plan = await self._stage(tx, batch)  # (bucket rows after Loop rows: one lock order)
         live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
         known: dict[tuple[str, str], str] = {}
         pending: dict[str, list[str]] = {i: [] for i in live}
         backlog: dict[str, int] = {}
         last: dict[str, int] = {}
+        returned: dict[str, float | None] | None = None
         if live:
             pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
-            known = {(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
-                E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))}
-            for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
-                    E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
-                pending[r.loop_id].append(r.event_id)
             group_ids = sorted({lrows[i].group_id for i in live})
-            backlog = {r.group_id: int(r.n) for r in await tx.execute(sa.select(
-                E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
-                E.join(L, L.c.id == E.c.loop_id)).where(
-                E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))}
-            probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
-                E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
-                for status in ("pending", "acked", "discarded")))
-            for r in await tx.execute(probes):
-                if r.r is not None:
-                    last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
+            if tx.dialect == "postgresql":  # (the bucket checks ride in the reads' statement)
+                returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last,
+                                                 None if plan is None else plan.parts)
+            else:
+                await _batch_reads(tx, pairs, live, group_ids, known, pending, backlog, last)
+        refused: dict[int, RateLimited] = {}
+        if plan is not None:
+            if returned is None:
+                returned = _returned(await tx.execute(plan.statement))
+            refused = await self._refusals(tx, due, plan, returned)
         limits = self.node.config.limits
         now = await tx.now_ms()
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
         rows: list[dict[str, Any]] = []
+        checked: dict[str, int] = {}  # (_plan_hand_off: this pass's checked prefix of each Loop's pending ids)
         for adm in batch:
             if adm.index in refused:  # §10.3 step 3 / 8 before §10.2: refused, not stored
                 outcomes.append(refused[adm.index])
                 continue
             try:
                 outcomes.append(self._admit_one(tx, adm, lrows.get(adm.loop_id), known, pending, backlog, last,
-                                                now, limits, rows))
+                                                now, limits, rows, checked))
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
@@ -321,7 +332,7 @@ class Intake:
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
                    pending: dict[str, list[str]], backlog: dict[str, int], last: dict[str, int], now: int,
-                   limits: Any, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+                   limits: Any, rows: list[dict[str, Any]], checked: dict[str, int]) -> tuple[dict[str, Any], bool]:
         loop_id, event = adm.loop_id, adm.event
         if (row is None or (adm.group_id is not None and row.group_id != adm.group_id)
                 or (adm.agent_id is not None and row.agent_id != adm.agent_id)
@@ -342,7 +353,7 @@ class Intake:
                                    retry_after_s=BACKLOG_RETRY_S)
         before = last.get(loop_id)
         received = now if before is None or now > before else before + 1
-        handed = self._plan_hand_off(tx, loop_id, row.incarnation, list(waiting), event)
+        handed = self._plan_hand_off(tx, loop_id, row.incarnation, waiting, event, checked)
         rows.append({
             "loop_id": loop_id, "event_id": event.event_id, "group_id": row.group_id, "topic": event.topic,
             "payload": event.payload_text, "payload_sha256": event.payload_sha256,
@@ -420,14 +431,24 @@ class Intake:
     # just before, in this same transaction), so the order stays (received_ms, event_id); otherwise the usual
     # signal → replay reads the pending events from the store.
     def _plan_hand_off(self, tx: Tx, loop_id: str, incarnation: int, pending: list[str],
-                       event: eventbody.NormalEvent) -> bool:
+                       event: eventbody.NormalEvent, checked: dict[str, int] | None = None) -> bool:
+        """``checked`` (a batch, planned in one synchronous pass over a ``pending`` list that only grows): how
+        many leading ids of the Loop's list are known to have reached the object or to be handed ahead, so each
+        event looks at the ids after those only (was the whole list per event: quadratic in a Loop's backlog)."""
         res = self.node.resident(loop_id)
         if res is None or res.incarnation != incarnation:
             return False
         planned: dict[str, set[str]] = tx.shared.setdefault("intake.hand_off", {})
         ahead = planned.setdefault(loop_id, set())
-        if any(i not in res.delivered and i not in ahead for i in pending):
-            return False
+        start = 0 if checked is None else checked.get(loop_id, 0)
+        for n in range(start, len(pending)):
+            i = pending[n]
+            if i not in res.delivered and i not in ahead:
+                if checked is not None:
+                    checked[loop_id] = n  # (this one stays in the way for the rest of the pass)
+                return False
+        if checked is not None:
+            checked[loop_id] = len(pending)
         ahead.add(event.event_id)
         tx.after_commit(lambda: self._hand_off(res, event))
         return True
@@ -486,6 +507,11 @@ class Intake:
             log.warning("delivery to %s deferred to the reconciler: %s", loop_id, exc.message)
 
 
+def _returned(rows: Any) -> dict[str, float | None]:
+    """What a limiter's ``Staged.statement`` returned: bucket → level (None: created by it)."""
+    return {str(r.key): None if r.level is None else float(r.level) for r in rows}
+
+
 def _limited(per_min: int, wait: float) -> RateLimited:
     return RateLimited(f"too many events ({per_min} per minute); retry later", retry_after_s=wait)
 
@@ -495,6 +521,112 @@ def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:
     if mismatch:
         answer["payload_mismatch"] = True
     return answer
+
+
+async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
+    """The batch's Loop rows, locked in id order (PostgreSQL), read with the transaction's store clock
+    (``Tx.clock_column``: no statement of its own for it); on PostgreSQL the ids are one array parameter, so the
+    statement has one text whatever the batch's size and its prepared statement is reused (issue 16)."""
+    columns: list[Any] = [L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
+                          L.c.incarnation]
+    clock = tx.clock_column()
+    if clock is not None:
+        columns.append(clock)
+    if tx.dialect == "postgresql":
+        where = L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))
+    else:
+        where = L.c.id.in_(loop_ids)
+    rows = list(await tx.execute(tx.for_update(sa.select(*columns).where(where).order_by(L.c.id))))
+    if rows:
+        tx.seed_now(rows[0])
+    return {r.id: r for r in rows}
+
+
+# an admission batch's reads, carried forward in memory event by event (Intake._admit_many): the stored
+# payload digests of its (Loop, event id) pairs, each live Loop's pending ids in delivery order, the pending
+# bytes of the groups, the newest received_ms of each live Loop's events in any status
+async def _batch_reads(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
+                       known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
+                       last: dict[str, int]) -> None:
+    known.update({(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
+        E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))})
+    for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
+            E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
+        pending[r.loop_id].append(r.event_id)
+    backlog.update({r.group_id: int(r.n) for r in await tx.execute(sa.select(
+        E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
+        E.join(L, L.c.id == E.c.loop_id)).where(
+        E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))})
+    probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
+        E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
+        for status in ("pending", "acked", "discarded")))
+    for r in await tx.execute(probes):
+        if r.r is not None:
+            last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
+
+
+_TEXTS = pg_dialect.ARRAY(sa.String)
+
+
+async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
+                          known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
+                          last: dict[str, int], buckets: tuple[Any, Any] | None = None) -> dict[str, float | None] | None:
+    """``_batch_reads`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
+    lists array parameters so that its text (and prepared statement) is the same for every batch; the newest
+    acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``buckets``:
+    the limiter's ``Staged.parts`` (the buckets' insert and update), run as CTEs of the same statement
+    (one more round trip saved) → what it returned (None without one)."""
+    live_p = sa.bindparam("live", live, type_=_TEXTS)
+    no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
+    no_float = sa.cast(sa.null(), sa.Float)
+    p = sa.func.unnest(sa.bindparam("pair_loops", [x[0] for x in pairs], type_=_TEXTS),
+                       sa.bindparam("pair_events", [x[1] for x in pairs], type_=_TEXTS)).table_valued(
+        "l", "e").render_derived(name="p", with_types=False)
+    u = sa.func.unnest(live_p).table_valued("l").render_derived(name="u", with_types=False)
+
+    def newest(status: str) -> Any:
+        return sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == u.c.l,
+                                                              E.c.status == status).scalar_subquery()
+
+    members: list[Any] = [
+        sa.select(sa.literal(0).label("kind"), E.c.loop_id.label("a"), E.c.event_id.label("b"),
+                  E.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
+            E.join(p, sa.and_(E.c.loop_id == p.c.l, E.c.event_id == p.c.e))),
+        sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms, no_float).where(
+            E.c.loop_id == sa.any_(live_p), E.c.status == "pending"),
+        sa.select(sa.literal(2), E.c.group_id, no_text, no_text,
+                  sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger), no_float).select_from(
+            E.join(L, L.c.id == E.c.loop_id)).where(
+            E.c.group_id == sa.any_(sa.bindparam("groups", group_ids, type_=_TEXTS)), E.c.status == "pending",
+            L.c.state == lc.ACTIVE).group_by(E.c.group_id),
+        sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
+                  no_float),
+    ]
+    returned: dict[str, float | None] | None = None
+    if buckets is not None:
+        created, taken = buckets[0].cte("bucket_new"), buckets[1].cte("buckets")
+        members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
+        members.append(sa.select(sa.literal(4), created.c.key, no_text, no_text, no_int, no_float))
+        returned = {}
+    waiting: dict[str, list[tuple[int, str]]] = {}
+    for r in await tx.execute(sa.union_all(*members)):
+        if r.kind == 4:
+            assert returned is not None
+            returned[str(r.a)] = None if r.f is None else float(r.f)
+        elif r.kind == 0:
+            known[(r.a, r.b)] = r.c
+        elif r.kind == 1:
+            waiting.setdefault(r.a, []).append((int(r.n), r.b))
+        elif r.kind == 2:
+            backlog[r.a] = int(r.n)
+        elif r.n is not None:
+            last[r.a] = max(int(r.n), last.get(r.a, int(r.n)))
+    for loop_id, events in waiting.items():
+        events.sort()  # (received_ms, event_id): the delivery order
+        pending[loop_id].extend(e for _, e in events)
+        newest_pending = events[-1][0]
+        last[loop_id] = max(newest_pending, last.get(loop_id, newest_pending))
+    return returned
 
 
 # the newest received_ms of the Loop's events in any status (one index probe per status)

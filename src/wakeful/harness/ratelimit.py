@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Bucket", "Deferred", "Limiter", "LocalLimiter", "MonotonicClock", "TxLimiter", "global_bucket",
+__all__ = ["Bucket", "Deferred", "Limiter", "LocalLimiter", "MonotonicClock", "Staged", "TxLimiter", "global_bucket",
            "loop_bucket"]
 
 SWEEP_EVERY = 4096  # look for full buckets (forgetting one changes nothing) after this many new ones
@@ -32,6 +32,24 @@ class TxLimiter(Protocol):
     async def take(self, bucket: str, capacity: float, refill_per_s: float) -> float | None: ...
 
     async def take_in(self, tx: Any, checks: list[tuple[str, float, float]]) -> list[float | None]: ...
+
+    async def take_staged(self, tx: Any,
+                          requests: list[list[tuple[str, float, float]]]) -> list[tuple[int, float] | None]: ...
+
+    async def stage(self, tx: Any, requests: list[list[tuple[str, float, float]]]) -> Staged | None: ...
+
+
+class Staged(Protocol):
+    """``TxLimiter.stage``'s plan: ``statement`` (rows ``key, level``) to run alone, or ``parts`` — an ``INSERT …
+    RETURNING key`` (buckets created, level None) and an ``UPDATE … RETURNING key, level`` — as data-modifying CTEs
+    of the caller's statement; then ``finish`` with what they returned (bucket → level) → each request's answer."""
+
+    @property
+    def statement(self) -> Any: ...
+
+    parts: tuple[Any, Any]
+
+    async def finish(self, tx: Any, returned: dict[str, float | None]) -> list[tuple[int, float] | None]: ...
 
 
 @dataclass(slots=True)

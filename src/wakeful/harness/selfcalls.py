@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices, wake_args
@@ -145,6 +146,8 @@ class _Ack:
 # ack of an event acked earlier in the same batch is a duplicate, a refused ack writes nothing.
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
     loop_ids = sorted({a.loop_id for a in acks})
+    if tx.dialect == "postgresql":
+        return await _ack_many_pg(tx, acks, loop_ids)
     rows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(L.c.id, L.c.incarnation, L.c.state).where(
         L.c.id.in_(loop_ids)).order_by(L.c.id)))}
     fenced = [a for a in acks if _fence_refusal(rows.get(a.loop_id), a) is None]
@@ -153,6 +156,20 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
         pairs = sorted({(a.loop_id, a.event_id) for a in fenced})
         status = {(r.loop_id, r.event_id): r.status for r in await tx.execute(tx.for_update(sa.select(
             E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))))}
+    answers, acked = _ack_answers(acks, rows, status)
+    if acked:
+        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
+        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+                          else sa.case(incarnations, value=E.c.loop_id))
+        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
+            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
+    return answers
+
+
+def _ack_answers(acks: list[_Ack], rows: dict[str, Any], status: dict[tuple[str, str], str]) -> tuple[
+        list[dict[str, Any] | HostCallRefused], dict[tuple[str, str], int]]:
+    """Each ack's answer as if alone, from the fenced rows and the events' statuses → (answers, the events this
+    batch acks → the incarnation acking each)."""
     answers: list[dict[str, Any] | HostCallRefused] = []
     acked: dict[tuple[str, str], int] = {}
     for a in acks:
@@ -167,12 +184,50 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
             if now != "acked":
                 status[(a.loop_id, a.event_id)] = "acked"
                 acked[(a.loop_id, a.event_id)] = a.incarnation
-    if acked:
-        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
-        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-                          else sa.case(incarnations, value=E.c.loop_id))
-        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
-            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
+    return answers, acked
+
+
+_TEXTS = pg_dialect.ARRAY(sa.String)
+
+
+# issue 16, PostgreSQL: the ack batch in two statements of fixed text (array parameters: one prepared statement
+# whatever the batch's size) — the Loop rows with the store clock, then one UPDATE of the pending events the fenced
+# acks name, returning those it acked; only when some ack named an event that was not pending are the statuses of
+# those read (a duplicate or an unknown event). Was four statements (rows, events FOR UPDATE, clock, UPDATE).
+async def _ack_many_pg(tx: Tx, acks: list[_Ack], loop_ids: list[str]) -> list[dict[str, Any] | HostCallRefused]:
+    columns: list[Any] = [L.c.id, L.c.incarnation, L.c.state]
+    clock = tx.clock_column()
+    if clock is not None:
+        columns.append(clock)
+    found = list(await tx.execute(sa.select(*columns).where(
+        L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))).order_by(L.c.id).with_for_update()))
+    if found:
+        tx.seed_now(found[0])
+    rows = {r.id: r for r in found}
+    first: dict[tuple[str, str], int] = {}  # each fenced event → the incarnation of its first ack in the batch
+    for a in acks:
+        if _fence_refusal(rows.get(a.loop_id), a) is None:
+            first.setdefault((a.loop_id, a.event_id), a.incarnation)
+    status: dict[tuple[str, str], str] = {}
+    if first:
+        keys = sorted(first)
+        w = sa.func.unnest(sa.bindparam("loops", [k[0] for k in keys], type_=_TEXTS),
+                           sa.bindparam("events", [k[1] for k in keys], type_=_TEXTS),
+                           sa.bindparam("incs", [first[k] for k in keys], type_=pg_dialect.ARRAY(sa.BigInteger)),
+                           ).table_valued("l", "e", "i").render_derived(name="w", with_types=False)
+        done = await tx.execute(sa.update(E).where(
+            E.c.loop_id == w.c.l, E.c.event_id == w.c.e, E.c.status == "pending").values(
+            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=w.c.i).returning(E.c.loop_id, E.c.event_id))
+        status = {(r.loop_id, r.event_id): "pending" for r in done}  # (as read before this batch's UPDATE)
+        rest = [k for k in keys if k not in status]
+        if rest:
+            r_loops = sa.bindparam("rest_loops", [k[0] for k in rest], type_=_TEXTS)
+            r_events = sa.bindparam("rest_events", [k[1] for k in rest], type_=_TEXTS)
+            u = sa.func.unnest(r_loops, r_events).table_valued("l", "e").render_derived(name="u", with_types=False)
+            status.update({(r.loop_id, r.event_id): r.status for r in await tx.execute(sa.select(
+                E.c.loop_id, E.c.event_id, E.c.status).select_from(
+                E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e))))})
+    answers, _ = _ack_answers(acks, rows, status)
     return answers
 
 

@@ -10,8 +10,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
+from support.harness_fixtures import pg_url_with_schema
 from support.ingress_harness import counter_loop, counting_statements, event_rows
 from support.loops_harness import started
 
@@ -97,5 +99,49 @@ async def test_acks_waiting_together_are_one_batch_of_three_statements_each_answ
         others = {r.event_id: r for r in await event_rows(store, other)}
         assert {i for i, r in others.items() if r.status == "acked"} == {f"e{n}" for n in range(1, 7)}
         assert {r.acked_incarnation for r in others.values() if r.status == "acked"} == {other_inc}
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever_its_size(
+    harness_runner: Any, pg_schema: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 16: the Loop rows with the store clock (PostgreSQL's own here: no statement of its own for it), then
+    one UPDATE of the pending events returning those it acked, with array parameters — a batch of 3 acks and one
+    of 8 send the same two texts. The previous code sent four (the rows, the events FOR UPDATE, the clock, the
+    UPDATE), their texts changing with the batch's size."""
+    url = pg_url_with_schema(pg_schema)
+    h = await started(url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
+    try:
+        _, _, _, loop_id = await counter_loop(h, compile_c, name="a1")
+    finally:
+        await h.stop()
+    store = await Store.open(url)  # PostgreSQL's clock; a node that runs the Loop not: only acks write
+    intake = Intake(Node(store, h.config))
+    try:
+        for n in range(12):
+            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
+        inc = await _incarnation(store, loop_id)
+        texts: list[list[str]] = []
+        for ids in (["e1", "e2", "e3"], [f"e{n}" for n in range(4, 12)]):
+            gate = Gate()
+            store.before_commit.append(gate)
+            held = asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": "e0"}))
+            await gate.entered.wait()
+            batch = [asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": i})) for i in ids]
+            acks = store.lane(selfcalls.ACK_LANE)
+            while acks.collecting("loop.ack") + acks.queued < len(batch):
+                await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+            with counting_statements(store) as sql:
+                store.before_commit.remove(gate)
+                gate.release.set()
+                await held
+                answers = await asyncio.gather(*batch)
+            assert answers == [{"status": "acked", "event_id": i, "duplicate": False} for i in ids]
+            assert len(sql) == 2 and sql[1].startswith("UPDATE loop_event"), sql
+            texts.append(sql)
+        assert texts[0] == texts[1]
+        assert {r.status for r in await event_rows(store, loop_id)} == {"acked"}
     finally:
         await store.close()

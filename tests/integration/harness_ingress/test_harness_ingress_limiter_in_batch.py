@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.harness_fixtures import pg_url_with_schema
-from support.ingress_harness import counter_loop, event_rows
+from support.ingress_harness import counter_loop, counting_statements, event_rows
 from support.loops_harness import started
 
 from wakeful.harness.config import Limits
@@ -145,5 +145,128 @@ async def test_the_buckets_refuse_in_the_batch_as_they_did_alone(
         ]  # refused: not stored
         assert await _tokens(store, loop_bucket(loop_id)) == 0
         assert await _tokens(store, global_bucket()) == 6000 - 7  # every request reached the global bucket
+    finally:
+        await store.close()
+
+
+async def _held_batch(store: Store, intake: Intake, loop_id: str, group: str, ids: list[str]) -> list[Any]:
+    """``e0`` admitted alone and held before its commit while the requests ``ids`` gather, then both released:
+    ``ids`` are one batch. Returns their answers (exceptions as values)."""
+    gate = Gate()
+    store.before_commit.append(gate)
+    first = asyncio.create_task(_request(intake, loop_id, group, "e0"))
+    await gate.entered.wait()
+    batch = [asyncio.create_task(_request(intake, loop_id, group, i)) for i in ids]
+    while intake.waiting < len(batch):
+        await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+    store.before_commit.remove(gate)
+    gate.release.set()
+    await first
+    return list(await asyncio.gather(*batch, return_exceptions=True))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("clock", ["injected", "store"])
+async def test_an_admission_batch_is_three_statements_of_one_text_whatever_its_size(
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
+    clock: str,
+) -> None:
+    """Issue 16: the batch's Loop rows (with the store clock); its reads (dedup, pending, backlog, newest) with its
+    bucket checks (global and per-Loop: an ``UPDATE … RETURNING`` as a CTE) in one statement; its insert — each
+    with array parameters, so a batch of 3 and a batch of 10 send the same statement texts (PostgreSQL reuses the
+    prepared statements). The previous code sent 8 statements (9 on the store's own clock: the clock was a
+    statement of its own), with IN lists whose text changed with every batch size."""
+    limits = Limits(pending_events=64, ingress_per_loop_per_min=600, ingress_global_per_min=6000)
+    url = pg_url_with_schema(pg_schema)
+    store, intake, group, loop_id = await _detached(url, store_clock, tmp_path / "d", compile_c, limits)
+    if clock == "store":  # the same store, read on PostgreSQL's own clock (clock_timestamp())
+        await store.close()
+        store = await Store.open(url)
+        intake = Intake(Node(store, intake.node.config), limiter=PgLimiter(store))
+    try:
+        await _held_batch(store, intake, loop_id, group, ["w0"])  # (buckets created, connections warm)
+        texts: list[list[str]] = []
+        for n, size in enumerate((3, 10)):
+            with counting_statements(store) as sql:
+                answers = await _held_batch(store, intake, loop_id, group, [f"b{n}-{i}" for i in range(size)])
+            assert all(a["duplicate"] is False for a in answers)
+            # two batches ran: the held one (e0, a duplicate by now: nothing to insert) and ours
+            assert len(sql) == 2 + 3, sql
+            assert sql[2].startswith("SELECT loop.id") and sql[4].startswith("INSERT INTO loop_event")
+            assert sql[3].startswith("WITH buckets AS \n(UPDATE rate_bucket")
+            texts.append(sql[2:])
+        assert texts[0] == texts[1]
+        assert not any(s.startswith("SELECT (extract(epoch") for s in texts[0])
+        assert len(await event_rows(store, loop_id)) == 1 + 1 + 3 + 10
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_a_request_refused_by_the_global_bucket_takes_no_token_of_its_loop(
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
+) -> None:
+    """The batch's checks are one statement that takes every token; when the global bucket refuses some requests
+    their per-Loop tokens are put back in the same transaction (one more statement), so the buckets end as the
+    stage-by-stage checks (global, then per Loop for those the global bucket admitted) leave them."""
+    limits = Limits(pending_events=64, ingress_per_loop_per_min=600, ingress_global_per_min=4)
+    store, intake, group, loop_id = await _detached(
+        pg_url_with_schema(pg_schema), store_clock, tmp_path / "d", compile_c, limits
+    )
+    try:
+        with counting_statements(store) as sql:
+            results = await _held_batch(store, intake, loop_id, group, ["e1", "e2", "e3", "e4", "e5"])
+        assert [type(r).__name__ if isinstance(r, Exception) else r["event_id"] for r in results] == [
+            "e1", "e2", "e3", "RateLimited", "RateLimited"]
+        assert all(r.retry_after_s >= 1 for r in results if isinstance(r, RateLimited))
+        assert await _tokens(store, global_bucket()) == 0
+        assert await _tokens(store, loop_bucket(loop_id)) == 600 - 4  # e0 and e1–e3; not e4, e5
+        assert sum(s.startswith("UPDATE rate_bucket SET tokens=(rate_bucket.tokens + w.n)") for s in sql) == 1
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_buckets_used_for_the_first_time_are_made_by_the_batchs_own_statement(
+    harness_runner: Any,
+    pg_schema: str,
+    store_clock: Any,
+    tmp_path: Path,
+    compile_c: Any,
+) -> None:
+    """Issue 16: a Loop's first event made its batch two statements longer (insert the bucket full, take again);
+    the batch's bucket statement now creates a missing bucket with its tokens already taken, answering as before —
+    here six requests on a fresh per-Loop bucket of 4 in one batch: four admitted, two refused, none left."""
+    limits = Limits(pending_events=64, ingress_per_loop_per_min=4, ingress_global_per_min=6000)
+    store, intake, group, loop_id = await _detached(
+        pg_url_with_schema(pg_schema), store_clock, tmp_path / "d", compile_c, limits
+    )
+    try:
+        gate = Gate()
+        store.before_commit.append(gate)
+        held = asyncio.create_task(intake.admit(loop_id=loop_id, topic="t", payload={}, event_id="op",
+                                                source="operator"))  # (no buckets: none exists yet)
+        await gate.entered.wait()
+        batch = [asyncio.create_task(_request(intake, loop_id, group, f"e{n}")) for n in range(6)]
+        while intake.waiting < len(batch):
+            await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+        with counting_statements(store) as sql:
+            store.before_commit.remove(gate)
+            gate.release.set()
+            await held
+            results = await asyncio.gather(*batch, return_exceptions=True)
+        assert [type(r).__name__ if isinstance(r, Exception) else r["event_id"] for r in results] == [
+            "e0", "e1", "e2", "e3", "RateLimited", "RateLimited"]
+        assert len(sql) == 3, sql  # the Loop rows, the reads with the buckets (made here), the insert
+        assert await _tokens(store, loop_bucket(loop_id)) == 0
+        assert await _tokens(store, global_bucket()) == 6000 - 6
     finally:
         await store.close()

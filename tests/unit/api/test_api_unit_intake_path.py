@@ -39,3 +39,27 @@ def test_an_app_without_the_intake_router_has_no_direct_path() -> None:
     app = create_app(Harness(Config()), routers=("meta",), public_docs=False, ui=False)
     _, status, _, data = _call(app, "POST", "/v1/agent-groups/grp_a/loops/lp_b/events", b'{"topic":"t"}')
     assert status == 404 and json.loads(data)["error"] == "not_found"
+
+
+def test_the_direct_posts_enter_at_request_guard_not_at_the_layers_above_it() -> None:
+    """Issue 16: Starlette's error middleware and FastAPI's wrappers above ``RequestGuard`` are not on the path of
+    intake route 1 or of a Loop's create (``WakefulApp``); every other request still passes them."""
+    app = create_app(Harness(Config()), public_docs=False, ui=False)
+    _call(app, "POST", "/v1/agent-groups/grp_a/loops", b'{}')  # (the app builds its stack at its first request)
+    top = app.middleware_stack
+    assert top is not None
+    entered: list[str] = []
+
+    async def observed(scope: Any, receive: Any, send: Any) -> None:
+        entered.append(scope["path"])
+        await top(scope, receive, send)
+
+    app.middleware_stack = observed  # the stack FastAPI runs, with a note of each request that enters it
+    events = "/v1/agent-groups/grp_a/loops/lp_b/events"
+    _, status, headers, data = _call(app, "POST", events, b'{"topic":"t"}')
+    assert status == 503 and headers[b"x-request-id"].startswith(b"req_")  # RequestGuard's answer, as before
+    _, status, _, _ = _call(app, "POST", "/v1/agent-groups/grp_a/loops", b'{}')
+    assert status == 503
+    assert entered == []
+    _, status, _, _ = _call(app, "GET", events)
+    assert status == 503 and entered == [events]

@@ -31,7 +31,7 @@ from wakeful.harness.errors import HarnessError, StoreUnavailable
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["PgLimiter"]
+__all__ = ["PgLimiter", "StagedTake"]
 
 R = schema.rate_bucket
 
@@ -81,24 +81,8 @@ class PgLimiter:
         batch applies from the next batch). Store failures propagate (the caller's transaction fails)."""
         if not checks:
             return []
-        shapes: dict[str, tuple[float, float]] = {}
-        wanted: dict[str, int] = {}
-        for bucket, capacity, rate in checks:
-            if capacity < 1 or rate <= 0:
-                raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
-            shapes.setdefault(bucket, (float(capacity), float(rate)))
-            wanted[bucket] = wanted.get(bucket, 0) + 1
-        now = await tx.now_ms()
-        levels = await self._take_many(tx, shapes, wanted, now)
-        missing = sorted(set(shapes) - set(levels))
-        if missing:  # first use of these buckets: create them full, then take
-            dialect_mod: Any = pg_dialect
-            await tx.execute(dialect_mod.insert(R).values(
-                [{"key": b, "tokens": shapes[b][0], "refreshed_ms": now} for b in missing]).on_conflict_do_nothing())
-            levels.update(await self._take_many(tx, {b: shapes[b] for b in missing}, wanted, now))
-        if set(shapes) - set(levels):
-            raise StoreUnavailable("a rate bucket vanished during the check")
-        self.rounds += len(shapes)
+        shapes, wanted = _shapes(checks)
+        levels = await self._levels(tx, shapes, wanted)
         answers: list[float | None] = []
         served: dict[str, int] = {}
         for bucket, _capacity, _rate in checks:
@@ -109,28 +93,53 @@ class PgLimiter:
             answers.append(None if n < granted else (1.0 - (level - granted)) / rate)
         return answers
 
+    async def take_staged(self, tx: Tx, requests: list[list[tuple[str, float, float]]]) -> list[tuple[int, float] | None]:
+        """Each request's ``(bucket, capacity, refill_per_s)`` checks, in its order, answered inside ``tx`` as
+        ``take_in`` answers them stage by stage (every request's first check, then the second check of those the
+        first admitted, …): per request None (every check took a token) or ``(stage, seconds)`` of its first
+        refused check — in one statement while no bucket refuses (issue 16: an admission batch's global and
+        per-Loop checks were one ``UPDATE`` each). See ``stage`` to run that statement inside one of the caller's."""
+        plan = await self.stage(tx, requests)
+        if plan is None:
+            return [None] * len(requests)
+        return await plan.finish(tx, _returned(await tx.execute(plan.statement)))
+
+    async def stage(self, tx: Tx, requests: list[list[tuple[str, float, float]]]) -> StagedTake | None:
+        """``take_staged`` in two halves, so that its statement can ride in one of the caller's (a CTE: the
+        admission batch's reads, issue 16): ``plan.statement`` (or ``plan.parts``, its two data-modifying CTEs,
+        inside a statement of the caller's), then ``await plan.finish(tx, returned)`` with what it returned (key →
+        level, None for a bucket its insert created) → the answers. None: no checks."""
+        checks = [check for request in requests for check in request]
+        if not checks:
+            return None
+        shapes, wanted = _shapes(checks)
+        now = await tx.now_ms()
+        return StagedTake(self, requests, shapes, wanted, now, _take_parts(shapes, wanted, now))
+
+    async def _levels(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int]) -> dict[str, float]:
+        """Up to ``wanted`` tokens taken from each bucket (created full at first use) → its refilled level."""
+        now = await tx.now_ms()
+        levels = await self._take_many(tx, shapes, wanted, now)
+        return await self._complete(tx, shapes, wanted, now, levels)
+
+    async def _complete(self, tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int,
+                        levels: dict[str, float]) -> dict[str, float]:
+        missing = sorted(set(shapes) - set(levels))
+        if missing:  # first use of these buckets: create them full, then take
+            dialect_mod: Any = pg_dialect
+            await tx.execute(dialect_mod.insert(R).values(
+                [{"key": b, "tokens": shapes[b][0], "refreshed_ms": now} for b in missing]).on_conflict_do_nothing())
+            levels.update(await self._take_many(tx, {b: shapes[b] for b in missing}, wanted, now))
+        if set(shapes) - set(levels):
+            raise StoreUnavailable("a rate bucket vanished during the check")
+        self.rounds += len(shapes)
+        return levels
+
     @staticmethod
     async def _take_many(tx: Tx, shapes: dict[str, tuple[float, float]], wanted: dict[str, int],
                          now: int) -> dict[str, float]:
-        """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
-        tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet)."""
-        keys = sorted(shapes)
-        w = sa.values(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
-                      sa.column("wanted", sa.Float), name="w").data(
-            [(k, shapes[k][0], shapes[k][1], float(wanted[k])) for k in keys])
-        cur = sa.select(
-            R.c.key,
-            sa.func.least(
-                w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
-            ).label("level"),
-            w.c.wanted,
-        ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
-        taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
-        stmt = R.update().where(R.c.key == cur.c.key).values(
-            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
-            refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
-        ).returning(R.c.key, cur.c.level)
-        rows: list[Any] = list(await tx.execute(stmt))
+        """``_take_many_stmt`` run → bucket → its refilled level (absent: no row yet)."""
+        rows: list[Any] = list(await tx.execute(_take_many_stmt(shapes, wanted, now)))
         return {str(row.key): float(row.level) for row in rows}
 
     async def _rounds(self, bucket: str, state: _Bucket) -> None:
@@ -214,9 +223,136 @@ class PgLimiter:
         return None if value is None else float(value)
 
 
+@dataclass
+class StagedTake:
+    """``PgLimiter.stage``'s plan: run ``statement`` (alone or as a CTE of another statement), then ``finish``."""
+
+    limiter: PgLimiter
+    requests: list[list[tuple[str, float, float]]]
+    shapes: dict[str, tuple[float, float]]
+    wanted: dict[str, int]
+    now: int
+    parts: tuple[Any, Any] = field(repr=False)  # (INSERT … RETURNING key, UPDATE … RETURNING key, level)
+
+    @property
+    def statement(self) -> Any:
+        """The parts as one statement → rows ``key, level`` (level NULL for a bucket the insert created)."""
+        return _parts_statement(*self.parts)
+
+    async def finish(self, tx: Tx, returned: dict[str, float | None]) -> list[tuple[int, float] | None]:
+        """The answers, from what the statement returned (bucket → its refilled level; None: created full by the
+        statement's insert). The statement took every
+        check's token; when a bucket refused, the stages are answered from the levels it read and the tokens of
+        checks no request reached are put back (one more statement, the rows still locked), so the buckets end as
+        the stage-by-stage checks leave them. A bucket's first use creates it first (two more statements)."""
+        shapes, wanted, requests = self.shapes, self.wanted, self.requests
+        levels = await self.limiter._complete(tx, shapes, wanted, self.now, {
+            b: shapes[b][0] if level is None else level for b, level in returned.items()})
+        taken = {b: _granted(levels[b], wanted[b]) for b in shapes}
+        if all(taken[b] == wanted[b] for b in shapes):
+            return [None] * len(requests)
+        answers: list[tuple[int, float] | None] = [None] * len(requests)
+        used = dict.fromkeys(shapes, 0)
+        for stage in range(max(len(r) for r in requests)):
+            due = [(i, r[stage][0]) for i, r in enumerate(requests) if answers[i] is None and len(r) > stage]
+            asked: dict[str, int] = {}
+            for _, bucket in due:
+                asked[bucket] = asked.get(bucket, 0) + 1
+            # (as take_in at this stage: the level left by the stages before, no refill at the same instant)
+            granted = {b: min(n, max(0, _whole(levels[b]) - used[b])) for b, n in asked.items()}
+            served: dict[str, int] = {}
+            for i, bucket in due:
+                n = served.get(bucket, 0)
+                served[bucket] = n + 1
+                if n >= granted[bucket]:
+                    left = levels[bucket] - used[bucket] - granted[bucket]
+                    answers[i] = (stage, (1.0 - left) / shapes[bucket][1])
+            for bucket, n in granted.items():
+                used[bucket] += n
+        back = {b: taken[b] - used[b] for b in shapes if taken[b] > used[b]}
+        if back:
+            keys = sorted(back)
+            w = sa.func.unnest(sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+                               sa.bindparam("back", [float(back[k]) for k in keys],
+                                            type_=pg_dialect.ARRAY(sa.Float))).table_valued("key", "n").render_derived(
+                name="w", with_types=False)
+            await tx.execute(R.update().where(R.c.key == w.c.key).values(tokens=R.c.tokens + w.c.n))
+        return answers
+
+
+def _returned(rows: Any) -> dict[str, float | None]:
+    return {str(r.key): None if r.level is None else float(r.level) for r in rows}
+
+
+def _take_many_stmt(shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int) -> Any:
+    """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole tokens
+    taken (``_take`` for many buckets), returning ``key`` and the refilled ``level`` of each bucket that has a row.
+    The buckets are arrays (``unnest``), so the statement has one text whatever their number and PostgreSQL reuses
+    its prepared statement (issue 16)."""
+    return _take_parts(shapes, wanted, now)[1]
+
+
+def _take_parts(shapes: dict[str, tuple[float, float]], wanted: dict[str, int], now: int) -> tuple[Any, Any]:
+    """``_take_many_stmt`` and its companion for buckets without a row yet: ``INSERT … SELECT … ON CONFLICT DO
+    NOTHING RETURNING key`` creating each missing bucket full with its tokens already taken (what the insert and
+    second take of ``_complete`` leave, in the same statement: issue 16, a Loop's first event made its batch two
+    statements longer). Both are data-modifying CTEs of one statement; a bucket the update sees is one the insert
+    leaves alone, and a bucket committed by someone else after the statement's snapshot is neither's: ``_complete``
+    takes it."""
+    keys = sorted(shapes)
+    floats = pg_dialect.ARRAY(sa.Float)
+    w = sa.func.unnest(
+        sa.bindparam("keys", keys, type_=pg_dialect.ARRAY(sa.String)),
+        sa.bindparam("caps", [shapes[k][0] for k in keys], type_=floats),
+        sa.bindparam("rates", [shapes[k][1] for k in keys], type_=floats),
+        sa.bindparam("wanted", [float(wanted[k]) for k in keys], type_=floats),
+    ).table_valued("key", "cap", "rate", "wanted").render_derived(name="w", with_types=False)
+    cur = sa.select(
+        R.c.key,
+        sa.func.least(
+            w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
+        ).label("level"),
+        w.c.wanted,
+    ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
+    taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
+    update = R.update().where(R.c.key == cur.c.key).values(
+        tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
+        refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
+    ).returning(R.c.key, cur.c.level.label("level"))
+    dialect_mod: Any = pg_dialect
+    fresh = sa.select(w.c.key, w.c.cap - sa.func.least(w.c.wanted, sa.func.floor(w.c.cap)),
+                      sa.literal(now, sa.BigInteger)).order_by(w.c.key)
+    insert = dialect_mod.insert(R).from_select(["key", "tokens", "refreshed_ms"], fresh).on_conflict_do_nothing(
+    ).returning(R.c.key)
+    return insert, update
+
+
+def _parts_statement(insert: Any, update: Any) -> Any:
+    """The two parts as one statement → rows ``key, level`` (level NULL: created full by the insert)."""
+    created, updated = insert.cte("bucket_new"), update.cte("buckets")
+    return sa.union_all(sa.select(updated.c.key, updated.c.level),
+                        sa.select(created.c.key, sa.cast(sa.null(), sa.Float).label("level")))
+
+
+def _shapes(checks: list[tuple[str, float, float]]) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
+    """The checks' buckets → (their first check's capacity and rate, how many checks each)."""
+    shapes: dict[str, tuple[float, float]] = {}
+    wanted: dict[str, int] = {}
+    for bucket, capacity, rate in checks:
+        if capacity < 1 or rate <= 0:
+            raise ValueError("a bucket needs capacity >= 1 and a positive refill rate")
+        shapes.setdefault(bucket, (float(capacity), float(rate)))
+        wanted[bucket] = wanted.get(bucket, 0) + 1
+    return shapes, wanted
+
+
 def _granted(level: float, wanted: int) -> int:
     """The tokens ``_take`` took from a bucket refilled to ``level``: its whole tokens, at most ``wanted``."""
-    return 0 if level < 1.0 else min(wanted, math.floor(level))
+    return min(wanted, _whole(level))
+
+
+def _whole(level: float) -> int:
+    return 0 if level < 1.0 else math.floor(level)
 
 
 def retry_after_s(wait_s: float) -> int:
