@@ -274,33 +274,17 @@ class Intake:
         for n, adm in enumerate(batch):
             adm.index = n
         loop_ids = sorted({a.loop_id for a in batch})
-        lrows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(
-            L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
-            L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)))}
+        lock = sa.select(L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
+                         L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
+        clock = tx.clock_column()  # issue 16: the store clock comes with the locked rows (one round trip fewer)
+        found = list(await tx.execute(tx.for_update(lock if clock is None else lock.add_columns(clock))))
+        if found:
+            tx.seed_now(found[0])
+        lrows = {r.id: r for r in found}
         refused = await self._take_deferred(tx, batch)  # (bucket rows after Loop rows: one lock order)
         live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
-        known: dict[tuple[str, str], str] = {}
         pending: dict[str, list[str]] = {i: [] for i in live}
-        backlog: dict[str, int] = {}
-        last: dict[str, int] = {}
-        if live:
-            pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
-            known = {(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
-                E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))}
-            for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
-                    E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
-                pending[r.loop_id].append(r.event_id)
-            group_ids = sorted({lrows[i].group_id for i in live})
-            backlog = {r.group_id: int(r.n) for r in await tx.execute(sa.select(
-                E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
-                E.join(L, L.c.id == E.c.loop_id)).where(
-                E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))}
-            probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
-                E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
-                for status in ("pending", "acked", "discarded")))
-            for r in await tx.execute(probes):
-                if r.r is not None:
-                    last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
+        known, backlog, last = await _batch_figures(tx, batch, lrows, live, pending) if live else ({}, {}, {})
         limits = self.node.config.limits
         now = await tx.now_ms()
         outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = []
@@ -495,6 +479,56 @@ def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:
     if mismatch:
         answer["payload_mismatch"] = True
     return answer
+
+
+# issue 16 (event → wake, PostgreSQL round trips): the figures an admission batch checks — the stored payloads of
+# its (Loop, event id) pairs (§10.2 step 3), the Loops' pending events (step 4), the groups' pending bytes (step 5)
+# and the Loops' newest received_ms in each status (the admission order) — read by one statement, a UNION ALL of the
+# four reads tagged by kind, instead of four statements (four round trips) one after the other. Read after the Loop
+# rows are locked, in a snapshot of its own (READ COMMITTED): what a concurrent admission committed is seen.
+_KNOWN, _PENDING, _BACKLOG, _LAST = 0, 1, 2, 3
+
+
+async def _batch_figures(tx: Tx, batch: list[_Admission], lrows: dict[str, Any], live: list[str],
+                         pending: dict[str, list[str]]) -> tuple[dict[tuple[str, str], str], dict[str, int],
+                                                                 dict[str, int]]:
+    """(known payload digests, pending bytes per group, newest received_ms per Loop); ``pending`` is filled in."""
+    text, num = sa.String, sa.BigInteger
+
+    def tagged(kind: int, loop_id: Any, event_id: Any, label: Any, n: Any) -> sa.Select[Any]:
+        columns: list[Any] = [sa.literal(kind, sa.Integer).label("kind"), sa.cast(loop_id, text).label("loop_id"),
+                              sa.cast(event_id, text).label("event_id"), sa.cast(label, text).label("label"),
+                              sa.cast(n, num).label("n")]
+        return sa.select(*columns)
+
+    pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
+    group_ids = sorted({lrows[i].group_id for i in live})
+    reads = [
+        tagged(_KNOWN, E.c.loop_id, E.c.event_id, E.c.payload_sha256, 0).where(
+            sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)),
+        tagged(_PENDING, E.c.loop_id, E.c.event_id, None, E.c.received_ms).where(
+            E.c.loop_id.in_(live), E.c.status == "pending"),
+        tagged(_BACKLOG, None, None, E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0)).select_from(
+            E.join(L, L.c.id == E.c.loop_id)).where(
+            E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id),
+        *(tagged(_LAST, E.c.loop_id, None, None, sa.func.max(E.c.received_ms)).where(
+            E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
+          for status in ("pending", "acked", "discarded")),
+    ]
+    union = sa.union_all(*reads).subquery("figures")
+    known: dict[tuple[str, str], str] = {}
+    backlog: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for r in await tx.execute(sa.select(union).order_by(union.c.kind, union.c.loop_id, union.c.n, union.c.event_id)):
+        if r.kind == _KNOWN:
+            known[(r.loop_id, r.event_id)] = r.label
+        elif r.kind == _PENDING:
+            pending[r.loop_id].append(r.event_id)  # (oldest first)
+        elif r.kind == _BACKLOG:
+            backlog[r.label] = int(r.n)
+        elif r.n is not None:
+            last[r.loop_id] = max(int(r.n), last.get(r.loop_id, int(r.n)))
+    return known, backlog, last
 
 
 # the newest received_ms of the Loop's events in any status (one index probe per status)
