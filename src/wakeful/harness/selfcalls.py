@@ -113,15 +113,17 @@ async def _apply_verdict(
         notice = await lc.write_notice(tx, row, "budget", text)
         refusal = HostCallRefused("budget_exhausted", "the Loop is paused(budget)")
         return NotifyOutcome(None, refusal, notice, True)
+    # issue 16: the Loop row's UPDATE goes with the message's insert (one statement on PostgreSQL), made only when
+    # the message is inserted
+    counted_too = await loops.loop_update(tx, row.id, last_notified_ms=await tx.now_ms(),
+                                          notified_since_activation=True, **counted)
     inserted = await sessions.insert_message(
         tx, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id, kind="loop",
         content=content, message_id=message_id, loop_id=row.id, loop_name=row.name,
-        incarnation=row.incarnation, dedup_key=dedup_key,
+        incarnation=row.incarnation, dedup_key=dedup_key, along=counted_too,
     )
     if inserted.status == "duplicate":  # committed meanwhile (see notify): nothing counted, nothing written
         return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
-    await loops.update_loop(tx, row.id, last_notified_ms=await tx.now_ms(), notified_since_activation=True,
-                            **counted)
     return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
 
 
