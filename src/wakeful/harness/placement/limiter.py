@@ -115,22 +115,9 @@ class PgLimiter:
         """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
         tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet)."""
         keys = sorted(shapes)
-        w = sa.values(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
-                      sa.column("wanted", sa.Float), name="w").data(
-            [(k, shapes[k][0], shapes[k][1], float(wanted[k])) for k in keys])
-        cur = sa.select(
-            R.c.key,
-            sa.func.least(
-                w.c.cap, R.c.tokens + sa.func.greatest(0, sa.literal(now) - R.c.refreshed_ms) * (w.c.rate / 1000.0),
-            ).label("level"),
-            w.c.wanted,
-        ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
-        taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
-        stmt = R.update().where(R.c.key == cur.c.key).values(
-            tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
-            refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
-        ).returning(R.c.key, cur.c.level)
-        rows: list[Any] = list(await tx.execute(stmt))
+        rows: list[Any] = list(await tx.execute(_TAKE_MANY, {
+            "keys": keys, "caps": [shapes[k][0] for k in keys], "rates": [shapes[k][1] for k in keys],
+            "wanted": [float(wanted[k]) for k in keys], "now": now}))
         return {str(row.key): float(row.level) for row in rows}
 
     async def _rounds(self, bucket: str, state: _Bucket) -> None:
@@ -212,6 +199,34 @@ class PgLimiter:
         ).returning(cur.c.level)
         value = (await tx.execute(stmt)).scalar_one_or_none()
         return None if value is None else float(value)
+
+
+# issue 16 (PostgreSQL admissions): ``take_in``'s statement, built once with the buckets as array parameters.
+# Built per call with the buckets as a VALUES list it was compiled for every admission batch (SQLAlchemy caches no
+# VALUES data): in a profile of the bench's wake step, an eighth of the node's samples.
+def _take_many_stmt() -> sa.Update:
+    w = sa.func.unnest(
+        sa.bindparam("keys", type_=pg_dialect.ARRAY(sa.String)), sa.bindparam("caps", type_=pg_dialect.ARRAY(sa.Float)),
+        sa.bindparam("rates", type_=pg_dialect.ARRAY(sa.Float)),
+        sa.bindparam("wanted", type_=pg_dialect.ARRAY(sa.Float)),
+    ).table_valued(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
+                   sa.column("wanted", sa.Float), name="w").render_derived(name="w")
+    now = sa.bindparam("now", type_=sa.BigInteger)
+    cur = sa.select(
+        R.c.key,
+        sa.func.least(
+            w.c.cap, R.c.tokens + sa.func.greatest(0, now - R.c.refreshed_ms) * (w.c.rate / 1000.0),
+        ).label("level"),
+        w.c.wanted,
+    ).select_from(R.join(w, R.c.key == w.c.key)).order_by(R.c.key).with_for_update(of=R).subquery("cur")
+    taken = sa.func.least(cur.c.wanted, sa.func.floor(cur.c.level))  # (_granted, in the store)
+    return R.update().where(R.c.key == cur.c.key).values(
+        tokens=sa.case((cur.c.level >= 1.0, cur.c.level - taken), else_=cur.c.level),
+        refreshed_ms=sa.func.greatest(R.c.refreshed_ms, now),
+    ).returning(R.c.key, cur.c.level)
+
+
+_TAKE_MANY = _take_many_stmt()
 
 
 def _granted(level: float, wanted: int) -> int:
