@@ -20,6 +20,7 @@ for its rate limits, and a token is taken exactly when the batch that admits (or
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +116,8 @@ class PgLimiter:
         """One statement: the buckets' rows locked in key order, each refilled and up to its ``wanted`` whole
         tokens taken (``_take`` for many buckets) → bucket → its refilled level (absent: no row yet)."""
         keys = sorted(shapes)
-        rows: list[Any] = list(await tx.execute(_TAKE_MANY, {
-            "keys": keys, "caps": [shapes[k][0] for k in keys], "rates": [shapes[k][1] for k in keys],
-            "wanted": [float(wanted[k]) for k in keys], "now": now}))
+        buckets = [{"key": k, "cap": shapes[k][0], "rate": shapes[k][1], "wanted": float(wanted[k])} for k in keys]
+        rows: list[Any] = list(await tx.execute(_TAKE_MANY, {"buckets": json.dumps(buckets), "now": now}))
         return {str(row.key): float(row.level) for row in rows}
 
     async def _rounds(self, bucket: str, state: _Bucket) -> None:
@@ -201,16 +201,15 @@ class PgLimiter:
         return None if value is None else float(value)
 
 
-# issue 16 (PostgreSQL admissions): ``take_in``'s statement, built once with the buckets as array parameters.
+# issue 16 (PostgreSQL admissions): ``take_in``'s statement, built once, the buckets one JSON text parameter.
 # Built per call with the buckets as a VALUES list it was compiled for every admission batch (SQLAlchemy caches no
-# VALUES data): in a profile of the bench's wake step, an eighth of the node's samples.
+# VALUES data): in a profile of the bench's wake step, an eighth of the node's samples. (Not array parameters:
+# asyncpg introspects the types of varchar[] and float8[] with a catalog query on each new session.)
 def _take_many_stmt() -> sa.Update:
-    w = sa.func.unnest(
-        sa.bindparam("keys", type_=pg_dialect.ARRAY(sa.String)), sa.bindparam("caps", type_=pg_dialect.ARRAY(sa.Float)),
-        sa.bindparam("rates", type_=pg_dialect.ARRAY(sa.Float)),
-        sa.bindparam("wanted", type_=pg_dialect.ARRAY(sa.Float)),
-    ).table_valued(sa.column("key", sa.String), sa.column("cap", sa.Float), sa.column("rate", sa.Float),
-                   sa.column("wanted", sa.Float), name="w").render_derived(name="w")
+    w = sa.func.json_to_recordset(sa.cast(sa.bindparam("buckets", type_=sa.Text), pg_dialect.JSON)).table_valued(
+        sa.column("key", sa.Text), sa.column("cap", pg_dialect.DOUBLE_PRECISION),
+        sa.column("rate", pg_dialect.DOUBLE_PRECISION), sa.column("wanted", pg_dialect.DOUBLE_PRECISION),
+    ).render_derived(name="w", with_types=True)
     now = sa.bindparam("now", type_=sa.BigInteger)
     cur = sa.select(
         R.c.key,
