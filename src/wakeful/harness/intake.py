@@ -35,6 +35,7 @@ from wakeful.harness.errors import (
 from wakeful.harness.ratelimit import Deferred, Limiter, LocalLimiter, TxLimiter, global_bucket, loop_bucket
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.group import LOCKED_AHEAD
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
@@ -277,7 +278,9 @@ class Intake:
         lock = sa.select(L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
                          L.c.incarnation).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
         clock = tx.clock_column()  # issue 16: the store clock comes with the locked rows (one round trip fewer)
-        found = list(await tx.execute(tx.for_update(lock if clock is None else lock.add_columns(clock))))
+        if clock is not None:
+            lock = lock.add_columns(clock)
+        found = list(await tx.execute(_lock_for_admission(tx, lock)))
         if found:
             tx.seed_now(found[0])
         lrows = {r.id: r for r in found}
@@ -479,6 +482,23 @@ def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:
     if mismatch:
         answer["payload_mismatch"] = True
     return answer
+
+
+# issue 16 (event → wake on PostgreSQL): an admission held its Loop rows FOR UPDATE until its commit, so the guest's
+# ack of the event before it (a lane of its own, beside the admissions) waited for that commit too, and only then
+# could the guest take the new event: in the bench's wake step the low event's ack queued on the row lock for the
+# whole of the high event's admission. Now an admission shares the rows (FOR SHARE: a transition's UPDATE still
+# waits for it, and it for the transition), as an ack does, and admissions of one Loop exclude each other with a
+# transaction advisory lock keyed on the Loop, taken row by row in id order just before the row's own lock (the
+# lock order: wakeful.intake:<id>, then the row, by id). A batch whose rows the group commit locked FOR UPDATE
+# ahead (``store.group``) holds them exclusively already and takes no advisory lock.
+_INTAKE_LOCK_SQL = "pg_advisory_xact_lock(('x' || substr(md5('wakeful.intake:' || loop.id), 1, 16))::bit(64)::bigint)"
+
+
+def _lock_for_admission(tx: Tx, lock: sa.Select[Any]) -> sa.Select[Any]:
+    if tx.dialect != "postgresql" or tx.shared.get(LOCKED_AHEAD):
+        return tx.for_update(lock)
+    return tx.for_share(lock.add_columns(sa.literal_column(_INTAKE_LOCK_SQL).label("wakeful_intake_lock")))
 
 
 # issue 16 (event → wake, PostgreSQL round trips): the figures an admission batch checks — the stored payloads of

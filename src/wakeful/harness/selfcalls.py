@@ -152,7 +152,9 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
     loop_ids = sorted({a.loop_id for a in acks})
     lock = sa.select(L.c.id, L.c.incarnation, L.c.state).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
     clock = tx.clock_column()
-    found = list(await tx.execute(tx.for_update(lock if clock is None else lock.add_columns(clock))))
+    # a shared lock fences the acks (a transition's UPDATE of the row waits for it, and it for the transition)
+    # without waiting for an admission of the same Loop, which shares the row too (``Intake``: issue 16)
+    found = list(await tx.execute(tx.for_share(lock if clock is None else lock.add_columns(clock))))
     if found:
         tx.seed_now(found[0])
     rows = {r.id: r for r in found}

@@ -127,6 +127,10 @@ class Tx:
         """Row lock on PostgreSQL (``SELECT … FOR UPDATE``); SQLite already holds the write lock."""
         return stmt.with_for_update() if self.dialect == "postgresql" else stmt
 
+    def for_share(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
+        """Shared row lock on PostgreSQL (``SELECT … FOR SHARE``): excludes the row's writers, not other sharers."""
+        return stmt.with_for_update(read=True) if self.dialect == "postgresql" else stmt
+
     async def first(self, stmt: sa.Select[Any], *, for_update: bool = False) -> sa.Row[Any] | None:
         """The first row of ``stmt`` or None; ``for_update`` locks it (``for_update`` above)."""
         return (await self.execute(self.for_update(stmt) if for_update else stmt)).first()
