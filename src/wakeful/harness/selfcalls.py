@@ -13,10 +13,15 @@ import sqlalchemy as sa
 from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices, wake_args
 from wakeful.harness.budget import LimitWatch, WakeWindow, judge_wake
-from wakeful.harness.checkpoint import CheckpointTooLarge, checked_checkpoint
+from wakeful.harness.checkpoint import (
+    CheckpointTooLarge,
+    check_fits_config,
+    checked_checkpoint,
+    checkpoint_value,
+)
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
-from wakeful.harness.store import loops, schema, sessions
+from wakeful.harness.store import jsontext, loops, schema, sessions
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
@@ -32,6 +37,10 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
     state = wake_args.state_arg(args)
 
     async def work(tx: Tx) -> int:  # (every refusal before the write: a unit of the group commit on SQLite)
+        if tx.dialect == "postgresql":
+            stored = await _put_state_fenced(tx, loop_id, incarnation, state)
+            if stored is not None:
+                return stored
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         try:
             value, size = checked_checkpoint(state, row.config, loop_id, incarnation)
@@ -45,6 +54,41 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
 
     size = await store.write(work, key=loop_id)
     return {"status": "stored", "bytes": size}
+
+
+# issue 16 (event → wake on PostgreSQL): the guest checkpoints an event before it acks it, so a state.put is on the
+# path of the next event's wake; the fence and the write are one statement there (an UPDATE fenced in its WHERE,
+# returning the config the checkpoint is checked against), instead of a locked read and then the UPDATE. A checkpoint
+# the config refuses raises after that UPDATE: on PostgreSQL a state.put is a transaction of its own (Store.write),
+# which the refusal rolls back. None: no row matched (retired or not active) — the caller's read says which.
+async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any) -> int | None:
+    try:
+        value, size = checkpoint_value(state)
+    except CheckpointTooLarge as exc:
+        raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+    except jsonval.JsonError as exc:
+        raise HostCallRefused("invalid_arguments", f"state: {exc.message}") from None
+    fence = [L.c.id == loop_id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE]
+    clock = tx.clock_column()
+    now: Any
+    if clock is None:
+        now = sa.literal(await tx.now_ms(), sa.BigInteger)
+    else:  # one store-clock reading for both columns (harness.md §3), joined to the row by its id
+        read = sa.select(sa.literal(loop_id, sa.String).label("id"), clock).cte("wakeful_clock")
+        now = read.c.wakeful_store_ms
+        fence.append(L.c.id == read.c.id)
+    stmt = (sa.update(L).where(*fence)
+            .values(checkpoint=None if value is None else jsontext.encode(value), checkpoint_bytes=size, checkpoint_ms=now, updated_ms=now)
+            .returning(L.c.config))
+    row = (await tx.execute(stmt)).first()
+    if row is None:
+        return None
+    try:
+        check_fits_config(value, jsontext.decode(row.config) if row.config is not None else None, loop_id,
+                          incarnation)
+    except CheckpointTooLarge as exc:
+        raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+    return size
 
 
 # §6 loop.state.get {} → {state}

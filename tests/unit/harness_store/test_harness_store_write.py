@@ -104,8 +104,9 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
     """issue 16: the fenced read of the Loop row also brings the transaction's store-clock reading (a statement of
     its own on PostgreSQL) and, for a wake, whether its message exists: a wake is three statements on SQLite (the
     read, the message, the Loop row's UPDATE; was four) and two on PostgreSQL, where the message's insert and the
-    Loop row's UPDATE are one statement (was five, then three); a state.put two (was three on PostgreSQL). The
-    store clock here is the database's own (no injected clock), still read once per transaction."""
+    Loop row's UPDATE are one statement (was five, then three); a state.put two on SQLite and one on PostgreSQL,
+    an UPDATE fenced in its WHERE (was three there, then two). The store clock here is the database's own (no
+    injected clock), still read once per transaction."""
     store = await Store.open(store_url)
     try:
         loop = await _loop(store)
@@ -121,7 +122,7 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
             seen_sql.clear()
             put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"above": True}})
             assert put["status"] == "stored"
-            assert len(_work(seen_sql)) == 2, seen_sql
+            assert len(_work(seen_sql)) == (1 if store.dialect == "postgresql" else 2), seen_sql
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
             message = await sessions.get_message(tx, sessions.wake_message_id(loop.id, "k1"))
@@ -221,3 +222,29 @@ async def test_an_ack_commits_beside_an_admission_batch_on_postgresql(store: Sto
 def _work(sql: list[str]) -> list[str]:
     """The statements of ``sql`` other than the transaction's own (BEGIN, COMMIT, ROLLBACK)."""
     return [q for q in sql if not q.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK"))]
+
+
+async def test_a_state_put_refused_by_its_fence_or_by_the_load_config_writes_nothing(store: Store) -> None:
+    """issue 16: on PostgreSQL a state.put is one UPDATE fenced in its WHERE; a retired incarnation, a Loop that is
+    not active and a checkpoint the load config cannot hold (checked after that UPDATE, which the refusal rolls
+    back) are refused as before and leave the row as it was."""
+    from wakeful.harness.errors import HostCallRefused
+
+    loop = await _loop(store)
+    assert (await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 1}}))["status"] == "stored"
+    deep: Any = 0
+    for _ in range(32):  # 32 levels: the load config nests it one deeper than the JSON limits allow
+        deep = [deep]
+    for incarnation, state, code in ((loop.incarnation + 1, {"n": 2}, "stale_incarnation"),
+                                     (loop.incarnation, deep, "checkpoint_too_large")):
+        with pytest.raises(HostCallRefused) as refused:
+            await selfcalls.put_state(store, loop.id, incarnation, {"state": state})
+        assert refused.value.code == code
+    async with store.tx() as tx:
+        await loops.update_loop(tx, loop.id, state="paused", pause_reason="manual")
+    with pytest.raises(HostCallRefused) as paused:
+        await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 3}})
+    assert paused.value.code == "not_active"
+    async with store.tx(readonly=True) as tx:
+        row = await loops.get_loop(tx, loop.id)
+    assert row.checkpoint == {"n": 1}
