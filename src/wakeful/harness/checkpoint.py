@@ -14,6 +14,8 @@ from wakeful.sdk.rules import AGENT_LIMITS
 
 __all__ = [
     "MAX_CHECKPOINT_BYTES",
+    "check_fits_config",
+    "checkpoint_value",
     "MAX_CONFIG_BYTES",
     "RESERVED_KEYS",
     "CheckpointTooLarge",
@@ -68,12 +70,23 @@ def checked_checkpoint(
     state: object, config: dict[str, Any] | None, loop_id: str, incarnation: int
 ) -> tuple[Any, int]:
     """Return ``(state, encoded_bytes)`` or raise ``CheckpointTooLarge`` / ``jsonval.JsonError``."""
+    value, size = checkpoint_value(state)
+    check_fits_config(value, config, loop_id, incarnation)
+    return value, size
+
+
+def checkpoint_value(state: object) -> tuple[Any, int]:
+    """``checked_checkpoint``'s first half, which needs no config: ``(state, encoded_bytes)`` within §6's bound."""
     box = jsonval.from_python(state, limits=False)
     if box.size > MAX_CHECKPOINT_BYTES:
         raise CheckpointTooLarge(f"checkpoint is {box.size} bytes encoded; at most {MAX_CHECKPOINT_BYTES}")
-    if not _fits(load_config(config, loop_id, incarnation, box.value)):
-        raise CheckpointTooLarge("the load config with this checkpoint would exceed the JSON limits")
     return box.value, box.size
+
+
+def check_fits_config(value: Any, config: dict[str, Any] | None, loop_id: str, incarnation: int) -> None:
+    """``checked_checkpoint``'s second half: the load config with this checkpoint fits the JSON limits."""
+    if not _fits(load_config(config, loop_id, incarnation, value)):
+        raise CheckpointTooLarge("the load config with this checkpoint would exceed the JSON limits")
 
 
 def _fits(value: dict[str, Any]) -> bool:

@@ -43,6 +43,7 @@ from wakeful.harness.ratelimit import (
 )
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.group import LOCKED_AHEAD
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
@@ -293,8 +294,8 @@ class Intake:
         lrows = await _lock_loops(tx, loop_ids)
         due, plan = await self._stage(tx, batch)  # (bucket rows after Loop rows: one lock order)
         live = sorted(i for i, r in lrows.items() if r.state == lc.ACTIVE)
-        known: dict[tuple[str, str], str] = {}
         pending: dict[str, list[str]] = {i: [] for i in live}
+        known: dict[tuple[str, str], str] = {}
         backlog: dict[str, int] = {}
         last: dict[str, int] = {}
         returned: dict[str, float | None] | None = None
@@ -304,8 +305,8 @@ class Intake:
             if tx.dialect == "postgresql":  # (the bucket checks ride in the reads' statement)
                 returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last,
                                                  None if plan is None else plan.parts)
-            else:
-                await _batch_reads(tx, pairs, live, group_ids, known, pending, backlog, last)
+            else:  # (one statement: the four reads tagged by kind)
+                known, backlog, last = await _batch_figures(tx, pairs, group_ids, pending)
         refused: dict[int, RateLimited] = {}
         if plan is not None:
             if returned is None:
@@ -523,8 +524,87 @@ def _accepted(event_id: str, duplicate: bool, mismatch: bool) -> dict[str, Any]:
     return answer
 
 
+# issue 16 (event → wake on PostgreSQL): an admission held its Loop rows FOR UPDATE until its commit, so the guest's
+# ack of the event before it (a lane of its own, beside the admissions) waited for that commit too, and only then
+# could the guest take the new event: in the bench's wake step the low event's ack queued on the row lock for the
+# whole of the high event's admission. Now an admission shares the rows (FOR SHARE: a transition's UPDATE still
+# waits for it, and it for the transition), as an ack does, and admissions of one Loop exclude each other with a
+# transaction advisory lock keyed on the Loop, taken row by row in id order just before the row's own lock (the
+# lock order: wakeful.intake:<id>, then the row, by id). A batch whose rows the group commit locked FOR UPDATE
+# ahead (``store.group``) holds them exclusively already and takes no advisory lock.
+_INTAKE_LOCK_SQL = "pg_advisory_xact_lock(('x' || substr(md5('wakeful.intake:' || loop.id), 1, 16))::bit(64)::bigint)"
+
+
+def _lock_for_admission(tx: Tx, lock: sa.Select[Any]) -> sa.Select[Any]:
+    if tx.dialect != "postgresql" or tx.shared.get(LOCKED_AHEAD):
+        return tx.for_update(lock)
+    return tx.for_share(lock.add_columns(sa.literal_column(_INTAKE_LOCK_SQL).label("wakeful_intake_lock")))
+
+
+# issue 16 (event → wake, PostgreSQL round trips): the figures an admission batch checks — the stored payloads of
+# its (Loop, event id) pairs (§10.2 step 3), the Loops' pending events (step 4), the groups' pending bytes (step 5)
+# and the Loops' newest received_ms in each status (the admission order) — read by one statement, a UNION ALL of the
+# four reads tagged by kind, instead of four statements (four round trips) one after the other. Read after the Loop
+# rows are locked, in a snapshot of its own (READ COMMITTED): what a concurrent admission committed is seen.
+_KNOWN, _PENDING, _BACKLOG, _LAST = 0, 1, 2, 3
+
+
+def _figures_stmt() -> sa.Select[Any]:
+    """``_batch_figures``'s statement, built once (issue 16: built per batch it was 7 % of a node's samples in the
+    bench's wake step); the pairs, Loops and groups are expanding parameters."""
+    text, num = sa.String, sa.BigInteger
+    pairs: Any = sa.bindparam("pairs", expanding=True)
+    live: Any = sa.bindparam("live", expanding=True)
+    groups: Any = sa.bindparam("groups", expanding=True)
+
+    def tagged(kind: int, loop_id: Any, event_id: Any, label: Any, n: Any) -> sa.Select[Any]:
+        columns: list[Any] = [sa.literal_column(str(kind), sa.Integer).label("kind"),
+                              sa.cast(loop_id, text).label("loop_id"), sa.cast(event_id, text).label("event_id"),
+                              sa.cast(label, text).label("label"), sa.cast(n, num).label("n")]
+        return sa.select(*columns)
+
+    reads = [
+        tagged(_KNOWN, E.c.loop_id, E.c.event_id, E.c.payload_sha256, 0).where(
+            sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)),
+        tagged(_PENDING, E.c.loop_id, E.c.event_id, None, E.c.received_ms).where(
+            E.c.loop_id.in_(live), E.c.status == "pending"),
+        tagged(_BACKLOG, None, None, E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0)).select_from(
+            E.join(L, L.c.id == E.c.loop_id)).where(
+            E.c.group_id.in_(groups), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id),
+        *(tagged(_LAST, E.c.loop_id, None, None, sa.func.max(E.c.received_ms)).where(
+            E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
+          for status in ("pending", "acked", "discarded")),
+    ]
+    union = sa.union_all(*reads).subquery("figures")
+    return sa.select(union).order_by(union.c.kind, union.c.loop_id, union.c.n, union.c.event_id)
+
+
+_FIGURES = _figures_stmt()
+
+
+async def _batch_figures(tx: Tx, pairs: list[tuple[str, str]], group_ids: list[str],
+                         pending: dict[str, list[str]]) -> tuple[dict[tuple[str, str], str], dict[str, int],
+                                                                 dict[str, int]]:
+    """(known payload digests, pending bytes per group, newest received_ms per Loop); ``pending`` (its keys: the
+    live Loops) is filled in, oldest first."""
+    known: dict[tuple[str, str], str] = {}
+    backlog: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for r in await tx.execute(_FIGURES, {"pairs": pairs, "live": sorted(pending), "groups": group_ids}):
+        if r.kind == _KNOWN:
+            known[(r.loop_id, r.event_id)] = r.label
+        elif r.kind == _PENDING:
+            pending[r.loop_id].append(r.event_id)  # (oldest first)
+        elif r.kind == _BACKLOG:
+            backlog[r.label] = int(r.n)
+        elif r.n is not None:
+            last[r.loop_id] = max(int(r.n), last.get(r.loop_id, int(r.n)))
+    return known, backlog, last
+
+
 async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
-    """The batch's Loop rows, locked in id order (PostgreSQL), read with the transaction's store clock
+    """The batch's Loop rows, locked in id order (PostgreSQL: shared, with the Loop's intake lock, as
+    ``_lock_for_admission`` says), read with the transaction's store clock
     (``Tx.clock_column``: no statement of its own for it); on PostgreSQL the ids are one array parameter, so the
     statement has one text whatever the batch's size and its prepared statement is reused (issue 16)."""
     columns: list[Any] = [L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
@@ -536,33 +616,10 @@ async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
         where = L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))
     else:
         where = L.c.id.in_(loop_ids)
-    rows = list(await tx.execute(tx.for_update(sa.select(*columns).where(where).order_by(L.c.id))))
+    rows = list(await tx.execute(_lock_for_admission(tx, sa.select(*columns).where(where).order_by(L.c.id))))
     if rows:
         tx.seed_now(rows[0])
     return {r.id: r for r in rows}
-
-
-# an admission batch's reads, carried forward in memory event by event (Intake._admit_many): the stored
-# payload digests of its (Loop, event id) pairs, each live Loop's pending ids in delivery order, the pending
-# bytes of the groups, the newest received_ms of each live Loop's events in any status
-async def _batch_reads(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
-                       known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
-                       last: dict[str, int]) -> None:
-    known.update({(r.loop_id, r.event_id): r.payload_sha256 for r in await tx.execute(sa.select(
-        E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))})
-    for r in await tx.execute(sa.select(E.c.loop_id, E.c.event_id).where(
-            E.c.loop_id.in_(live), E.c.status == "pending").order_by(E.c.loop_id, E.c.received_ms)):
-        pending[r.loop_id].append(r.event_id)
-    backlog.update({r.group_id: int(r.n) for r in await tx.execute(sa.select(
-        E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0).label("n")).select_from(
-        E.join(L, L.c.id == E.c.loop_id)).where(
-        E.c.group_id.in_(group_ids), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id))})
-    probes = sa.union_all(*(sa.select(E.c.loop_id, sa.func.max(E.c.received_ms).label("r")).where(
-        E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
-        for status in ("pending", "acked", "discarded")))
-    for r in await tx.execute(probes):
-        if r.r is not None:
-            last[r.loop_id] = max(int(r.r), last.get(r.loop_id, int(r.r)))
 
 
 _TEXTS = pg_dialect.ARRAY(sa.String)
@@ -571,7 +628,7 @@ _TEXTS = pg_dialect.ARRAY(sa.String)
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
                           known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
                           last: dict[str, int], buckets: tuple[Any, Any] | None = None) -> dict[str, float | None] | None:
-    """``_batch_reads`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
+    """``_batch_figures`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
     lists array parameters so that its text (and prepared statement) is the same for every batch; the newest
     acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``buckets``:
     the limiter's ``Staged.parts`` (the buckets' insert and update), run as CTEs of the same statement

@@ -14,10 +14,15 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from wakeful.harness import lifecycle as lc
 from wakeful.harness import notices, wake_args
 from wakeful.harness.budget import LimitWatch, WakeWindow, judge_wake
-from wakeful.harness.checkpoint import CheckpointTooLarge, checked_checkpoint
+from wakeful.harness.checkpoint import (
+    CheckpointTooLarge,
+    check_fits_config,
+    checked_checkpoint,
+    checkpoint_value,
+)
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
-from wakeful.harness.store import loops, schema, sessions
+from wakeful.harness.store import jsontext, loops, schema, sessions
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
@@ -33,6 +38,10 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
     state = wake_args.state_arg(args)
 
     async def work(tx: Tx) -> int:  # (every refusal before the write: a unit of the group commit on SQLite)
+        if tx.dialect == "postgresql":
+            stored = await _put_state_fenced(tx, loop_id, incarnation, state)
+            if stored is not None:
+                return stored
         row = await lc.fenced_loop(tx, loop_id, incarnation)
         try:
             value, size = checked_checkpoint(state, row.config, loop_id, incarnation)
@@ -46,6 +55,41 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
 
     size = await store.write(work, key=loop_id)
     return {"status": "stored", "bytes": size}
+
+
+# issue 16 (event → wake on PostgreSQL): the guest checkpoints an event before it acks it, so a state.put is on the
+# path of the next event's wake; the fence and the write are one statement there (an UPDATE fenced in its WHERE,
+# returning the config the checkpoint is checked against), instead of a locked read and then the UPDATE. A checkpoint
+# the config refuses raises after that UPDATE: on PostgreSQL a state.put is a transaction of its own (Store.write),
+# which the refusal rolls back. None: no row matched (retired or not active) — the caller's read says which.
+async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any) -> int | None:
+    try:
+        value, size = checkpoint_value(state)
+    except CheckpointTooLarge as exc:
+        raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+    except jsonval.JsonError as exc:
+        raise HostCallRefused("invalid_arguments", f"state: {exc.message}") from None
+    fence = [L.c.id == loop_id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE]
+    clock = tx.clock_column()
+    now: Any
+    if clock is None:
+        now = sa.literal(await tx.now_ms(), sa.BigInteger)
+    else:  # one store-clock reading for both columns (harness.md §3), joined to the row by its id
+        read = sa.select(sa.literal(loop_id, sa.String).label("id"), clock).cte("wakeful_clock")
+        now = read.c.wakeful_store_ms
+        fence.append(L.c.id == read.c.id)
+    stmt = (sa.update(L).where(*fence)
+            .values(checkpoint=None if value is None else jsontext.encode(value), checkpoint_bytes=size, checkpoint_ms=now, updated_ms=now)
+            .returning(L.c.config))
+    row = (await tx.execute(stmt)).first()
+    if row is None:
+        return None
+    try:
+        check_fits_config(value, jsontext.decode(row.config) if row.config is not None else None, loop_id,
+                          incarnation)
+    except CheckpointTooLarge as exc:
+        raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+    return size
 
 
 # §6 loop.state.get {} → {state}
@@ -114,15 +158,17 @@ async def _apply_verdict(
         notice = await lc.write_notice(tx, row, "budget", text)
         refusal = HostCallRefused("budget_exhausted", "the Loop is paused(budget)")
         return NotifyOutcome(None, refusal, notice, True)
+    # issue 16: the Loop row's UPDATE goes with the message's insert (one statement on PostgreSQL), made only when
+    # the message is inserted
+    counted_too = await loops.loop_update(tx, row.id, last_notified_ms=await tx.now_ms(),
+                                          notified_since_activation=True, **counted)
     inserted = await sessions.insert_message(
         tx, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id, kind="loop",
         content=content, message_id=message_id, loop_id=row.id, loop_name=row.name,
-        incarnation=row.incarnation, dedup_key=dedup_key,
+        incarnation=row.incarnation, dedup_key=dedup_key, along=counted_too,
     )
     if inserted.status == "duplicate":  # committed meanwhile (see notify): nothing counted, nothing written
         return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
-    await loops.update_loop(tx, row.id, last_notified_ms=await tx.now_ms(), notified_since_activation=True,
-                            **counted)
     return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
 
 
@@ -141,28 +187,32 @@ class _Ack:
     event_id: str
 
 
-# issue 16: the acks waiting together are one unit of the group commit with three statements for the whole batch
-# (the Loop rows fenced and locked in id order, the events' statuses, one UPDATE), each answered as if alone: an
-# ack of an event acked earlier in the same batch is a duplicate, a refused ack writes nothing.
+# issue 16: the acks waiting together are one unit of the group commit with two statements for the whole batch
+# (the Loop rows fenced and locked in id order with the store clock, then one UPDATE of the pending events that
+# returns the ones it acked; a third reads the statuses of the rest only when some ack found no pending event),
+# each answered as if alone: an ack of an event acked earlier in the same batch is a duplicate, a refused ack
+# writes nothing. (Was four statements: the clock and a read of the statuses before the UPDATE — on PostgreSQL
+# each a round trip on the event → wake path, where the guest's ack precedes its next event.)
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
     loop_ids = sorted({a.loop_id for a in acks})
     if tx.dialect == "postgresql":
         return await _ack_many_pg(tx, acks, loop_ids)
-    rows = {r.id: r for r in await tx.execute(tx.for_update(sa.select(L.c.id, L.c.incarnation, L.c.state).where(
-        L.c.id.in_(loop_ids)).order_by(L.c.id)))}
-    fenced = [a for a in acks if _fence_refusal(rows.get(a.loop_id), a) is None]
-    status: dict[tuple[str, str], str] = {}
+    lock = sa.select(L.c.id, L.c.incarnation, L.c.state).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
+    clock = tx.clock_column()
+    found = list(await tx.execute(tx.for_share(lock if clock is None else lock.add_columns(clock))))
+    if found:
+        tx.seed_now(found[0])
+    rows = {r.id: r for r in found}
+    fenced = {(a.loop_id, a.event_id): a.incarnation for a in acks if _fence_refusal(rows.get(a.loop_id), a) is None}
+    acked: set[tuple[str, str]] = set()
     if fenced:
-        pairs = sorted({(a.loop_id, a.event_id) for a in fenced})
-        status = {(r.loop_id, r.event_id): r.status for r in await tx.execute(tx.for_update(sa.select(
-            E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))))}
-    answers, acked = _ack_answers(acks, rows, status)
-    if acked:
-        incarnations = {loop_id: inc for (loop_id, _), inc in acked.items()}
-        inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-                          else sa.case(incarnations, value=E.c.loop_id))
-        await tx.execute(sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(acked))).values(
-            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value))
+        acked = await _ack_pending(tx, fenced)
+    status: dict[tuple[str, str], str] = {pair: "pending" for pair in acked}  # (as read before the UPDATE)
+    rest = sorted(set(fenced) - acked)
+    if rest:  # acked earlier, discarded or unknown: the answer says which (nothing to write)
+        status.update({(r.loop_id, r.event_id): r.status for r in await tx.execute(sa.select(
+            E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(rest)))})
+    answers, _ = _ack_answers(acks, rows, status)
     return answers
 
 
@@ -200,7 +250,8 @@ async def _ack_many_pg(tx: Tx, acks: list[_Ack], loop_ids: list[str]) -> list[di
     if clock is not None:
         columns.append(clock)
     found = list(await tx.execute(sa.select(*columns).where(
-        L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))).order_by(L.c.id).with_for_update()))
+        L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))).order_by(L.c.id).with_for_update(
+        read=True)))  # shared: an admission of the same Loop shares the row too (Intake._lock_loops)
     if found:
         tx.seed_now(found[0])
     rows = {r.id: r for r in found}
@@ -229,6 +280,17 @@ async def _ack_many_pg(tx: Tx, acks: list[_Ack], loop_ids: list[str]) -> list[di
                 E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e))))})
     answers, _ = _ack_answers(acks, rows, status)
     return answers
+
+
+async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
+    """The fenced acks' events that were pending, acked by one UPDATE (at the acking incarnation) → their pairs."""
+    incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
+    inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+                      else sa.case(incarnations, value=E.c.loop_id))
+    stmt = (sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(fenced)), E.c.status == "pending")
+            .values(status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value)
+            .returning(E.c.loop_id, E.c.event_id))
+    return {(r.loop_id, r.event_id) for r in await tx.execute(stmt)}
 
 
 def _ack_loop(a: _Ack) -> str:

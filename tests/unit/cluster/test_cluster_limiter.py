@@ -100,3 +100,28 @@ async def test_bad_bucket_shapes_are_programming_errors(pg_store: Any) -> None:
         await PgLimiter(pg_store).take("b", 0, 1.0)
     with pytest.raises(ValueError):
         await PgLimiter(pg_store).take("b", 5, 0)
+
+
+async def test_the_in_transaction_take_is_compiled_once_whatever_its_buckets(pg_store: Any) -> None:
+    """issue 16: ``take_in``'s statement (every admission batch on PostgreSQL) is compiled once and then found in
+    SQLAlchemy's compiled cache, whatever buckets and how many — built with the buckets as a VALUES list it was
+    compiled anew for every batch."""
+    from sqlalchemy import event
+
+    hits: list[Any] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if statement.lstrip().upper().startswith("UPDATE RATE_BUCKET"):
+            hits.append(context.cache_hit)
+
+    limiter = PgLimiter(pg_store)
+    event.listen(pg_store.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        for checks in ([("a", 5.0, 1.0)], [("a", 5.0, 1.0), ("b", 5.0, 1.0), ("c", 9.0, 2.0)], [("c", 9.0, 2.0)]):
+            async with pg_store.tx() as tx:
+                assert await limiter.take_in(tx, checks) == [None] * len(checks)
+    finally:
+        event.remove(pg_store.engine.sync_engine, "before_cursor_execute", seen)
+    from sqlalchemy.engine.interfaces import CacheStats
+
+    assert len(hits) >= 3 and all(h is CacheStats.CACHE_HIT for h in hits[-2:]), hits

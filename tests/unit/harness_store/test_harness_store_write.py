@@ -72,25 +72,26 @@ async def test_a_state_put_and_a_wake_share_one_commit_with_what_is_queued_on_sq
 
 async def test_a_wake_updates_the_loop_row_once(store: Store) -> None:
     """issue 16: the wake window and the last-notified columns are one UPDATE of the Loop row (was two), on both
-    stores; a duplicate writes nothing."""
+    stores (on PostgreSQL inside the message's INSERT statement); a duplicate writes nothing."""
     from sqlalchemy import event
 
     loop = await _loop(store)
     statements: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        statements.append(" ".join(statement.split()[:2]).upper())
+        statements.append(" ".join(statement.split()).upper())
 
     event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
     try:
         args = {"content": "cpu 95", "dedup_key": "k1"}
         outcome = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
         assert outcome.result is not None and outcome.result["status"] == "queued"
-        assert statements.count("UPDATE LOOP") == 1 and statements.count("INSERT INTO") == 1
+        text = " ; ".join(statements)
+        assert text.count("UPDATE LOOP SET") == 1 and text.count("INSERT INTO MESSAGE") == 1
         statements.clear()
         again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
         assert again.result is not None and again.result["status"] == "duplicate"
-        assert not [s for s in statements if s.startswith(("UPDATE", "INSERT"))]
+        assert not [s for s in statements if "UPDATE " in s or "INSERT " in s]
     finally:
         event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
     async with store.tx(readonly=True) as tx:
@@ -101,10 +102,11 @@ async def test_a_wake_updates_the_loop_row_once(store: Store) -> None:
 async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_statement(
         harness_runner: asyncio.Runner, store_url: str) -> None:
     """issue 16: the fenced read of the Loop row also brings the transaction's store-clock reading (a statement of
-    its own on PostgreSQL) and, for a wake, whether its message exists: a wake is three statements (the read, the
-    message, the Loop row's UPDATE; was four on SQLite, five on PostgreSQL) and a state.put two (was three on
-    PostgreSQL). The store clock here is the database's own (no injected clock), still read once per
-    transaction."""
+    its own on PostgreSQL) and, for a wake, whether its message exists: a wake is three statements on SQLite (the
+    read, the message, the Loop row's UPDATE; was four) and two on PostgreSQL, where the message's insert and the
+    Loop row's UPDATE are one statement (was five, then three); a state.put two on SQLite and one on PostgreSQL,
+    an UPDATE fenced in its WHERE (was three there, then two). The store clock here is the database's own (no
+    injected clock), still read once per transaction."""
     store = await Store.open(store_url)
     try:
         loop = await _loop(store)
@@ -112,7 +114,7 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
             args = {"content": "cpu 95", "dedup_key": "k1"}
             outcome = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
             assert outcome.result is not None and outcome.result["status"] == "queued"
-            assert len(_work(seen_sql)) == 3, seen_sql
+            assert len(_work(seen_sql)) == (2 if store.dialect == "postgresql" else 3), seen_sql
             seen_sql.clear()
             again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
             assert again.result is not None and again.result["status"] == "duplicate"
@@ -120,7 +122,7 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
             seen_sql.clear()
             put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"above": True}})
             assert put["status"] == "stored"
-            assert len(_work(seen_sql)) == 2, seen_sql
+            assert len(_work(seen_sql)) == (1 if store.dialect == "postgresql" else 2), seen_sql
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
             message = await sessions.get_message(tx, sessions.wake_message_id(loop.id, "k1"))
@@ -220,3 +222,29 @@ async def test_an_ack_commits_beside_an_admission_batch_on_postgresql(store: Sto
 def _work(sql: list[str]) -> list[str]:
     """The statements of ``sql`` other than the transaction's own (BEGIN, COMMIT, ROLLBACK)."""
     return [q for q in sql if not q.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK"))]
+
+
+async def test_a_state_put_refused_by_its_fence_or_by_the_load_config_writes_nothing(store: Store) -> None:
+    """issue 16: on PostgreSQL a state.put is one UPDATE fenced in its WHERE; a retired incarnation, a Loop that is
+    not active and a checkpoint the load config cannot hold (checked after that UPDATE, which the refusal rolls
+    back) are refused as before and leave the row as it was."""
+    from wakeful.harness.errors import HostCallRefused
+
+    loop = await _loop(store)
+    assert (await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 1}}))["status"] == "stored"
+    deep: Any = 0
+    for _ in range(32):  # 32 levels: the load config nests it one deeper than the JSON limits allow
+        deep = [deep]
+    for incarnation, state, code in ((loop.incarnation + 1, {"n": 2}, "stale_incarnation"),
+                                     (loop.incarnation, deep, "checkpoint_too_large")):
+        with pytest.raises(HostCallRefused) as refused:
+            await selfcalls.put_state(store, loop.id, incarnation, {"state": state})
+        assert refused.value.code == code
+    async with store.tx() as tx:
+        await loops.update_loop(tx, loop.id, state="paused", pause_reason="manual")
+    with pytest.raises(HostCallRefused) as paused:
+        await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 3}})
+    assert paused.value.code == "not_active"
+    async with store.tx(readonly=True) as tx:
+        row = await loops.get_loop(tx, loop.id)
+    assert row.checkpoint == {"n": 1}

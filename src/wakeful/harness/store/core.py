@@ -98,16 +98,38 @@ class Tx:
         result: CursorResult[Any] = await self.conn.execute(stmt, params)
         return result
 
-    async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any]) -> bool:
-        """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key."""
+    async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any], *,
+                               along: sa.Update | None = None) -> bool:
+        """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key.
+
+        ``along``: an UPDATE run only when the row was inserted — on PostgreSQL in the same statement (a
+        data-modifying CTE: one round trip for both), on SQLite right after the insert."""
         dialect_mod: Any = pg_dialect if self.dialect == "postgresql" else sqlite_dialect
         stmt = dialect_mod.insert(table).values(**values).on_conflict_do_nothing()
+        if along is not None and self.dialect == "postgresql":
+            return await self._insert_along(stmt, table, along)
         result = await self.conn.execute(stmt)
-        return bool(result.rowcount == 1)
+        inserted = bool(result.rowcount == 1)
+        if inserted and along is not None:
+            await self.conn.execute(along)
+        return inserted
+
+    # issue 16 (event → wake on PostgreSQL): a wake's message and its Loop row's UPDATE were two round trips on the
+    # path; as one statement the UPDATE sees the insert's RETURNING (empty for a duplicate: then nothing updates)
+    async def _insert_along(self, insert: Any, table: sa.Table, along: sa.Update) -> bool:
+        first_key = next(iter(table.primary_key.columns))
+        ins = insert.returning(first_key).cte("wakeful_inserted")
+        upd = along.where(sa.exists(sa.select(ins.c[first_key.name]))).cte("wakeful_along")
+        stmt = sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd)
+        return bool((await self.conn.execute(stmt)).scalar_one() == 1)
 
     def for_update(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         """Row lock on PostgreSQL (``SELECT … FOR UPDATE``); SQLite already holds the write lock."""
         return stmt.with_for_update() if self.dialect == "postgresql" else stmt
+
+    def for_share(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
+        """Shared row lock on PostgreSQL (``SELECT … FOR SHARE``): excludes the row's writers, not other sharers."""
+        return stmt.with_for_update(read=True) if self.dialect == "postgresql" else stmt
 
     async def first(self, stmt: sa.Select[Any], *, for_update: bool = False) -> sa.Row[Any] | None:
         """The first row of ``stmt`` or None; ``for_update`` locks it (``for_update`` above)."""

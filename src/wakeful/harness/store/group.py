@@ -43,10 +43,11 @@ from wakeful.harness.store import schema
 if TYPE_CHECKING:
     from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["BatchWork", "GroupCommit", "MAX_BATCH", "PAUSE_ENV"]
+__all__ = ["BatchWork", "GroupCommit", "LOCKED_AHEAD", "MAX_BATCH", "PAUSE_ENV"]
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
+LOCKED_AHEAD = "group.locked_ahead"  # ``Tx.shared`` key: the batch holds its units' Loop rows FOR UPDATE already
 # test-only pause points (tests/integration/harness_ingress/test_harness_ingress_group_kill.py): a directory in
 # which a file ``hold-before`` / ``hold-after`` stops the next batch right before / right after its COMMIT (the
 # batch writes ``held-before`` / ``held-after`` there) until the file is removed. Unset: no file system access.
@@ -246,6 +247,7 @@ async def _lock_ahead(tx: Tx, batch: list[_Unit]) -> None:
     if ids:
         L = schema.loop
         await tx.execute(sa.select(L.c.id).where(L.c.id.in_(ids)).order_by(L.c.id).with_for_update())
+        tx.shared[LOCKED_AHEAD] = True  # (the units' own locks of these rows find them held already)
 
 
 def _settle(unit: _Unit, value: Any, *, failed: bool) -> None:

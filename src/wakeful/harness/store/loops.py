@@ -346,6 +346,20 @@ async def update_loop(
 
     ``updated_ms`` is set to the store clock.
     """
+    stmt = await loop_update(tx, loop_id, where_incarnation=where_incarnation, where_state=where_state, **values)
+    result = await tx.execute(stmt)
+    return bool(result.rowcount == 1)
+
+
+async def loop_update(
+    tx: Tx,
+    loop_id: str,
+    *,
+    where_incarnation: int | None = None,
+    where_state: str | None = None,
+    **values: Any,
+) -> sa.Update:
+    """``update_loop``'s statement, not run (e.g. to go with an insert: ``Tx.insert_if_absent``'s ``along``)."""
     unknown = set(values) - set(L.c.keys())
     if unknown:
         raise ValueError(f"unknown loop columns: {sorted(unknown)}")
@@ -359,8 +373,7 @@ async def update_loop(
         stmt = stmt.where(L.c.incarnation == where_incarnation)
     if where_state is not None:
         stmt = stmt.where(L.c.state == where_state)
-    result = await tx.execute(stmt.values(updated_ms=await tx.now_ms(), **values))
-    return bool(result.rowcount == 1)
+    return stmt.values(updated_ms=await tx.now_ms(), **values)
 
 
 # §4.3 step 1: the only place the incarnation rises (requires state = active)
