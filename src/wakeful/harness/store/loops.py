@@ -44,6 +44,7 @@ __all__ = [
     "list_logs",
     "list_loops",
     "list_transitions",
+    "page_query",
     "update_loop",
 ]
 
@@ -331,6 +332,18 @@ async def list_loops(
     if limit is not None:
         stmt = stmt.limit(limit)
     return loops_from_rows(await tx.execute(stmt))
+
+
+# issue 16: a page of ``loops.list`` — a group's Loops in id order after the cursor's id — read through the index
+# ``loop_group_id_id (group_id, id)`` (migration 5): the page's rows only, no sort of the whole group per page
+def page_query(*, group_id: str, limit: int, after: str | None = None, agent_id: str | None = None,
+               state: str | None = None, pause_reason: str | None = None) -> sa.Select[Any]:
+    """The statement of one page: up to ``limit`` Loops of ``group_id`` with ``id > after``, in id order."""
+    stmt = sa.select(L).where(L.c.group_id == group_id).order_by(L.c.id).limit(limit)
+    for column, value in ((L.c.agent_id, agent_id), (L.c.state, state), (L.c.pause_reason, pause_reason)):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    return stmt if after is None else stmt.where(L.c.id > after)
 
 
 # §5: every durable effect is a conditional write on id (+ incarnation, + state)
