@@ -83,25 +83,32 @@ async def authenticate(request: Request) -> Principal:
 AnyPrincipal = Annotated[Principal, Depends(authenticate)]
 
 
-def require_admin(principal: AnyPrincipal) -> Principal:
+# issue 16: the route-level checks are coroutines although they wait for nothing — FastAPI runs a plain function
+# dependency in anyio's worker threads, a thread hop on every request (and the first request of a restarted node
+# imported anyio's backend and started the pool, on the way to the bench's first listing)
+async def require_admin(principal: AnyPrincipal) -> Principal:
     """Admin keys only (a group/agent key gets 403)."""
     if principal.role != "admin":
         raise Forbidden("this route needs an admin key")
     return principal
 
 
-def require_member(group_id: str, principal: AnyPrincipal) -> Principal:
+async def require_member(group_id: str, principal: AnyPrincipal) -> Principal:
     """Any key whose scope covers ``group_id`` (route-level "agent" auth; resources are checked by the route)."""
-    if not principal.covers_group(group_id):
-        raise NotFound(f"group {group_id[:40]} not found")
+    return _member(group_id, principal)
+
+
+async def require_group(group_id: str, principal: AnyPrincipal) -> Principal:
+    """A group or admin key of this group ("group" auth); an agent key in the group gets 403."""
+    principal = _member(group_id, principal)
+    if principal.role == "agent":
+        raise Forbidden("this route needs a group or admin key")
     return principal
 
 
-def require_group(group_id: str, principal: AnyPrincipal) -> Principal:
-    """A group or admin key of this group ("group" auth); an agent key in the group gets 403."""
-    principal = require_member(group_id, principal)
-    if principal.role == "agent":
-        raise Forbidden("this route needs a group or admin key")
+def _member(group_id: str, principal: Principal) -> Principal:
+    if not principal.covers_group(group_id):
+        raise NotFound(f"group {group_id[:40]} not found")
     return principal
 
 

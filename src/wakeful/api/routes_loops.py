@@ -101,7 +101,7 @@ async def serve_create(scope: Scope, receive: Receive, send: Send, group_id: str
     try:
         harness = harness_of(request)
         body = LoopIn.model_validate(json.loads(raw))
-        principal = require_member(group_id, await authenticate(request))
+        principal = await require_member(group_id, await authenticate(request))
     except Exception:  # FastAPI's route answers it (its order of checks, its error bodies)
         await app(scope, _replayed(raw, receive), send)
         return

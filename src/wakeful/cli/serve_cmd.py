@@ -54,7 +54,9 @@ def serve(
 # waits on the store much of its time. Third-party packages only: no harness code imports them, so the two threads
 # never take one import cycle from opposite ends; a failure here is left to the main thread's own import, where it
 # is reported.
-WARM_IMPORTS = ("fastapi", "fastapi.routing", "uvicorn", "uvicorn.protocols.http.h11_impl")
+# anyio's asyncio backend: imported by the first request otherwise (Starlette's exception handling, FastAPI's request
+# handling), ~0.1 s on the way to a restarted node's first answer
+WARM_IMPORTS = ("fastapi", "fastapi.routing", "uvicorn", "uvicorn.protocols.http.h11_impl", "anyio._backends._asyncio")
 WARM_MCP_IMPORTS = ("mcp.server.streamable_http_manager", "mcp.server.lowlevel")
 
 

@@ -328,14 +328,9 @@ class LoopTools:
                              ("pause_reason", pause_reason), ("cursor", after)):
             if isinstance(value, str) and "\x00" in value:  # no text column holds it: refused before any query
                 raise InvalidRequest(f"{field} must not contain U+0000", field=field)
-        L = schema.loop
-        stmt = sa.select(L).where(L.c.group_id == group_id).order_by(L.c.id).limit(limit)
-        for column, value in ((L.c.agent_id, agent_id), (L.c.state, state), (L.c.pause_reason, pause_reason),
-                              (L.c.id, after)):
-            if value is not None:
-                stmt = stmt.where(column > value if column is L.c.id else column == value)
         async with self.store.tx(readonly=True) as tx:
-            rows = loops.loops_from_rows(await tx.execute(stmt))
+            rows = loops.loops_from_rows(await tx.execute(loops.page_query(
+                group_id=group_id, limit=limit, after=after, agent_id=agent_id, state=state, pause_reason=pause_reason)))
             counts = sa.select(E.c.loop_id, sa.func.count().label("n")).where(
                 E.c.status == "pending", E.c.loop_id.in_([row.id for row in rows])).group_by(E.c.loop_id)
             pending = {r.loop_id: int(r.n) for r in await tx.execute(counts)} if rows else {}

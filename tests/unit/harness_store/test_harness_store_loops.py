@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.ingress_harness import counting_statements
 from support.store_rows import loop_row
 
 from wakeful.harness.errors import InvalidRequest, NotFound
@@ -90,12 +91,15 @@ async def test_attach_objects_attaches_each_loop_only_at_its_incarnation_while_a
         began = {r.id: r.incarnation for r in await loops.begin_incarnations(tx, ids, node_id="node_a")}
         assert await loops.update_loop(tx, ids[3], where_state="active", state="paused", pause_reason="manual")
     async with store.tx() as tx:
-        attached = await loops.attach_objects(tx, [
-            (ids[0], began[ids[0]], "o1"), (ids[1], began[ids[1]] + 1, "o2"),  # a stale incarnation
-            (ids[2], began[ids[2]], "o3"), (ids[3], began[ids[3]], "o4"),  # o4: no longer active
-        ])
+        with counting_statements(store) as seen:
+            attached = await loops.attach_objects(tx, [
+                (ids[0], began[ids[0]], "o1"), (ids[1], began[ids[1]] + 1, "o2"),  # a stale incarnation
+                (ids[2], began[ids[2]], "o3"), (ids[3], began[ids[3]], "o4"),  # o4: no longer active
+            ])
         after = {i: await loops.get_loop(tx, i) for i in ids}
     assert attached == {ids[0], ids[2]}
+    if store.dialect == "postgresql":  # issue 16: the batch in one statement, not one per Loop and a read
+        assert len([q for q in seen if q.lstrip().upper().startswith(("UPDATE", "SELECT"))]) == 1, seen
     assert [after[i].object_id for i in ids] == ["o1", None, "o3", None]
     assert after[ids[0]].incarnation == began[ids[0]]
 
@@ -220,3 +224,56 @@ async def test_list_filters(store: Any) -> None:
     assert [x.id for x in active] == [loop.id]
     assert [x.id for x in every] == [loop.id, second.id] and [x.id for x in first_only] == [loop.id]
     assert second.activated_ms is None
+
+
+async def test_a_page_of_a_group_is_read_in_index_order_not_sorted(store: Any) -> None:
+    """issue 16: ``loops.list`` pages (a group's Loops in id order after a cursor) read through the index on
+    (group_id, id): the store walks the page's rows in order instead of reading and sorting every Loop of the
+    group for each page (the harness bench's listing of 10,000 Loops after a restart was O(N² / limit) rows)."""
+    loop = await _loop(store)
+    stmt = loops.page_query(group_id=loop.group_id, limit=201, after="lp_0", state="active")
+    async with store.tx(readonly=True) as tx:
+        sql = str(stmt.compile(dialect=tx.conn.dialect, compile_kwargs={"literal_binds": True}))
+        if store.dialect == "sqlite":
+            plan = " | ".join(str(r[-1]) for r in await tx.execute(sa.text("EXPLAIN QUERY PLAN " + sql)))
+            assert "loop_group_id_id" in plan and "TEMP B-TREE" not in plan, plan
+        else:  # a table this small is scanned by choice: forbid scans and sorts so the index must serve the order
+            await tx.execute(sa.text("SET LOCAL enable_seqscan = off"))
+            await tx.execute(sa.text("SET LOCAL enable_sort = off"))
+            await tx.execute(sa.text("SET LOCAL enable_bitmapscan = off"))
+            plan = " | ".join(str(r[0]) for r in await tx.execute(sa.text("EXPLAIN " + sql)))
+            assert "loop_group_id_id" in plan and "Sort" not in plan, plan
+        page = loops.loops_from_rows(await tx.execute(stmt))
+    assert [x.id for x in page] == [loop.id]
+
+
+async def test_a_batch_of_incarnation_bumps_reads_its_own_rows_only(store: Any) -> None:
+    """issue 16: §4.3 step 1 for a batch reads the batch's rows by their ids. With ``id IN (…) AND state =
+    'active'`` a PostgreSQL store without statistics yet (fresh: no ANALYZE) was planned on the state index, reading
+    every active Loop of the store for each batch of a restart. Counted on PostgreSQL as the rows of ``loop`` the
+    statement read."""
+    first = await loop_row(store)
+    async with store.tx() as tx:
+        rows = [first] + [await loops.insert_loop(
+            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+            artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(39)]
+    batch = sorted(r.id for r in rows)[:4]
+    async with store.tx() as tx:
+        if store.dialect == "postgresql":  # 40 rows fit a page, which is scanned whole by choice: as at N = 10,000
+            await tx.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        before = await _loop_rows_read(tx)
+        bumped = await loops.begin_incarnations(tx, batch, node_id="node_a")
+        read = await _loop_rows_read(tx) - before
+    assert sorted(r.id for r in bumped) == batch and {r.incarnation for r in bumped} == {1}
+    if store.dialect == "postgresql":
+        assert read <= 2 * len(batch), read
+
+
+async def _loop_rows_read(tx: Any) -> int:
+    """Rows of ``loop`` read so far in this transaction, by scans and index fetches (PostgreSQL; 0 on SQLite)."""
+    if tx.dialect != "postgresql":
+        return 0
+    value = (await tx.execute(sa.text(
+        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables "
+        "WHERE relname = 'loop' AND schemaname = current_schema()"))).scalar()
+    return int(value or 0)

@@ -70,14 +70,21 @@ async def reclaim(tx: Tx, node_id: str, ttl_ms: int, *, released: int = 0) -> di
     expired ones still under it, now renewed at a new epoch."""
     now = await tx.now_ms()
     mine: Any = A.c.expires_ms > now
+    stmt = A.update()
     if released > 0:
+        # the agents with an active Loop, read once (MATERIALIZED): as a join, PostgreSQL without statistics on
+        # a fresh store (no ANALYZE yet) chose, per expired lease, a bitmap AND with the whole (state, updated_ms,
+        # id) index — 8.7 s for 500 leases over 10,000 Loops, past the statement timeout under load
         L = schema.loop
+        active = (sa.select(L.c.agent_id).where(L.c.state == "active").distinct().cte("active_agents")
+                  .prefix_with("MATERIALIZED", dialect="postgresql"))
         free = (sa.select(A.c.agent_id)
                 .where(A.c.node_id == node_id, A.c.expires_ms <= now,
-                       A.c.agent_id.in_(sa.select(L.c.agent_id).where(L.c.state == "active")))
+                       A.c.agent_id.in_(sa.select(active.c.agent_id)))
                 .order_by(A.c.agent_id).limit(released))
         mine = sa.or_(mine, A.c.agent_id.in_(free.scalar_subquery()))
-    stmt = A.update().where(A.c.node_id == node_id, mine).values(
+        stmt = stmt.add_cte(active)
+    stmt = stmt.where(A.c.node_id == node_id, mine).values(
         epoch=A.c.epoch + 1, acquired_ms=now, renewed_ms=now, expires_ms=now + ttl_ms,
     ).returning(A.c.agent_id, A.c.epoch)
     return {r.agent_id: int(r.epoch) for r in await tx.execute(stmt)}

@@ -116,6 +116,13 @@ class Placement:
         if not sweeps:
             await self.tick()  # embedders driving ticks themselves find the stranded Loops adopted on return
             return
+        # issue 16 / benchmarks.md §2.2: a restart's own Loops run before the node serves (as on SQLite, where the
+        # node's open loads them): loaded by the first tick in the background, they raced the faces' first requests
+        # — at N = 10,000 the harness bench's listings, polled while it waited, took most of the load's CPU
+        try:
+            await self._adopt_pending()
+        except StoreUnavailable as exc:  # left in _reclaimed for the first tick
+            log.warning("placement adoption deferred: %s", exc.message)
         fence_every = max(0.05, min(1.0, self.cfg.renew_s / 4))
         self._tasks = [
             self._loop.create_task(_every(self.cfg.tick_s, self.tick, first=0.0)),  # adoption in the background

@@ -166,7 +166,7 @@ loop = sa.Table(
     "loop",
     metadata,
     sa.Column("id", Id, primary_key=True),
-    sa.Column("group_id", Id, _fk("agent_group.id"), nullable=False, index=True),
+    sa.Column("group_id", Id, _fk("agent_group.id"), nullable=False),  # indexed with id (below)
     sa.Column("agent_id", Id, _fk("agent.id"), nullable=False, index=True),
     sa.Column("session_id", Id, _fk("session.id"), nullable=False, index=True),
     sa.Column("name", sa.String(80), nullable=False),
@@ -204,6 +204,7 @@ loop = sa.Table(
         "(state = 'paused') = (pause_reason IS NOT NULL)", name="loop_pause_reason_only_when_paused"
     ),
     sa.Index("loop_state_updated", "state", "updated_ms", "id"),
+    sa.Index("loop_group_id_id", "group_id", "id"),  # migration 5: a group's Loops in id order (loops.list pages)
 )
 
 # §2.6 loop_event (intake is issue 6; delivery and ack use it)
