@@ -46,6 +46,7 @@ log = logging.getLogger("wakeful.harness")
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
 # quota locks of its creates first and then the Loop rows of its load steps in id order (the store's lock order)
 CREATE_KEY, LOAD_KEY = "0:", "1:"
+LOAD_KIND = LOAD_KEY + "load-steps"  # §4.3 steps 1 and 4 of the loads waiting together (``Node._load_steps``)
 
 RELOAD_DELAY_NS = 1_000_000_000  # §7: a reload happens at least 1 s after the fault
 HOUR_MS = 3_600_000
@@ -353,14 +354,30 @@ class Node:
 
     # step 1: the only place the incarnation rises
     async def _next_incarnation(self, loop_id: str) -> Loop | None:
-        async def step(tx: Tx) -> Loop | None:
-            if self.placement is not None and not await self.placement.lease_ok(tx, loop_id):
-                return None  # §4.3 step 1: this node must hold the agent's lease at the epoch it believes
-            return await loops.begin_incarnation_row(tx, loop_id, node_id=self.node_id)
-
-        # a unit of the lifecycle group commit (Loop rows in id order), answered only after its commit
-        row: Loop | None = await self.lifecycle.submit(step, f"{LOAD_KEY}{loop_id}")
+        # an item of the lifecycle group commit's load-steps unit (``_load_steps``), answered after its commit
+        row: Loop | None = await self.lifecycle.submit_batch(LOAD_KIND, _Step(loop_id), self._load_steps)
         return row
+
+    # issue 16 (benchmarks.md §2.2 creates/s): §4.3 steps 1 and 4 of the loads waiting meanwhile (each create loads
+    # its Loop) are one batch unit with a fixed number of statements, not a unit and a statement each: one lease
+    # read for all step-1 Loops (PostgreSQL), their Loop rows locked in id order (PostgreSQL; the store's lock
+    # order across units and nodes, as the per-Loop units sorted by key kept it), one conditional update raising
+    # every incarnation, one attach statement for every step 4. A node loads a Loop once at a time (``_lock``), so
+    # no Loop is twice in one unit.
+    async def _load_steps(self, tx: Tx, items: list[_Step]) -> list[Loop | bool | None]:
+        begin = [s.loop_id for s in items if s.object_id is None]
+        attach = [(s.loop_id, s.incarnation, s.object_id) for s in items if s.object_id is not None]
+        if begin and self.placement is not None:  # §4.3 step 1: this node holds the agent's lease at its epoch
+            begin = await self.placement.leases_ok_many(tx, begin)
+        if tx.dialect == "postgresql":
+            ids = sorted({*begin, *(i for i, _, _ in attach)})
+            if len(ids) > 1:
+                L = schema.loop
+                await tx.execute(sa.select(L.c.id).where(L.c.id.in_(padded(ids))).order_by(L.c.id)
+                                 .with_for_update())
+        rows = {r.id: r for r in await loops.begin_incarnations(tx, begin, node_id=self.node_id)}
+        attached = await loops.attach_objects(tx, attach)
+        return [rows.get(s.loop_id) if s.object_id is None else s.loop_id in attached for s in items]
 
     # steps 3–5: load, attach (fenced), start, replay
     async def _load_object(self, row: Loop, elf: bytes, seen: Seen | None = None) -> Resident | None:
@@ -420,10 +437,8 @@ class Node:
 
     # step 4: update object_id only where id, incarnation and state = active still match
     async def _attach(self, res: Resident) -> bool:
-        async def step(tx: Tx) -> bool:
-            return await loops.attach_object(tx, res.loop_id, res.incarnation, res.object_id)
-
-        attached: bool = await self.lifecycle.submit(step, f"{LOAD_KEY}{res.loop_id}")
+        attached: bool = await self.lifecycle.submit_batch(
+            LOAD_KIND, _Step(res.loop_id, res.incarnation, res.object_id), self._load_steps)
         return attached
 
     # ------------------------------------------------------------------ ending an incarnation
@@ -821,6 +836,15 @@ class Seen:
 
     row: Loop | None = None
     pending: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One load's item of the load-steps unit: §4.3 step 1 of ``loop_id`` (no ``object_id``) or its step 4."""
+
+    loop_id: str
+    incarnation: int = 0
+    object_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,11 @@ async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_a
         assert len(inserts) == 2  # the held create alone, then the seven queued behind it in one statement
         if h.store.dialect == "sqlite":  # (PostgreSQL adds the placement's lease claim and reads)
             assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
+        # §4.3 steps 1 and 4 of the loads waiting together are a statement each for all of them, not one per Loop
+        updates = [s.upper() for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        step1 = [s for s in updates if "(LOOP.INCARNATION +" in s]
+        assert 1 <= len(step1) < 8, step1
+        assert 1 <= len(updates) - len(step1) < 8, updates  # step 4 (attach)
         for m in made:  # each is loaded and running, as a create alone is
             assert h.node.resident(m["id"]) is not None
     finally:

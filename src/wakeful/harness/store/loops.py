@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
@@ -371,14 +372,6 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
     return None if value is None else int(value)
 
 
-# issue 16 / benchmarks.md §2.2 creates/s: the same update answering the row as it is now (one statement, not an
-# update and a read)
-async def begin_incarnation_row(tx: Tx, loop_id: str, *, node_id: str) -> Loop | None:
-    """``begin_incarnation``, answering the Loop's row after it; None when the Loop is not active."""
-    row = (await tx.execute((await _raise_incarnation(tx, loop_id, node_id)).returning(*L.c))).first()
-    return None if row is None else loop_from_row(row)
-
-
 async def _raise_incarnation(tx: Tx, loop_id: str, node_id: str) -> Any:
     """§4.3 step 1's conditional update of one Loop (the caller names what it returns)."""
     return (L.update().where(L.c.id == loop_id, L.c.state == "active")
@@ -406,25 +399,51 @@ async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -
     return rows
 
 
+def _attach_many_pg() -> Any:
+    """PostgreSQL's step 4 for many Loops: the triples as three arrays, one statement text whatever their number
+    (one prepared statement per pooled connection), the ids attached returned."""
+    v = sa.func.unnest(
+        sa.bindparam("b_ids", type_=pg_dialect.ARRAY(sa.String)),
+        sa.bindparam("b_incarnations", type_=pg_dialect.ARRAY(sa.BigInteger)),
+        sa.bindparam("b_objects", type_=pg_dialect.ARRAY(sa.String)),
+    ).table_valued("id", "incarnation", "object_id").render_derived(name="v")
+    return (L.update().where(L.c.id == v.c.id, L.c.incarnation == v.c.incarnation, L.c.state == "active")
+            .values(object_id=v.c.object_id, updated_ms=sa.bindparam("b_now")).returning(L.c.id))
+
+
+_ATTACH_MANY_PG = _attach_many_pg()
+
+
 # step 4 for many Loops: each ``(loop_id, incarnation, object_id)`` attached only where id, incarnation and
-# state = active still match; the ids attached. issue 16: one UPDATE run for every Loop (executemany: compiled once,
-# the driver runs the prepared statement per row) and one read of what it left — a single UPDATE with a CASE of 500
-# object ids and a 500-pair IN cost ~0.1 s of SQLAlchemy statement building a batch, more than the rest of step 4
+# state = active still match; the ids attached. issue 16: a single UPDATE with a CASE of 500 object ids and a
+# 500-pair IN cost ~0.1 s of SQLAlchemy statement building a batch, more than the rest of step 4. PostgreSQL: one
+# UPDATE joined to the triples as arrays, answering the ids it attached; SQLite: one UPDATE run for every Loop
+# (executemany: compiled once, the driver runs the prepared statement per row) whose count of changed rows tells
+# when all were attached, and else one read of what it left
 async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set[str]:
     if not objects:
         return set()
     if len(objects) > BATCH:
         raise ValueError(f"at most {BATCH} Loops per statement")
     now = await tx.now_ms()
+    if tx.dialect == "postgresql":
+        ids, incarnations, object_ids = (list(column) for column in zip(*objects, strict=True))
+        found = await tx.execute(_ATTACH_MANY_PG, {"b_ids": ids, "b_incarnations": incarnations,
+                                                   "b_objects": object_ids, "b_now": now})
+        return {r.id for r in found}
     stmt = (
         L.update()
         .where(L.c.id == sa.bindparam("b_id"), L.c.incarnation == sa.bindparam("b_incarnation"),
                L.c.state == "active")
         .values(object_id=sa.bindparam("b_object"), updated_ms=sa.bindparam("b_now"))
     )
-    await tx.execute(stmt, [{"b_id": i, "b_incarnation": n, "b_object": o, "b_now": now} for i, n, o in objects])
-    # the rows as the update left them (in this transaction: PostgreSQL holds their locks, SQLite the writer's)
+    result = await tx.execute(stmt, [{"b_id": i, "b_incarnation": n, "b_object": o, "b_now": now}
+                                     for i, n, o in objects])
     wanted = {i: (n, o) for i, n, o in objects}
+    # SQLite counts the rows an executemany changed: all of them (the usual case, a burst of creates) needs no read
+    if tx.dialect == "sqlite" and result.rowcount == len(wanted) == len(objects):
+        return set(wanted)
+    # the rows as the update left them (in this transaction: PostgreSQL holds their locks, SQLite the writer's)
     found = await tx.execute(sa.select(L.c.id, L.c.incarnation, L.c.object_id)
                              .where(L.c.id.in_(list(wanted)), L.c.state == "active"))
     return {r.id for r in found if wanted[r.id] == (r.incarnation, r.object_id)}
