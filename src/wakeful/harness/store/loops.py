@@ -18,7 +18,7 @@ from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
-from wakeful.harness.store.reads import padded
+from wakeful.harness.store.reads import likely, padded
 
 __all__ = [
     "BATCH",
@@ -390,7 +390,7 @@ async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -
         raise ValueError(f"at most {BATCH} Loops per statement")
     stmt = (
         L.update()
-        .where(L.c.id.in_(list(loop_ids)), L.c.state == "active")
+        .where(L.c.id.in_(padded(list(loop_ids))), likely(L.c.state == "active"))
         .values(incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms())
         .returning(*L.c)
     )
@@ -445,7 +445,7 @@ async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set
         return set(wanted)
     # the rows as the update left them (in this transaction: PostgreSQL holds their locks, SQLite the writer's)
     found = await tx.execute(sa.select(L.c.id, L.c.incarnation, L.c.object_id)
-                             .where(L.c.id.in_(list(wanted)), L.c.state == "active"))
+                             .where(L.c.id.in_(list(wanted)), likely(L.c.state == "active")))
     return {r.id for r in found if wanted[r.id] == (r.incarnation, r.object_id)}
 
 
