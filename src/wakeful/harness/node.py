@@ -371,10 +371,12 @@ class Node:
             begin = await self.placement.leases_ok_many(tx, begin)
         if tx.dialect == "postgresql":
             ids = sorted({*begin, *(i for i, _, _ in attach)})
-            if len(ids) > 1:
-                L = schema.loop
-                await tx.execute(sa.select(L.c.id).where(L.c.id.in_(padded(ids))).order_by(L.c.id)
-                                 .with_for_update())
+            L = schema.loop
+            clock = tx.clock_column()  # the transaction's store-clock reading rides on the locked rows
+            if ids and (len(ids) > 1 or clock is not None):
+                stmt = sa.select(L.c.id, *([clock] if clock is not None else [])).where(L.c.id.in_(padded(ids)))
+                for row in await tx.execute(stmt.order_by(L.c.id).with_for_update()):
+                    tx.seed_now(row)
         rows = {r.id: r for r in await loops.begin_incarnations(tx, begin, node_id=self.node_id)}
         attached = await loops.attach_objects(tx, attach)
         return [rows.get(s.loop_id) if s.object_id is None else s.loop_id in attached for s in items]

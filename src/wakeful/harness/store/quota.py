@@ -37,7 +37,11 @@ def _advisory_key(group_id: str) -> int:
 # §15: pg_advisory_xact_lock keyed on wakeful.quota:<group_id>; SQLite holds the write lock (BEGIN IMMEDIATE)
 async def lock_group_quota(tx: Tx, group_id: str) -> None:
     if tx.dialect == "postgresql":
-        await tx.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _advisory_key(group_id)})
+        # issue 16: the transaction's store-clock reading rides on the lock's row (taken once the lock is held)
+        # instead of a round trip of its own (a batch of creates reads the clock for its rows right after)
+        clock = tx.clock_column()
+        stmt = sa.select(sa.func.pg_advisory_xact_lock(sa.bindparam("k")), *([clock] if clock is not None else []))
+        tx.seed_now((await tx.execute(stmt, {"k": _advisory_key(group_id)})).first())
 
 
 async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None = None) -> QuotaLimits:
