@@ -40,7 +40,7 @@ from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 if TYPE_CHECKING:
     from wakeful.harness.placement import Placement
 
-__all__ = ["Node", "Resident", "Seen"]
+__all__ = ["Created", "Node", "Resident", "Seen"]
 
 log = logging.getLogger("wakeful.harness")
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
@@ -324,15 +324,31 @@ class Node:
         with ``if_absent`` a Loop that became resident meanwhile is left alone. ``seen``: filled with the Loop's
         row and pending count as the replay read them after the start (issue 16: a create's answer without a
         read of its own); left empty when this call did not load the Loop."""
+        async with self._lock(loop_id):
+            return await self._try_load_locked(loop_id, if_absent=if_absent, seen=seen)
+
+    async def _try_load_locked(self, loop_id: str, *, if_absent: bool, seen: Seen | None,
+                               begun: Loop | None = None) -> Resident | None:
         try:
-            async with self._lock(loop_id):
-                if if_absent and loop_id in self._residents:
-                    return self._residents[loop_id]
-                return await self._load(loop_id, seen)
+            if if_absent and loop_id in self._residents:
+                return self._residents[loop_id]
+            if begun is not None and begun.id == loop_id and self._untouched(loop_id):
+                return await self._load_begun(begun, seen)
+            return await self._load(loop_id, seen)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
             self._load_deferred.add(loop_id)  # issue 16: the next tick retries it, not the reconcile
             return None
+
+    @contextlib.asynccontextmanager
+    async def creating(self, loop_id: str) -> AsyncIterator[Created]:
+        """Held by a create from before its insert until its load is done (``LoopTools.create_full``): the
+        node's own sweeps and adoptions leave the new Loop to it (they load a Loop once at a time, ``_lock``), so
+        the incarnation its insert began (``begun``) is the one it loads. ``created.load(...)`` is ``try_load``
+        with the lock held; ``begun``: the row of a Loop whose §4.3 step 1 for this node its insert committed
+        (``LoopTools._insert_many``) — the load starts at step 2 with it."""
+        async with self._lock(loop_id):
+            yield Created(self, loop_id)
 
     async def _load(self, loop_id: str, seen: Seen | None = None) -> Resident | None:
         self._reload_due.pop(loop_id, None)
@@ -349,6 +365,20 @@ class Node:
             elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
         except ArtifactProblem as problem:
             await self._pause_fault(loop_id, row.incarnation, problem.failure, problem.detail)
+            return None
+        return await self._load_object(row, elf, seen)
+
+    def _untouched(self, loop_id: str) -> bool:
+        """Nothing of this node has worked on the Loop yet (no reload due, no wait for capacity, no deferral)."""
+        return (loop_id not in self._reload_due and loop_id not in self._waiting_capacity
+                and loop_id not in self._load_deferred and loop_id not in self._reporting)
+
+    async def _load_begun(self, row: Loop, seen: Seen | None) -> Resident | None:
+        """Steps 2–5 of a Loop whose step 1 its create's transaction committed (``try_load``'s ``begun``)."""
+        try:
+            elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
+        except ArtifactProblem as problem:
+            await self._pause_fault(row.id, row.incarnation, problem.failure, problem.detail)
             return None
         return await self._load_object(row, elf, seen)
 
@@ -830,6 +860,19 @@ class Node:
         """Hand a committed message to the instruments (``message``: the wake handlers, interfaces.md §5)."""
         if message_id is not None:
             self.instruments.message(message_id)
+
+
+class Created:
+    """A create's hold on its new Loop (``Node.creating``)."""
+
+    __slots__ = ("loop_id", "node")
+
+    def __init__(self, node: Node, loop_id: str) -> None:
+        self.node, self.loop_id = node, loop_id
+
+    async def load(self, *, seen: Seen | None = None, begun: Loop | None = None) -> Resident | None:
+        """``Node.try_load(loop_id, if_absent=True, seen=seen)`` under the create's hold, from ``begun``."""
+        return await self.node._try_load_locked(self.loop_id, if_absent=True, seen=seen, begun=begun)
 
 
 @dataclass(slots=True)

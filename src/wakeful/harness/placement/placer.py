@@ -29,6 +29,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.reads import padded
 from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -203,6 +204,20 @@ class Placement:
         with contextlib.suppress(StoreUnavailable):
             await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
         return False
+
+    async def agents_held(self, tx: Tx, agent_ids: list[str]) -> set[str]:
+        """§4.3 step 1's lease check for the Loops a batch of creates inserts (``LoopTools._insert_many``), in its
+        transaction and one statement: those of ``agent_ids`` whose lease this node holds at the epoch it
+        believes, the lease rows read ``FOR SHARE`` (as ``leases_ok_many``)."""
+        if self.state != "alive":
+            return set()
+        mine = sorted({a for a in agent_ids if self.book.epoch(a) is not None})
+        if not mine:
+            return set()
+        stmt = sa.select(A.c.agent_id, A.c.epoch).where(A.c.agent_id.in_(padded(mine)), A.c.node_id == self.node_id)
+        if tx.dialect == "postgresql":
+            stmt = stmt.with_for_update(read=True)
+        return {r.agent_id for r in await tx.execute(stmt) if self.book.epoch(r.agent_id) == int(r.epoch)}
 
     async def leases_ok_many(self, tx: Tx, loop_ids: list[str]) -> list[str]:
         """§4.3 step 1 for a batch of Loops (``Node.load_many``, ``Node._load_steps``), in its transaction and one

@@ -154,6 +154,11 @@ def loop_from_row(row: Any) -> Loop:
     return _loop(list(_getter(row)(row)))
 
 
+def loop_of_values(values: Mapping[str, Any]) -> Loop:
+    """The Loop of a new row's columns (``new_loop_values``: JSON columns as text; columns left out are NULL)."""
+    return _loop([values.get(name) for name in _LOOP_FIELDS])
+
+
 def loops_from_rows(rows: Iterable[Any]) -> list[Loop]:
     """``loop_from_row`` for each row of one result (the column positions found once)."""
     out: list[Loop] = []
@@ -209,9 +214,11 @@ async def insert_loop(
 def new_loop_values(
     *, loop_id: str, group_id: str, agent_id: str, session_id: str, name: str | None, artifact_sha256: str,
     artifact_path: str | None, config: dict[str, Any], capabilities: list[dict[str, Any]] | None, creator: str,
-    now: int, state: str = "active", pause_reason: str | None = None,
+    now: int, state: str = "active", pause_reason: str | None = None, incarnation: int = 0,
+    node_id: str | None = None,
 ) -> dict[str, Any]:
-    """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>)."""
+    """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>; a create whose
+    node begins the first incarnation in the same transaction writes incarnation 1 and its node, §4.3 step 1)."""
     lid = loop_id
     return {
         "id": lid,
@@ -221,7 +228,8 @@ def new_loop_values(
         "name": name or f"loop-{lid[-6:]}",
         "state": state,
         "pause_reason": pause_reason,
-        "incarnation": 0,
+        "incarnation": incarnation,
+        "node_id": node_id,
         "artifact_sha256": artifact_sha256,
         "artifact_path": artifact_path,
         "config": jsontext.encode(config),
