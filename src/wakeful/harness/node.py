@@ -40,12 +40,13 @@ from wakeful.runtime.policy import CapabilityPolicy, parse_capabilities
 if TYPE_CHECKING:
     from wakeful.harness.placement import Placement
 
-__all__ = ["Node", "Resident", "Seen"]
+__all__ = ["Created", "Node", "Resident", "Seen"]
 
 log = logging.getLogger("wakeful.harness")
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
 # quota locks of its creates first and then the Loop rows of its load steps in id order (the store's lock order)
 CREATE_KEY, LOAD_KEY = "0:", "1:"
+LOAD_KIND = LOAD_KEY + "load-steps"  # §4.3 steps 1 and 4 of the loads waiting together (``Node._load_steps``)
 
 RELOAD_DELAY_NS = 1_000_000_000  # §7: a reload happens at least 1 s after the fault
 HOUR_MS = 3_600_000
@@ -323,15 +324,31 @@ class Node:
         with ``if_absent`` a Loop that became resident meanwhile is left alone. ``seen``: filled with the Loop's
         row and pending count as the replay read them after the start (issue 16: a create's answer without a
         read of its own); left empty when this call did not load the Loop."""
+        async with self._lock(loop_id):
+            return await self._try_load_locked(loop_id, if_absent=if_absent, seen=seen)
+
+    async def _try_load_locked(self, loop_id: str, *, if_absent: bool, seen: Seen | None,
+                               begun: Loop | None = None) -> Resident | None:
         try:
-            async with self._lock(loop_id):
-                if if_absent and loop_id in self._residents:
-                    return self._residents[loop_id]
-                return await self._load(loop_id, seen)
+            if if_absent and loop_id in self._residents:
+                return self._residents[loop_id]
+            if begun is not None and begun.id == loop_id and self._untouched(loop_id):
+                return await self._load_begun(begun, seen)
+            return await self._load(loop_id, seen)
         except StoreUnavailable as exc:
             log.warning("loading %s deferred: %s", loop_id, exc.message)
             self._load_deferred.add(loop_id)  # issue 16: the next tick retries it, not the reconcile
             return None
+
+    @contextlib.asynccontextmanager
+    async def creating(self, loop_id: str) -> AsyncIterator[Created]:
+        """Held by a create from before its insert until its load is done (``LoopTools.create_full``): the
+        node's own sweeps and adoptions leave the new Loop to it (they load a Loop once at a time, ``_lock``), so
+        the incarnation its insert began (``begun``) is the one it loads. ``created.load(...)`` is ``try_load``
+        with the lock held; ``begun``: the row of a Loop whose §4.3 step 1 for this node its insert committed
+        (``LoopTools._insert_many``) — the load starts at step 2 with it."""
+        async with self._lock(loop_id):
+            yield Created(self, loop_id)
 
     async def _load(self, loop_id: str, seen: Seen | None = None) -> Resident | None:
         self._reload_due.pop(loop_id, None)
@@ -351,16 +368,48 @@ class Node:
             return None
         return await self._load_object(row, elf, seen)
 
+    def _untouched(self, loop_id: str) -> bool:
+        """Nothing of this node has worked on the Loop yet (no reload due, no wait for capacity, no deferral)."""
+        return (loop_id not in self._reload_due and loop_id not in self._waiting_capacity
+                and loop_id not in self._load_deferred and loop_id not in self._reporting)
+
+    async def _load_begun(self, row: Loop, seen: Seen | None) -> Resident | None:
+        """Steps 2–5 of a Loop whose step 1 its create's transaction committed (``try_load``'s ``begun``)."""
+        try:
+            elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
+        except ArtifactProblem as problem:
+            await self._pause_fault(row.id, row.incarnation, problem.failure, problem.detail)
+            return None
+        return await self._load_object(row, elf, seen)
+
     # step 1: the only place the incarnation rises
     async def _next_incarnation(self, loop_id: str) -> Loop | None:
-        async def step(tx: Tx) -> Loop | None:
-            if self.placement is not None and not await self.placement.lease_ok(tx, loop_id):
-                return None  # §4.3 step 1: this node must hold the agent's lease at the epoch it believes
-            return await loops.begin_incarnation_row(tx, loop_id, node_id=self.node_id)
-
-        # a unit of the lifecycle group commit (Loop rows in id order), answered only after its commit
-        row: Loop | None = await self.lifecycle.submit(step, f"{LOAD_KEY}{loop_id}")
+        # an item of the lifecycle group commit's load-steps unit (``_load_steps``), answered after its commit
+        row: Loop | None = await self.lifecycle.submit_batch(LOAD_KIND, _Step(loop_id), self._load_steps)
         return row
+
+    # issue 16 (benchmarks.md §2.2 creates/s): §4.3 steps 1 and 4 of the loads waiting meanwhile (each create loads
+    # its Loop) are one batch unit with a fixed number of statements, not a unit and a statement each: one lease
+    # read for all step-1 Loops (PostgreSQL), their Loop rows locked in id order (PostgreSQL; the store's lock
+    # order across units and nodes, as the per-Loop units sorted by key kept it), one conditional update raising
+    # every incarnation, one attach statement for every step 4. A node loads a Loop once at a time (``_lock``), so
+    # no Loop is twice in one unit.
+    async def _load_steps(self, tx: Tx, items: list[_Step]) -> list[Loop | bool | None]:
+        begin = [s.loop_id for s in items if s.object_id is None]
+        attach = [(s.loop_id, s.incarnation, s.object_id) for s in items if s.object_id is not None]
+        if begin and self.placement is not None:  # §4.3 step 1: this node holds the agent's lease at its epoch
+            begin = await self.placement.leases_ok_many(tx, begin)
+        if tx.dialect == "postgresql":
+            ids = sorted({*begin, *(i for i, _, _ in attach)})
+            L = schema.loop
+            clock = tx.clock_column()  # the transaction's store-clock reading rides on the locked rows
+            if ids and (len(ids) > 1 or clock is not None):
+                stmt = sa.select(L.c.id, *([clock] if clock is not None else [])).where(L.c.id.in_(padded(ids)))
+                for row in await tx.execute(stmt.order_by(L.c.id).with_for_update()):
+                    tx.seed_now(row)
+        rows = {r.id: r for r in await loops.begin_incarnations(tx, begin, node_id=self.node_id)}
+        attached = await loops.attach_objects(tx, attach)
+        return [rows.get(s.loop_id) if s.object_id is None else s.loop_id in attached for s in items]
 
     # steps 3–5: load, attach (fenced), start, replay
     async def _load_object(self, row: Loop, elf: bytes, seen: Seen | None = None) -> Resident | None:
@@ -420,10 +469,8 @@ class Node:
 
     # step 4: update object_id only where id, incarnation and state = active still match
     async def _attach(self, res: Resident) -> bool:
-        async def step(tx: Tx) -> bool:
-            return await loops.attach_object(tx, res.loop_id, res.incarnation, res.object_id)
-
-        attached: bool = await self.lifecycle.submit(step, f"{LOAD_KEY}{res.loop_id}")
+        attached: bool = await self.lifecycle.submit_batch(
+            LOAD_KIND, _Step(res.loop_id, res.incarnation, res.object_id), self._load_steps)
         return attached
 
     # ------------------------------------------------------------------ ending an incarnation
@@ -815,12 +862,34 @@ class Node:
             self.instruments.message(message_id)
 
 
+class Created:
+    """A create's hold on its new Loop (``Node.creating``)."""
+
+    __slots__ = ("loop_id", "node")
+
+    def __init__(self, node: Node, loop_id: str) -> None:
+        self.node, self.loop_id = node, loop_id
+
+    async def load(self, *, seen: Seen | None = None, begun: Loop | None = None) -> Resident | None:
+        """``Node.try_load(loop_id, if_absent=True, seen=seen)`` under the create's hold, from ``begun``."""
+        return await self.node._try_load_locked(self.loop_id, if_absent=True, seen=seen, begun=begun)
+
+
 @dataclass(slots=True)
 class Seen:
     """A Loop's row and pending count as a load's replay read them (``Node.try_load``)."""
 
     row: Loop | None = None
     pending: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One load's item of the load-steps unit: §4.3 step 1 of ``loop_id`` (no ``object_id``) or its step 4."""
+
+    loop_id: str
+    incarnation: int = 0
+    object_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,24 +160,28 @@ class LoopTools:
         path = None if artifact.startswith("sha256:") else artifact
         new = _NewLoop(loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path, config_value, caps,
                        creator)
-        # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and the
-        # Loop loaded) only after the transaction holding its row committed
-        await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
-        if self.node.placement is not None:
-            self.node.placement.learn(loop_id, agent_id)
         if not self.adopt:
+            await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
+            if self.node.placement is not None:
+                self.node.placement.learn(loop_id, agent_id)
             self.node.transitioned(loop_id)
             await self.ring(loop_id)
             return await self.get_full(loop_id)
         # issue 16: the answer is the row and pending count the load's replay read after the start (what the
         # read below would see), unless this call did not load the Loop here
         seen = Seen()
-        try:
-            await self.node.try_load(loop_id, if_absent=True, seen=seen)
-        finally:
-            # reported after the load (issue 16): on PostgreSQL the placement then tells no other node about a
-            # Loop loaded here (its load told the lease holder when another node holds the agent)
-            self.node.transitioned(loop_id)
+        async with self.node.creating(loop_id) as created:  # the node's sweeps leave the new Loop to this load
+            # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and
+            # the Loop loaded) only after the transaction holding its row committed
+            begun: Loop | None = await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
+            if self.node.placement is not None:
+                self.node.placement.learn(loop_id, agent_id)
+            try:
+                await created.load(seen=seen, begun=begun)
+            finally:
+                # reported after the load (issue 16): on PostgreSQL the placement then tells no other node about a
+                # Loop loaded here (its load told the lease holder when another node holds the agent)
+                self.node.transitioned(loop_id)
         if seen.row is None:
             return await self.get_full(loop_id)
         return self._view(seen.row, seen.pending), seen.row
@@ -214,7 +218,7 @@ class LoopTools:
         self._verify(artifacts.check_elf(elf), InvalidArtifact)
         self._verified.add(sha256)
 
-    async def _insert_many(self, tx: Tx, items: list[_NewLoop]) -> list[HarnessError | None]:
+    async def _insert_many(self, tx: Tx, items: list[_NewLoop]) -> list[HarnessError | Loop | None]:
         """The Loops of a batch of creates, each admitted exactly as alone (§15: counted under the group quota
         locks, in arrival order, in this transaction) with a fixed number of statements per batch; a refused
         create writes nothing and gets its own error."""
@@ -236,8 +240,9 @@ class LoopTools:
             group_active[group_id] = await quota.count_active(tx, group_id=group_id)
         agent_active = await quota.count_active_by_agent(tx, [n.agent_id for n in items])
         owners = await loops.session_owners(tx, [n.session_id for n in items])
+        begun = await self._begins(tx, items)
         now = await tx.now_ms()
-        answers: list[HarnessError | None] = []
+        answers: list[HarnessError | Loop | None] = []
         rows: list[dict[str, Any]] = []
         for n in items:
             try:
@@ -247,13 +252,31 @@ class LoopTools:
                 continue
             agent_active[n.agent_id] = agent_active.get(n.agent_id, 0) + 1
             group_active[n.group_id] += 1
-            rows.append(loops.new_loop_values(
+            mine = n.agent_id in begun
+            values = loops.new_loop_values(
                 loop_id=n.loop_id, group_id=n.group_id, agent_id=n.agent_id, session_id=n.session_id, name=n.name,
                 artifact_sha256=n.sha256, artifact_path=n.path, config=n.config, capabilities=n.caps,
-                creator=n.creator, now=now))
-            answers.append(None)
+                creator=n.creator, now=now, incarnation=1 if mine else 0, node_id=self.node.node_id if mine else None)
+            rows.append(values)
+            answers.append(loops.loop_of_values(values) if mine else None)
         await loops.insert_created(tx, rows)
         return answers
+
+    # issue 16 (creates/s): §4.3 step 1 of a new Loop this node will load is done by the transaction that inserts
+    # it — the row is written at incarnation 1 with this node (the ``created`` transition stays at incarnation 0,
+    # as when step 1 followed in a transaction of its own) — so a create's load starts at step 2, one commit and
+    # one conditional update fewer per create. Step 1's requirements hold in this transaction: the Loop is active,
+    # and on PostgreSQL this node holds the agent's lease at the epoch it believes (the lease rows read FOR SHARE,
+    # after the group lock and the agent rows). Loops of agents it does not hold are inserted at incarnation 0
+    # and loaded as before (the placement claims the lease or tells its holder).
+    async def _begins(self, tx: Tx, items: list[_NewLoop]) -> set[str]:
+        """The agents of ``items`` whose new Loops this node begins in the insert's transaction."""
+        if not self.adopt:
+            return set()  # the local command line runs no runtime: the running node adopts the rows
+        placement = self.node.placement
+        if placement is None:
+            return {n.agent_id for n in items}
+        return await placement.agents_held(tx, [n.agent_id for n in items])
 
     @staticmethod
     def _admit_one(n: _NewLoop, status: dict[str, str], limits: dict[str, quota.QuotaLimits | HarnessError],

@@ -63,6 +63,15 @@ async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_a
         assert len(inserts) == 2  # the held create alone, then the seven queued behind it in one statement
         if h.store.dialect == "sqlite":  # (PostgreSQL adds the placement's lease claim and reads)
             assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
+        # §4.3 step 1 of a created Loop is its insert's (the row written at incarnation 1 with this node), and
+        # step 4 of the loads waiting together is one statement for all of them, not one per Loop
+        # (PostgreSQL: the Loops inserted before the first load claimed the agent's lease take step 1 in their loads)
+        updates = [s.upper() for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        step1 = [s for s in updates if "(LOOP.INCARNATION +" in s]
+        if h.store.dialect == "sqlite":
+            assert step1 == [], step1
+        assert 1 <= len(updates) - len(step1) < 8, updates  # step 4 (attach)
+        assert all(m["incarnation"] == 1 for m in made)
         for m in made:  # each is loaded and running, as a create alone is
             assert h.node.resident(m["id"]) is not None
     finally:
@@ -171,8 +180,8 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
     """A create's answer is the row and pending count its load's replay read after the start (no read of its
-    own), §4.3 step 1 raises the incarnation and answers the row in one statement, and on PostgreSQL the placement
-    knows the new Loop's agent from the create."""
+    own), §4.3 step 1 is done by the insert's transaction (no statement of the load), and on PostgreSQL the
+    placement knows the new Loop's agent from the create."""
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
         _, agent, session = await tenant(h)
@@ -190,7 +199,7 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
                  and ("loop.id = " in s or "loop.id IN " in s)]
         assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
         steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
-        assert len(steps) == 2 and "RETURNING" in steps[0].upper()  # step 1 (row answered), step 4 (attach)
+        assert len(steps) == 1, steps  # step 4 (attach): step 1 was the insert's
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
         assert made["pending_count"] == 0 and made["runtime"] == "resident", made
         assert made == await h.get_loop(made["id"])  # the answer is what a read sees
@@ -281,5 +290,42 @@ async def test_the_replays_of_loads_waiting_meanwhile_share_one_read(
         assert reads.reads - before == 2
         assert [m["name"] for m in made] == ["held", "q0", "q1", "q2", "q3", "q4"]  # each its own row
         assert all(m["incarnation"] == 1 and m["runtime"] == "resident" and m["pending_count"] == 0 for m in made)
+    finally:
+        await h.stop()
+
+
+async def test_a_created_loop_is_loaded_at_the_incarnation_its_insert_began_whatever_sweeps_run_meanwhile(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """The insert writes the Loop at incarnation 1 for this node (§4.3 step 1 in the create's transaction); from
+    before the insert until its load is done the create holds the Loop, so a reconcile or an adoption that finds
+    the committed row meanwhile leaves it to the create instead of beginning another incarnation."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the agent's lease, the digest
+        node = h.node
+        held, go = asyncio.Event(), asyncio.Event()
+        real = node._load_begun
+
+        async def slow(row: Any, seen: Any) -> Any:
+            held.set()
+            await go.wait()
+            return await real(row, seen)
+
+        node._load_begun = slow  # type: ignore[method-assign]
+        create = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name="held"))
+        await held.wait()  # the row is committed, the create's load has not run
+        async with h.store.tx(readonly=True) as tx:
+            row = (await tx.execute(sa.select(schema.loop).where(schema.loop.c.name == "held"))).one()
+        assert (row.incarnation, row.node_id) == (1, node.node_id)
+        assert await node.load_many([row.id]) == 0  # the adoption path leaves it to the create
+        sweep = asyncio.create_task(node.try_load(row.id, if_absent=True))  # the reconcile waits for the create
+        go.set()
+        made = await create
+        await sweep
+        assert made["incarnation"] == 1 and made["runtime"] == "resident", made
+        assert (await h.get_loop(row.id))["incarnation"] == 1
     finally:
         await h.stop()

@@ -85,3 +85,37 @@ async def test_a_refused_write_rolls_back_and_statement_errors_still_surface(
             assert (await tx.execute(sa.select(sa.func.count()).select_from(schema.agent_group))).scalar_one() == 0
     finally:
         await store.close()
+
+
+async def test_a_read_transaction_is_no_round_trip(harness_runner: asyncio.Runner, tmp_path: Path) -> None:
+    """issue 16 (creates/s): a read transaction's COMMIT only ends its read, so it runs inline too — a burst of
+    creates ran four read transactions per batch, each a round trip for its COMMIT alone."""
+    store = await _open(tmp_path)
+    try:
+        async with store.tx() as tx:
+            await groups.create_group(tx, name="g0")
+
+        async def read() -> None:
+            async with store.tx(readonly=True) as tx:
+                assert len((await tx.execute(sa.select(schema.agent_group.c.name))).all()) == 1
+                await tx.now_ms()
+
+        assert await _round_trips(read) == 0  # (was 1: the COMMIT)
+    finally:
+        await store.close()
+
+
+async def test_a_deferred_transaction_that_wrote_commits_on_the_thread(
+        harness_runner: asyncio.Runner, tmp_path: Path) -> None:
+    """A transaction that began deferred but wrote is not a read: its COMMIT (the disk's) stays on the thread."""
+    store = await _open(tmp_path)
+    try:
+        async def write_in_a_read() -> None:
+            async with store.tx(readonly=True) as tx:
+                await groups.create_group(tx, name="g1")
+
+        assert await _round_trips(write_in_a_read) == 1  # the COMMIT
+        async with store.tx(readonly=True) as tx:
+            assert (await tx.execute(sa.select(schema.agent_group.c.name))).scalars().all() == ["g1"]  # committed
+    finally:
+        await store.close()

@@ -104,6 +104,25 @@ async def test_attach_objects_attaches_each_loop_only_at_its_incarnation_while_a
     assert after[ids[0]].incarnation == began[ids[0]]
 
 
+async def test_attach_objects_that_all_match_is_one_statement(store: Any) -> None:
+    """issue 16 (a burst of creates attaches every Loop it loaded): when each Loop still matches, step 4 for the
+    batch is one statement — PostgreSQL's update answers the ids it attached, SQLite's count of changed rows says
+    all of them — not an update and a read of what it left."""
+    first = await loop_row(store)
+    async with store.tx() as tx:
+        rows = [first] + [await loops.insert_loop(
+            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+            artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(2)]
+        began = await loops.begin_incarnations(tx, [r.id for r in rows], node_id="node_a")
+        await tx.now_ms()  # (the transaction's store-clock reading is not the step's statement)
+        with counting_statements(store) as sql:
+            attached = await loops.attach_objects(tx, [(r.id, r.incarnation, f"o-{r.id}") for r in began])
+    assert attached == {r.id for r in rows}
+    assert len(sql) == 1, sql
+    async with store.tx(readonly=True) as tx:
+        assert {(await loops.get_loop(tx, r.id)).object_id for r in rows} == {f"o-{r.id}" for r in rows}
+
+
 async def test_conditional_update_and_json_columns(store: Any, store_clock: Any) -> None:
     loop = await _loop(store)
     store_clock.advance(s=2)

@@ -78,3 +78,27 @@ async def test_defaults_and_group_overrides(store: Any) -> None:
     with pytest.raises(NotFound):
         async with store.tx() as tx:
             await quota.admit_active(tx, group_id="grp_missing", agent_id="agt_x")
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+async def test_the_group_lock_carries_the_transactions_store_clock_reading(
+        harness_runner: Any, store_url: str) -> None:
+    """issue 16 (a batch of creates): on PostgreSQL the store clock is read with the group's quota lock, not by a
+    round trip of its own right after it (harness.md §3: still one reading per transaction, after the lock)."""
+    from support.ingress_harness import counting_statements
+
+    from wakeful.harness.store import Store
+
+    store = await Store.open(store_url)  # the store's own clock (no injected one): read from PostgreSQL
+    try:
+        async with store.tx() as tx:
+            group = await groups.create_group(tx, name="g-clock")
+        async with store.tx() as tx:
+            with counting_statements(store) as sql:
+                await quota.lock_group_quota(tx, group.id)
+                first = await tx.now_ms()
+                assert await tx.now_ms() == first
+        assert len(sql) == 1 and "pg_advisory_xact_lock" in sql[0], sql
+        assert first >= group.created_ms
+    finally:
+        await store.close()

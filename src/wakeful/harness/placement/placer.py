@@ -29,6 +29,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.reads import padded
 from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -211,28 +212,26 @@ class Placement:
             await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
         return False
 
-    async def lease_ok(self, tx: Tx, loop_id: str) -> bool:
-        """§4.3 step 1, inside its transaction: this node holds the agent's lease at the epoch it believes.
-
-        The lease row is read ``FOR SHARE`` (loads of one agent run side by side; a claim waits until the step
-        commits). Expiry is not re-judged here: a claim would have raised the epoch, and the monotonic proof in
-        ``book`` already stops this node before the store clock lets anyone claim (§19.2)."""
-        agent_id = self._agent_of.get(loop_id)
-        if agent_id is None:
-            row = await loops.find_loop(tx, loop_id)
-            if row is None:
-                return True
-            agent_id = row.agent_id
-        epoch = self.book.epoch(agent_id) if self.state == "alive" else None
-        if epoch is None:
-            return False
-        lease = await leases.lease_of(tx, agent_id, for_share=True)
-        return lease is not None and lease.node_id == self.node_id and lease.epoch == epoch
+    async def agents_held(self, tx: Tx, agent_ids: list[str]) -> set[str]:
+        """§4.3 step 1's lease check for the Loops a batch of creates inserts (``LoopTools._insert_many``), in its
+        transaction and one statement: those of ``agent_ids`` whose lease this node holds at the epoch it
+        believes, the lease rows read ``FOR SHARE`` (as ``leases_ok_many``)."""
+        if self.state != "alive":
+            return set()
+        mine = sorted({a for a in agent_ids if self.book.epoch(a) is not None})
+        if not mine:
+            return set()
+        stmt = sa.select(A.c.agent_id, A.c.epoch).where(A.c.agent_id.in_(padded(mine)), A.c.node_id == self.node_id)
+        if tx.dialect == "postgresql":
+            stmt = stmt.with_for_update(read=True)
+        return {r.agent_id for r in await tx.execute(stmt) if self.book.epoch(r.agent_id) == int(r.epoch)}
 
     async def leases_ok_many(self, tx: Tx, loop_ids: list[str]) -> list[str]:
-        """``lease_ok`` for a batch of Loops (``Node.load_many``), in its step-1 transaction and one statement:
-        those of ``loop_ids`` (in their order) whose agent's lease this node holds at the epoch it believes, the
-        lease rows read ``FOR SHARE``."""
+        """§4.3 step 1 for a batch of Loops (``Node.load_many``, ``Node._load_steps``), in its transaction and one
+        statement: those of ``loop_ids`` (in their order) whose agent's lease this node holds at the epoch it
+        believes. The lease rows are read ``FOR SHARE`` (loads of one agent run side by side; a claim waits until
+        the step commits). Expiry is not re-judged here: a claim would have raised the epoch, and the monotonic
+        proof in ``book`` already stops this node before the store clock lets anyone claim (§19.2)."""
         if self.state != "alive" or not loop_ids:
             return []
         stmt = sa.select(L.c.id, L.c.agent_id, A.c.node_id, A.c.epoch).select_from(

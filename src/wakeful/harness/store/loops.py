@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
-from wakeful.harness.store.reads import padded
+from wakeful.harness.store.reads import likely, padded
 
 __all__ = [
     "BATCH",
@@ -155,6 +155,11 @@ def loop_from_row(row: Any) -> Loop:
     return _loop(list(_getter(row)(row)))
 
 
+def loop_of_values(values: Mapping[str, Any]) -> Loop:
+    """The Loop of a new row's columns (``new_loop_values``: JSON columns as text; columns left out are NULL)."""
+    return _loop([values.get(name) for name in _LOOP_FIELDS])
+
+
 def loops_from_rows(rows: Iterable[Any]) -> list[Loop]:
     """``loop_from_row`` for each row of one result (the column positions found once)."""
     out: list[Loop] = []
@@ -210,9 +215,11 @@ async def insert_loop(
 def new_loop_values(
     *, loop_id: str, group_id: str, agent_id: str, session_id: str, name: str | None, artifact_sha256: str,
     artifact_path: str | None, config: dict[str, Any], capabilities: list[dict[str, Any]] | None, creator: str,
-    now: int, state: str = "active", pause_reason: str | None = None,
+    now: int, state: str = "active", pause_reason: str | None = None, incarnation: int = 0,
+    node_id: str | None = None,
 ) -> dict[str, Any]:
-    """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>)."""
+    """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>; a create whose
+    node begins the first incarnation in the same transaction writes incarnation 1 and its node, §4.3 step 1)."""
     lid = loop_id
     return {
         "id": lid,
@@ -222,7 +229,8 @@ def new_loop_values(
         "name": name or f"loop-{lid[-6:]}",
         "state": state,
         "pause_reason": pause_reason,
-        "incarnation": 0,
+        "incarnation": incarnation,
+        "node_id": node_id,
         "artifact_sha256": artifact_sha256,
         "artifact_path": artifact_path,
         "config": jsontext.encode(config),
@@ -398,14 +406,6 @@ async def begin_incarnation(tx: Tx, loop_id: str, *, node_id: str) -> int | None
     return None if value is None else int(value)
 
 
-# issue 16 / benchmarks.md §2.2 creates/s: the same update answering the row as it is now (one statement, not an
-# update and a read)
-async def begin_incarnation_row(tx: Tx, loop_id: str, *, node_id: str) -> Loop | None:
-    """``begin_incarnation``, answering the Loop's row after it; None when the Loop is not active."""
-    row = (await tx.execute((await _raise_incarnation(tx, loop_id, node_id)).returning(*L.c))).first()
-    return None if row is None else loop_from_row(row)
-
-
 async def _raise_incarnation(tx: Tx, loop_id: str, node_id: str) -> Any:
     """§4.3 step 1's conditional update of one Loop (the caller names what it returns)."""
     return (L.update().where(L.c.id == loop_id, L.c.state == "active")
@@ -428,10 +428,11 @@ async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -
         # it. With ``id IN (…) AND state = 'active'`` a store without statistics yet (fresh, ANALYZE not run) was
         # planned on the state index — every active Loop's entry and heap page read for each batch of 500 (~0.4 s a
         # batch at N = 10,000, the restart's largest wait on PostgreSQL; 60 ms by the key)
-        chosen: Any = L.c.id == sa.any_(sa.bindparam("ids", list(loop_ids), type_=pg.ARRAY(sa.Text)))
+        chosen: Any = L.c.id == sa.any_(sa.bindparam("ids", list(loop_ids), type_=pg_dialect.ARRAY(sa.Text)))
         active = active.is_(True)
     else:
-        chosen = L.c.id.in_(list(loop_ids))
+        chosen = L.c.id.in_(padded(list(loop_ids)))
+        active = likely(active)  # (SQLite: not walked by the state index, reads.likely)
     stmt = (L.update().where(chosen, active)
             .values(incarnation=L.c.incarnation + 1, node_id=node_id, object_id=None, updated_ms=await tx.now_ms())
             .returning(*L.c))
@@ -440,10 +441,28 @@ async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -
     return rows
 
 
+def _attach_many_pg() -> Any:
+    """PostgreSQL's step 4 for many Loops: the triples as three arrays, one statement text whatever their number
+    (one prepared statement per pooled connection), the ids attached returned."""
+    v = sa.func.unnest(
+        sa.bindparam("b_ids", type_=pg_dialect.ARRAY(sa.String)),
+        sa.bindparam("b_incarnations", type_=pg_dialect.ARRAY(sa.BigInteger)),
+        sa.bindparam("b_objects", type_=pg_dialect.ARRAY(sa.String)),
+    ).table_valued("id", "incarnation", "object_id").render_derived(name="v")
+    # (the state test by the key alone, as begin_incarnations: no state index on a store without statistics)
+    return (L.update().where(L.c.id == v.c.id, L.c.incarnation == v.c.incarnation, (L.c.state == "active").is_(True))
+            .values(object_id=v.c.object_id, updated_ms=sa.bindparam("b_now")).returning(L.c.id))
+
+
+_ATTACH_MANY_PG = _attach_many_pg()
+
+
 # step 4 for many Loops: each ``(loop_id, incarnation, object_id)`` attached only where id, incarnation and
-# state = active still match; the ids attached. issue 16: one UPDATE run for every Loop (executemany: compiled once,
-# the driver runs the prepared statement per row) and one read of what it left — a single UPDATE with a CASE of 500
-# object ids and a 500-pair IN cost ~0.1 s of SQLAlchemy statement building a batch, more than the rest of step 4
+# state = active still match; the ids attached. issue 16: a single UPDATE with a CASE of 500 object ids and a
+# 500-pair IN cost ~0.1 s of SQLAlchemy statement building a batch, more than the rest of step 4. PostgreSQL: one
+# UPDATE joined to the triples as arrays, answering the ids it attached; SQLite: one UPDATE run for every Loop
+# (executemany: compiled once, the driver runs the prepared statement per row) whose count of changed rows tells
+# when all were attached, and else one read of what it left
 async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set[str]:
     if not objects:
         return set()
@@ -451,39 +470,31 @@ async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set
         raise ValueError(f"at most {BATCH} Loops per statement")
     now = await tx.now_ms()
     if tx.dialect == "postgresql":
-        return await _attach_objects_pg(tx, objects, now)
+        ids, incarnations, object_ids = (list(column) for column in zip(*objects, strict=True))
+        found = await tx.execute(_ATTACH_MANY_PG, {"b_ids": ids, "b_incarnations": incarnations,
+                                                   "b_objects": object_ids, "b_now": now})
+        return {r.id for r in found}
     stmt = (
         L.update()
         .where(L.c.id == sa.bindparam("b_id"), L.c.incarnation == sa.bindparam("b_incarnation"),
                L.c.state == "active")
         .values(object_id=sa.bindparam("b_object"), updated_ms=sa.bindparam("b_now"))
     )
-    await tx.execute(stmt, [{"b_id": i, "b_incarnation": n, "b_object": o, "b_now": now} for i, n, o in objects])
-    # the rows as the update left them (in this transaction: PostgreSQL holds their locks, SQLite the writer's)
+    result = await tx.execute(stmt, [{"b_id": i, "b_incarnation": n, "b_object": o, "b_now": now}
+                                     for i, n, o in objects])
     wanted = {i: (n, o) for i, n, o in objects}
+    # SQLite counts the rows an executemany changed: all of them (the usual case, a burst of creates) needs no read
+    if tx.dialect == "sqlite" and result.rowcount == len(wanted) == len(objects):
+        return set(wanted)
+    # the rows as the update left them (in this transaction: PostgreSQL holds their locks, SQLite the writer's)
     found = await tx.execute(sa.select(L.c.id, L.c.incarnation, L.c.object_id)
-                             .where(L.c.id.in_(list(wanted)), L.c.state == "active"))
+                             .where(L.c.id.in_(list(wanted)), likely(L.c.state == "active")))
     return {r.id for r in found if wanted[r.id] == (r.incarnation, r.object_id)}
 
 
 # PostgreSQL: the batch as three arrays (unnest) in one UPDATE … FROM … RETURNING — one statement for 500 Loops.
 # issue 16: executemany ran 500 statements a batch on the server (2 × 10,000 at a restart of N = 10,000, ~4 s of
 # the load's wall on a shared server) and a read after them; the conditions per row are the same
-async def _attach_objects_pg(tx: Tx, objects: Sequence[tuple[str, int, str]], now: int) -> set[str]:
-    batch = sa.select(
-        sa.func.unnest(sa.bindparam("ids", [i for i, _, _ in objects], type_=pg.ARRAY(sa.Text))).label("id"),
-        sa.func.unnest(sa.bindparam("incs", [n for _, n, _ in objects], type_=pg.ARRAY(sa.BigInteger)))
-        .label("incarnation"),
-        sa.func.unnest(sa.bindparam("objs", [o for _, _, o in objects], type_=pg.ARRAY(sa.Text))).label("object_id"),
-    ).subquery("attach")
-    stmt = (L.update()
-            .where(L.c.id == batch.c.id, L.c.incarnation == batch.c.incarnation,
-                   (L.c.state == "active").is_(True))  # by the key, as begin_incarnations: no state index
-            .values(object_id=batch.c.object_id, updated_ms=now)
-            .returning(L.c.id))
-    return {r.id for r in await tx.execute(stmt)}
-
-
 # §4.3 step 4: attach only where id, incarnation and state = active still match
 async def attach_object(tx: Tx, loop_id: str, incarnation: int, object_id: str) -> bool:
     return await update_loop(

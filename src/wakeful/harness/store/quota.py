@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import NotFound, QuotaExceeded
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import padded
+from wakeful.harness.store.reads import likely, padded
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
            "lock_group_quota"]
@@ -37,7 +37,11 @@ def _advisory_key(group_id: str) -> int:
 # §15: pg_advisory_xact_lock keyed on wakeful.quota:<group_id>; SQLite holds the write lock (BEGIN IMMEDIATE)
 async def lock_group_quota(tx: Tx, group_id: str) -> None:
     if tx.dialect == "postgresql":
-        await tx.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _advisory_key(group_id)})
+        # issue 16: the transaction's store-clock reading rides on the lock's row (taken once the lock is held)
+        # instead of a round trip of its own (a batch of creates reads the clock for its rows right after)
+        clock = tx.clock_column()
+        stmt = sa.select(sa.func.pg_advisory_xact_lock(sa.bindparam("k")), *([clock] if clock is not None else []))
+        tx.seed_now((await tx.execute(stmt, {"k": _advisory_key(group_id)})).first())
 
 
 async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None = None) -> QuotaLimits:
@@ -55,7 +59,7 @@ async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None =
 
 
 async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | None = None) -> int:
-    stmt = sa.select(sa.func.count()).select_from(L).where(L.c.state == "active")
+    stmt = sa.select(sa.func.count()).select_from(L).where(likely(L.c.state == "active"))
     if agent_id is not None:
         stmt = stmt.where(L.c.agent_id == agent_id)
     if group_id is not None:
@@ -65,7 +69,7 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
 
 async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
     """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
-    stmt = (sa.select(L.c.agent_id, sa.func.count().label("n")).where(L.c.state == "active",
+    stmt = (sa.select(L.c.agent_id, sa.func.count().label("n")).where(likely(L.c.state == "active"),
             L.c.agent_id.in_(padded(sorted(set(agent_ids))))).group_by(L.c.agent_id))
     return {r.agent_id: int(r.n) for r in await tx.execute(stmt)}
 

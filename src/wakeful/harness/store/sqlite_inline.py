@@ -9,7 +9,7 @@ connection's thread only what may wait for the disk or another process: ``COMMIT
 checkpoint), ``ROLLBACK``, ``BEGIN IMMEDIATE`` (it may wait ``busy_timeout`` for another process's write lock),
 any statement that is not plain DML or a deferred ``BEGIN`` (``VACUUM INTO``, ``PRAGMA``, DDL), and the
 connection's opening and closing. A write transaction is then two round trips (``BEGIN IMMEDIATE``, ``COMMIT``)
-whatever its statements.
+whatever its statements; a read transaction none (its ``COMMIT`` only ends the read: ``InlineConnection._note``).
 
 The two threads never use the connection at once: every call is awaited before the next one starts (one task
 holds a pooled connection), and ``sqlite3`` is opened with ``check_same_thread=False`` (SQLAlchemy's setting).
@@ -56,14 +56,42 @@ class InlineConnection(aiosqlite.Connection):
     def __init__(self, connector: Callable[[], sqlite3.Connection]) -> None:
         super().__init__(connector, 64)
         self._thread.daemon = True  # (as SQLAlchemy sets it for aiosqlite: an unclosed connection never blocks exit)
+        # the open transaction began deferred and has run only SELECTs: the connection's change count at its BEGIN
+        self._reading: int | None = None
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if _inline(fn, args):
+        if _inline(fn, args) or self._ends_a_read(fn):
             if not self._running or not self._connection:
                 raise ValueError("Connection closed")
+            self._note(fn, args)
             return fn(*args, **kwargs)
+        self._reading = None
         _counter[0] += 1
         return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    # issue 16 (creates/s): the COMMIT of a transaction that began deferred and ran only SELECTs (a read
+    # transaction) writes nothing and waits for nothing — in WAL mode it ends the read snapshot — so it runs inline
+    # too: a read transaction is then no round trip to the thread at all (a burst of creates ran four of them per
+    # batch: the creates' read, the replays' read, the Loop bridge's, the listing's)
+    def _note(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        if getattr(fn, "__name__", "") not in ("execute", "executemany") or not args or not isinstance(args[0], str):
+            return
+        head = args[0].lstrip()[:14].upper()
+        if head.startswith("BEGIN DEFERRED"):
+            conn = self._connection
+            self._reading = None if conn is None else int(conn.total_changes)
+        elif not head.startswith("SELECT"):
+            self._reading = None
+
+    def _ends_a_read(self, fn: Callable[..., Any]) -> bool:
+        if self._reading is None or getattr(fn, "__name__", "") != "commit":
+            return False
+        conn: sqlite3.Connection | None = self._connection
+        reading, self._reading = self._reading, None
+        if conn is None:
+            return False
+        changes = int(conn.total_changes)
+        return getattr(fn, "__self__", None) is conn and changes == reading
 
 
 def connect(path: Path) -> Callable[[], Any]:
