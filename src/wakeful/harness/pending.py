@@ -159,12 +159,14 @@ class PendingEvents:
 
     async def _scan(self) -> list[tuple[str, str]]:
         node = self.node
-        residents = {res.loop_id: res for res in node.residents()}
+        residents = node.residents()
         if not residents:
             return []
         stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.deadline_ms).where(E.c.status == "pending").order_by(
             E.c.loop_id, E.c.received_ms, E.c.event_id)
-        known = {loop_id: (res, set(res.delivered)) for loop_id, res in residents.items()}
+        # issue 16 / benchmarks.md §2.2 idle work: only the objects that were delivered something have ids to
+        # forget; an idle node makes no set per Loop each minute
+        known = {res.loop_id: (res, set(res.delivered)) for res in residents if res.delivered}
         async with node.store.tx(readonly=True) as tx:
             now_ms = await tx.now_ms()
             rows = list(await tx.execute(stmt))
