@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Node", "Resident", "Seen"]
 
 log = logging.getLogger("wakeful.harness")
+_DRIFT_KEY = operator.attrgetter("loop_id", "incarnation", "object_id")  # what the reconcile compares (drift)
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
 # quota locks of its creates first and then the Loop rows of its load steps in id order (the store's lock order)
 CREATE_KEY, LOAD_KEY = "0:", "1:"
@@ -696,7 +698,7 @@ class Node:
     # that need a change — an idle node's reconcile is one transaction and no row decoded however many Loops it
     # runs; only a Loop that needs a change is read again (under its lock)
     async def _reconcile(self) -> None:
-        residents = [(res.loop_id, res.incarnation, res.object_id) for res in self._residents.values()]
+        residents = list(map(_DRIFT_KEY, self._residents.values()))
         agents = None if self.placement is None else sorted(self.placement.book.snapshot())
         async with self.store.tx(readonly=True) as tx:
             found = await drift.drift(tx, residents, agents)

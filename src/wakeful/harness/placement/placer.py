@@ -338,12 +338,12 @@ class Placement:
     async def renew(self) -> None:
         """§19.3: the placement tick renews too — issue 16: only when the renewer thread has not renewed within
         ``renew_s`` (stuck, paused, or not yet), so a healthy node renews once per period, not twice."""
-        held = self.book.snapshot()
-        if not held:
-            return
         last = self.renewer.renewed_ns
         sent_ns = self.mono()
         if last is not None and sent_ns - last < self.cfg.renew_s * 1_000_000_000:
+            return
+        held = self.book.snapshot()
+        if not held:
             return
         async with self.store.tx() as tx:
             lost = await leases.renew(tx, self.node_id, held, self.ttl_ms)

@@ -71,20 +71,19 @@ def _pg_unnest(name: str, values: list[str]) -> sa.Select[tuple[str]]:
 
 def _pg_residents(residents: Sequence[tuple[str, int, str]]) -> tuple[sa.Subquery, sa.Select[tuple[str]]]:
     """PostgreSQL: three arrays unnested side by side (three parameters however many residents)."""
-    ids = sa.bindparam("ids", [r[0] for r in residents], type_=pg_dialect.ARRAY(sa.Text))
+    loop_ids, incarnations, object_ids = (list(c) for c in zip(*residents)) if residents else ([], [], [])
+    ids = sa.bindparam("ids", loop_ids, type_=pg_dialect.ARRAY(sa.Text))
     resident = sa.select(
         sa.func.unnest(ids).label("rid"),
-        sa.func.unnest(sa.bindparam("incs", [r[1] for r in residents], type_=pg_dialect.ARRAY(sa.BigInteger)))
-        .label("inc"),
-        sa.func.unnest(sa.bindparam("objs", [r[2] for r in residents], type_=pg_dialect.ARRAY(sa.Text)))
-        .label("obj"),
+        sa.func.unnest(sa.bindparam("incs", incarnations, type_=pg_dialect.ARRAY(sa.BigInteger))).label("inc"),
+        sa.func.unnest(sa.bindparam("objs", object_ids, type_=pg_dialect.ARRAY(sa.Text))).label("obj"),
     ).subquery("resident")
     return resident, sa.select(sa.func.unnest(ids))
 
 
 def _sqlite_residents(residents: Sequence[tuple[str, int, str]]) -> tuple[sa.Subquery, sa.Select[tuple[str]]]:
     """SQLite: one JSON array of ``[id, incarnation, object_id]`` read with ``json_each`` (one parameter)."""
-    each = sa.func.json_each(sa.bindparam("residents", json.dumps([list(r) for r in residents]), type_=sa.Text)) \
+    each = sa.func.json_each(sa.bindparam("residents", json.dumps(residents), type_=sa.Text)) \
         .table_valued("value").alias("each")
     item = each.c.value
     resident = sa.select(
