@@ -48,7 +48,40 @@ def _redact(text: str) -> str:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server without its own signal handling: the embedder (or ``wakeful serve``) owns signals."""
+    """uvicorn's server without its own signal handling: the embedder (or ``wakeful serve``) owns signals.
+
+    issue 16 / benchmarks.md §2.1 step 4: uvicorn's main loop wakes every 0.1 s to look at ``should_exit`` and
+    refresh the Date header once a second — 600 wakes of an idle node a minute, most of its event-loop wakes. Here
+    it wakes once a second (the header is still refreshed each second) and at once when ``should_exit`` is set."""
+
+    TICK_S = 1.0
+    TICKS = 10  # uvicorn's ``on_tick`` counter advances 10 per second (it refreshes the header when % 10 == 0)
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit_set: asyncio.Event | None = None
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._should_exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._should_exit = value
+        if value and self._exit_set is not None:
+            self._exit_set.set()
+
+    async def main_loop(self) -> None:
+        self._exit_set = asyncio.Event()
+        if self._should_exit:
+            self._exit_set.set()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + self.TICKS) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit_set.wait(), self.TICK_S)
+            should_exit = await self.on_tick(counter)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from wakeful.harness.instruments import Instruments
 from wakeful.harness.integrity import ArtifactProblem, read_verified
 from wakeful.harness.registry import ToolRegistry
 from wakeful.harness.source_lines import stored_table, with_source_line
-from wakeful.harness.store import jsontext, loops, schema
+from wakeful.harness.store import drift, jsontext, loops, schema
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.group import GroupCommit
 from wakeful.harness.store.ids import new_id
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Created", "Node", "Resident", "Seen"]
 
 log = logging.getLogger("wakeful.harness")
+_DRIFT_KEY = operator.attrgetter("loop_id", "incarnation", "object_id")  # what the reconcile compares (drift)
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
 # quota locks of its creates first and then the Loop rows of its load steps in id order (the store's lock order)
 CREATE_KEY, LOAD_KEY = "0:", "1:"
@@ -109,6 +111,7 @@ class Node:
         )
         self._residents: dict[str, Resident] = {}
         self._objects: dict[str, Resident] = {}
+        self.residents_added = 0  # objects made resident since the node started (the fence's "anything new?")
         self._reload_due: dict[str, int] = {}  # loop id → monotonic ns
         self._waiting_capacity: set[str] = set()
         self._load_deferred: set[str] = set()  # loads an unavailable store deferred; retried on the next tick
@@ -457,6 +460,7 @@ class Node:
     # step 5's start of an attached object: resident from here; False when the start failed (a fault)
     async def _start_object(self, res: Resident) -> bool:
         self._residents[res.loop_id] = self._objects[res.object_id] = res
+        self.residents_added += 1
         try:
             await self.runtime.start(res.object_id)
         except WakefulError as exc:  # §7: a start failure of an object that loaded is a fault
@@ -737,23 +741,21 @@ class Node:
         await self.settle()
 
     # §19.3 reconcile, single node: every decision is taken under the Loop's lock on a fresh read. issue 16: the
-    # Loops are compared with the residents in one read of the columns it needs; only a Loop that needs a change
-    # is read again (under its lock), so an idle node's reconcile is one transaction however many Loops it runs
+    # residents are compared with the Loop rows by the store in one read (``drift``), which answers only the Loops
+    # that need a change — an idle node's reconcile is one transaction and no row decoded however many Loops it
+    # runs; only a Loop that needs a change is read again (under its lock)
     async def _reconcile(self) -> None:
-        L = schema.loop
-        columns = (L.c.id, L.c.agent_id, L.c.state, L.c.incarnation, L.c.object_id)
+        residents = list(map(_DRIFT_KEY, self._residents.values()))
+        agents = None if self.placement is None else sorted(self.placement.book.snapshot())
         async with self.store.tx(readonly=True) as tx:
-            rows = {r.id: r for r in await tx.execute(sa.select(*columns).where(L.c.state == lc.ACTIVE))}
-            gone = sorted(set(self._residents) - set(rows))
-            for start in range(0, len(gone), 500):  # residents whose Loop is no longer active (or deleted)
-                chunk = gone[start:start + 500]
-                rows.update((r.id, r) for r in await tx.execute(sa.select(*columns).where(L.c.id.in_(chunk))))
+            found = await drift.drift(tx, residents, agents)
+        rows = {r.loop_id: r for r in found}
         active = {loop_id for loop_id, r in rows.items() if r.state == lc.ACTIVE
-                  and (self.placement is None or self.placement.holds(r.agent_id))}  # §19.3: owned agents
-        for loop_id in sorted(active | set(self._residents)):
+                  and (self.placement is None or self.placement.holds(r.agent_id or ""))}  # §19.3: owned agents
+        for loop_id in sorted(rows):
             if self.is_locked(loop_id) or loop_id in self._reload_due or loop_id in self._reporting:
                 continue  # being loaded, unloaded, reloaded or reported right now
-            if not self._reconcile_due(self._residents.get(loop_id), rows.get(loop_id), loop_id in active):
+            if not self._reconcile_due(self._residents.get(loop_id), rows[loop_id], loop_id in active):
                 continue
             try:
                 await self._reconcile_one(loop_id)
@@ -761,13 +763,12 @@ class Node:
                 log.warning("reconcile of %s deferred: %s", loop_id, exc.message)
 
     @staticmethod
-    def _reconcile_due(res: Resident | None, row: Any, active: bool) -> bool:
+    def _reconcile_due(res: Resident | None, row: drift.Drift, active: bool) -> bool:
         """What ``_reconcile_one`` would change, judged on the reconcile's read: an object to end or reload, or an
         owned active Loop to load. It decides again on its own fresh read."""
         if res is None:
             return active
-        return (row is None or row.state != lc.ACTIVE or int(row.incarnation) != res.incarnation
-                or row.object_id != res.object_id)
+        return (row.state != lc.ACTIVE or row.incarnation != res.incarnation or row.object_id != res.object_id)
 
     async def _reconcile_one(self, loop_id: str) -> None:
         async with self._lock(loop_id):

@@ -9,6 +9,7 @@ node's monotonic clock has seen the event pending in the current object for the 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ STATUSES = ("pending", "acked", "discarded")
 MAX_NAMED = 256  # event ids named in one retry/discard
 PAGE_DEFAULT, PAGE_MAX = 50, 200  # interfaces.md §1 pagination
 PRUNE_EVERY_NS = 3_600 * 1_000_000_000  # §19.3: the prune tick runs hourly
+_DELIVERED = operator.attrgetter("delivered")  # a resident's delivered ids (non-empty: it has some to forget)
 _LISTED = ("event_id", "topic", "status", "source", "received_ms", "first_delivered_ms", "deadline_ms",
            "acked_ms", "acked_incarnation", "discarded_ms", "envelope_bytes")
 
@@ -159,12 +161,14 @@ class PendingEvents:
 
     async def _scan(self) -> list[tuple[str, str]]:
         node = self.node
-        residents = {res.loop_id: res for res in node.residents()}
+        residents = node.residents()
         if not residents:
             return []
         stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.deadline_ms).where(E.c.status == "pending").order_by(
             E.c.loop_id, E.c.received_ms, E.c.event_id)
-        known = {loop_id: (res, set(res.delivered)) for loop_id, res in residents.items()}
+        # issue 16 / benchmarks.md §2.2 idle work: only the objects that were delivered something have ids to
+        # forget; an idle node makes no set per Loop each minute
+        known = {res.loop_id: (res, set(res.delivered)) for res in filter(_DELIVERED, residents)}
         async with node.store.tx(readonly=True) as tx:
             now_ms = await tx.now_ms()
             rows = list(await tx.execute(stmt))

@@ -72,3 +72,24 @@ def test_drop_forgets_and_bad_periods_are_refused() -> None:
     assert not book.holds("a")
     with pytest.raises(ValueError):
         LeaseBook(mono, 0)
+
+
+def test_removals_count_every_lease_forgotten_and_expire_still_finds_the_oldest_proof() -> None:
+    """issue 16: ``removals`` tells the fence when to look at its objects again; ``expire`` returns at once while no
+    proof can be old enough, and still finds a lease whose renewals stopped while others went on."""
+    mono = Mono()
+    book = LeaseBook(mono, 20 * S)
+    book.add("a", 1, mono())
+    book.add("b", 1, mono())
+    book.add("c", 1, mono())
+    assert book.removals == 0
+    mono.ns += 15 * S
+    assert book.renewed({"a": 1, "b": 1}, ["a"], mono()) == ["b"]  # b was taken; c is not renewed at all
+    assert book.removals == 1
+    mono.ns += 5 * S - 1
+    assert book.expire() == [] and book.removals == 1
+    mono.ns += 1
+    assert book.expire() == ["c"] and book.removals == 2  # c's proof is 20 s old; a's only 5 s
+    book.drop(["a", "gone"])
+    assert book.removals == 3 and len(book) == 0
+    assert book.expire() == []

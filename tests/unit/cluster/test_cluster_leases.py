@@ -22,7 +22,7 @@ async def _claim(store: Any, agent: str, node: str) -> Any:
         return await leases.claim(tx, agent, node, TTL)
 
 
-async def _renew(store: Any, node: str, held: dict[str, int]) -> dict[str, int]:
+async def _renew(store: Any, node: str, held: dict[str, int]) -> set[str]:
     async with store.tx() as tx:
         return await leases.renew(tx, node, held, TTL)
 
@@ -46,21 +46,23 @@ async def test_renew_keeps_only_leases_still_held_at_the_believed_epoch(store: A
     agent = await _agent(store)
     await _claim(store, agent, "n1")
     store_clock.advance(s=10)
-    kept = await _renew(store, "n1", {agent: 1})
-    assert kept == {agent: await store.now_ms() + TTL}
-    assert await _renew(store, "n1", {agent: 7}) == {}  # a wrong epoch is not ours
-    assert await _renew(store, "n2", {agent: 1}) == {}  # neither is another node's
+    assert await _renew(store, "n1", {agent: 1}) == set()  # nothing lost
+    async with store.tx(readonly=True) as tx:
+        lease = await leases.lease_of(tx, agent)
+    assert lease is not None and lease.expires_ms == await store.now_ms() + TTL
+    assert await _renew(store, "n1", {agent: 7}) == {agent}  # a wrong epoch is not ours
+    assert await _renew(store, "n2", {agent: 1}) == {agent}  # neither is another node's
     store_clock.advance(ms=TTL)
     await _claim(store, agent, "n2")  # expired → taken at epoch 2
-    assert await _renew(store, "n1", {agent: 1}) == {}  # the old holder learns it lost the lease
-    assert agent in await _renew(store, "n2", {agent: 2})
+    assert await _renew(store, "n1", {agent: 1}) == {agent}  # the old holder learns it lost the lease
+    assert await _renew(store, "n2", {agent: 2}) == set()
 
 
 async def test_a_renewal_of_an_expired_but_unclaimed_lease_still_holds(store: Any, store_clock: Any) -> None:
     agent = await _agent(store)
     await _claim(store, agent, "n1")
     store_clock.advance(ms=TTL * 2)  # nobody claimed it meanwhile: the epoch fences, so renewing is safe
-    assert agent in await _renew(store, "n1", {agent: 1})
+    assert await _renew(store, "n1", {agent: 1}) == set()
     assert await _claim(store, agent, "n2") is None
 
 
@@ -122,9 +124,10 @@ async def test_one_renewal_answers_for_every_lease_of_the_node(store: Any, store
     store_clock.advance(s=10)
     held = {agent: 1 for agent in ids}
     held[ids[0]] = 2  # a stale belief about the epoch
-    kept = await _renew(store, "n1", held)
-    assert set(kept) == set(ids) - {ids[0], ids[1]}
-    assert set(kept.values()) == {await store.now_ms() + TTL}
+    assert await _renew(store, "n1", held) == {ids[0], ids[1]}  # the answer names only the agents lost
+    async with store.tx(readonly=True) as tx:
+        expiries = {lease.agent_id: lease.expires_ms for lease in await leases.list_leases(tx)}
+    assert {expiries[a] for a in ids[2:]} == {await store.now_ms() + TTL}
 
 
 async def test_reclaim_reads_the_active_loops_once_not_once_per_released_lease(store: Any, store_clock: Any) -> None:

@@ -21,7 +21,11 @@ class _Held:
 
 
 class LeaseBook:
-    """``holds(agent)`` is the node's answer to "may I act for this agent now?"."""
+    """``holds(agent)`` is the node's answer to "may I act for this agent now?".
+
+    ``removals`` counts the leases forgotten (expired, lost, dropped): a fence that found nothing to unload need
+    not look again until it rises or a new object is loaded (issue 16: an idle node's fence is O(1), not per Loop).
+    """
 
     def __init__(self, monotonic_ns: Callable[[], int], fence_after_ns: int) -> None:
         if fence_after_ns <= 0:
@@ -30,11 +34,16 @@ class LeaseBook:
         self.fence_after_ns = fence_after_ns
         self._held: dict[str, _Held] = {}
         self._lock = threading.Lock()
+        self.removals = 0
+        # a lower bound of every held proof (None: nothing held): ``expire`` has nothing to do while it is younger
+        # than the fence period, so the fence's every-2.5 s call does not walk the agents
+        self._oldest_ns: int | None = None
 
     def add(self, agent_id: str, epoch: int, sent_ns: int) -> None:
         """A claim at ``epoch`` succeeded; ``sent_ns`` was read before it was sent."""
         with self._lock:
             self._held[agent_id] = _Held(epoch, sent_ns)
+            self._oldest_ns = sent_ns if self._oldest_ns is None else min(self._oldest_ns, sent_ns)
 
     def renewed(self, sent: Mapping[str, int], kept: Iterable[str], sent_ns: int) -> list[str]:
         """Apply a renewal of ``sent`` ({agent: epoch}) of which ``kept`` came back; returns the agents lost
@@ -51,6 +60,8 @@ class LeaseBook:
                 else:
                     del self._held[agent_id]
                     lost.append(agent_id)
+            self.removals += len(lost)
+            self._oldest_ns = min((h.proof_ns for h in self._held.values()), default=None)
         return lost
 
     def holds(self, agent_id: str) -> bool:
@@ -70,9 +81,13 @@ class LeaseBook:
         """Forget (and return) every agent whose proof is too old: the node must have stopped acting for it."""
         now = self._mono()
         with self._lock:
+            if self._oldest_ns is None or now - self._oldest_ns < self.fence_after_ns:
+                return []
             gone = [a for a, h in self._held.items() if now - h.proof_ns >= self.fence_after_ns]
             for agent_id in gone:
                 del self._held[agent_id]
+            self.removals += len(gone)
+            self._oldest_ns = min((h.proof_ns for h in self._held.values()), default=None)
         return gone
 
     def snapshot(self) -> dict[str, int]:
@@ -84,7 +99,8 @@ class LeaseBook:
     def drop(self, agents: Iterable[str]) -> None:
         with self._lock:
             for agent_id in agents:
-                self._held.pop(agent_id, None)
+                if self._held.pop(agent_id, None) is not None:
+                    self.removals += 1
 
     def __len__(self) -> int:
         with self._lock:

@@ -90,34 +90,38 @@ async def reclaim(tx: Tx, node_id: str, ttl_ms: int, *, released: int = 0) -> di
     return {r.agent_id: int(r.epoch) for r in await tx.execute(stmt)}
 
 
-# §19.2 renew: conditional on node_id = self AND epoch = mine; an agent missing from the answer is lost.
+# §19.2 renew: conditional on node_id = self AND epoch = mine; an agent not renewed is lost.
 # issue 16: one statement for all of a node's leases — on PostgreSQL the pairs go as two arrays (unnest), so the
-# statement and its parameters stay two however many agents the node holds
-async def renew(tx: Tx, node_id: str, held: Mapping[str, int], ttl_ms: int) -> dict[str, int]:
-    """Renew the given ``{agent_id: epoch}``; returns ``{agent_id: expires_ms}`` of those still ours."""
+# statement and its parameters stay two however many agents the node holds, and it answers only the agents it did
+# not renew (a data-modifying CTE), so an idle node's renewal decodes no row per agent
+async def renew(tx: Tx, node_id: str, held: Mapping[str, int], ttl_ms: int) -> set[str]:
+    """Renew the given ``{agent_id: epoch}`` to expire ``ttl_ms`` from now on the store clock; returns the agents
+    of ``held`` that were not renewed (no longer ours at that epoch): lost."""
     if not held:
-        return {}
+        return set()
     now = await tx.now_ms()
     pairs = sorted(held.items())
     if tx.dialect == "postgresql":
+        agents = sa.bindparam("agents", [a for a, _ in pairs], type_=pg_dialect.ARRAY(sa.Text))
         mine = sa.select(
-            sa.func.unnest(sa.bindparam("agents", [a for a, _ in pairs], type_=pg_dialect.ARRAY(sa.Text)))
-            .label("agent_id"),
+            sa.func.unnest(agents).label("agent_id"),
             sa.func.unnest(sa.bindparam("epochs", [e for _, e in pairs], type_=pg_dialect.ARRAY(sa.BigInteger)))
             .label("epoch"),
         ).subquery("mine")
-        stmt = A.update().where(
+        renewed = A.update().where(
             A.c.node_id == node_id, A.c.agent_id == mine.c.agent_id, A.c.epoch == mine.c.epoch,
-        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id, A.c.expires_ms)
-        return {r.agent_id: int(r.expires_ms) for r in await tx.execute(stmt)}
-    out: dict[str, int] = {}
+        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id).cte("renewed")
+        sent = sa.select(sa.func.unnest(agents).label("agent_id")).subquery("sent")
+        lost = sa.select(sent.c.agent_id).where(sent.c.agent_id.not_in(sa.select(renewed.c.agent_id)))
+        return {r.agent_id for r in await tx.execute(lost)}
+    kept: set[str] = set()
     for start in range(0, len(pairs), 500):  # SQLite (one node, no leases in use): bounded parameter lists
         chunk = pairs[start:start + 500]
         stmt = A.update().where(
             A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(chunk),
-        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id, A.c.expires_ms)
-        out.update({r.agent_id: int(r.expires_ms) for r in await tx.execute(stmt)})
-    return out
+        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id)
+        kept.update(r.agent_id for r in await tx.execute(stmt))
+    return set(held) - kept
 
 
 # §19.2 release: expires_ms = now under the same condition (drain, idle agent)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness import lifecycle as lc
 from wakeful.harness.errors import StoreUnavailable
@@ -86,6 +87,7 @@ class Placement:
         self.wants_messages: Callable[[], bool] = lambda: False  # set by the Harness: wake handlers exist
         self.fenced_loops = 0  # objects unloaded by self-fencing (tests, status)
         self._reclaimed: set[str] = set()  # agents whose leases start() took over, adopted by the next tick
+        self._fenced_at: tuple[int, int, str] | None = None  # what the last fence that unloaded nothing saw
 
     # ------------------------------------------------------------------ start, sweeps, drain
 
@@ -303,7 +305,7 @@ class Placement:
             except StoreUnavailable as exc:
                 log.warning("placement sweep deferred: %s", exc.message)
                 return
-            for name, act in (("release", lambda: self._release_idle(survey.busy)),
+            for name, act in (("release", lambda: self._release_idle(survey.idle)),
                               ("stranded sweep", lambda: self._claim_stranded(survey)),
                               ("event poll", lambda: self._replay_undelivered(survey.undelivered)),
                               ("node sweep", lambda: self._sweep_gone_nodes(survey.gone_due))):
@@ -318,7 +320,7 @@ class Placement:
         held = sorted(self.book.snapshot())
         async with self.store.tx(readonly=True) as tx:
             now = await tx.now_ms()
-            survey.busy = await self._busy_agents(tx, held)
+            survey.idle = await self._idle_agents(tx, held)
             await self._stranded(tx, now, survey)
             if self.node.resident_count:
                 survey.undelivered = await self._undelivered(tx)
@@ -342,42 +344,63 @@ class Placement:
     async def renew(self) -> None:
         """§19.3: the placement tick renews too — issue 16: only when the renewer thread has not renewed within
         ``renew_s`` (stuck, paused, or not yet), so a healthy node renews once per period, not twice."""
-        held = self.book.snapshot()
-        if not held:
-            return
         last = self.renewer.renewed_ns
         sent_ns = self.mono()
         if last is not None and sent_ns - last < self.cfg.renew_s * 1_000_000_000:
             return
-        async with self.store.tx() as tx:
-            kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
-        if self.book.renewed(held, kept, sent_ns):
-            await self.fence()
-
-    async def _busy_agents(self, tx: Tx, held: list[str]) -> set[str]:
-        """Of the agents held, those with an active Loop (or an unhandled message for our wake handlers)."""
-        busy: set[str] = set()
-        for chunk in _chunks(held, 500):
-            stmt = sa.select(L.c.agent_id).where(L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE).distinct()
-            busy.update(r.agent_id for r in await tx.execute(stmt))
-            if self.wants_messages():
-                M = schema.message
-                stmt = sa.select(M.c.agent_id).where(
-                    M.c.agent_id.in_(chunk), M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
-                ).distinct()
-                busy.update(r.agent_id for r in await tx.execute(stmt))
-        return busy
-
-    async def _release_idle(self, busy: set[str]) -> None:
-        """§19.2 release: the agent has no active Loop (and no unhandled message for our wake handlers)."""
         held = self.book.snapshot()
-        resident_agents = {res.agent_id for res in self.node.residents()}
-        idle = {a: e for a, e in held.items() if a not in busy and a not in resident_agents}
-        if not idle:
+        if not held:
             return
         async with self.store.tx() as tx:
-            await leases.release(tx, self.node_id, idle)
-        self.book.drop(idle)
+            lost = await leases.renew(tx, self.node_id, held, self.ttl_ms)
+        if self.book.renewed(held, held.keys() - lost, sent_ns):
+            await self.fence()
+
+    # issue 16 / benchmarks.md §2.2 idle work: the store answers the held agents that are idle, not the busy ones,
+    # so an idle node's tick decodes no row per agent (on PostgreSQL the agents go as one array: one parameter)
+    async def _idle_agents(self, tx: Tx, held: list[str]) -> set[str]:
+        """Of the agents held, those with no active Loop (and no unhandled message for our wake handlers)."""
+        if not held:
+            return set()
+        if tx.dialect != "postgresql":  # (a cluster node runs on PostgreSQL; kept for a store without arrays)
+            idle = set(held)
+            for chunk in _chunks(held, 500):
+                idle.difference_update(await self._busy_of(tx, chunk))
+            return idle
+        mine = sa.select(sa.func.unnest(sa.bindparam("agents", held, type_=pg_dialect.ARRAY(sa.Text)))
+                         .label("agent_id")).subquery("mine")
+        stmt = sa.select(mine.c.agent_id).where(~sa.exists().where(L.c.agent_id == mine.c.agent_id,
+                                                                   L.c.state == lc.ACTIVE))
+        if self.wants_messages():
+            M = schema.message
+            stmt = stmt.where(~sa.exists().where(
+                M.c.agent_id == mine.c.agent_id, M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle"))))
+        return {r.agent_id for r in await tx.execute(stmt)}
+
+    async def _busy_of(self, tx: Tx, chunk: list[str]) -> set[str]:
+        """Of ``chunk``, the agents with an active Loop (or an unhandled message for our wake handlers)."""
+        stmt = sa.select(L.c.agent_id).where(L.c.agent_id.in_(chunk), L.c.state == lc.ACTIVE).distinct()
+        busy = {r.agent_id for r in await tx.execute(stmt)}
+        if self.wants_messages():
+            M = schema.message
+            stmt = sa.select(M.c.agent_id).where(
+                M.c.agent_id.in_(chunk), M.c.handled_ms.is_(None), M.c.kind.in_(("loop", "lifecycle")),
+            ).distinct()
+            busy.update(r.agent_id for r in await tx.execute(stmt))
+        return busy
+
+    async def _release_idle(self, idle: set[str]) -> None:
+        """§19.2 release: the agent has no active Loop (and no unhandled message for our wake handlers)."""
+        if not idle:
+            return  # issue 16: the residents are looked at only when the survey found an idle agent
+        held = self.book.snapshot()
+        resident_agents = {res.agent_id for res in self.node.residents()}
+        idle_held = {a: e for a, e in held.items() if a in idle and a not in resident_agents}
+        if not idle_held:
+            return
+        async with self.store.tx() as tx:
+            await leases.release(tx, self.node_id, idle_held)
+        self.book.drop(idle_held)
 
     async def _stranded(self, tx: Tx, now: int, survey: _Survey) -> None:
         """§19.3: a page of active Loops whose agent lease is missing or expired (ordered by (updated_ms, id)),
@@ -471,10 +494,18 @@ class Placement:
     # ------------------------------------------------------------------ §19.2 self-fence
 
     async def fence(self) -> int:
-        """Unload, at once and without the store, every object whose agent lease this node cannot prove."""
+        """Unload, at once and without the store, every object whose agent lease this node cannot prove.
+
+        issue 16 / benchmarks.md §2.2 idle work: the residents are looked at only when something could have
+        changed the answer since the last look found none to unload — a lease forgotten (``book.removals``), an
+        object loaded (``node.residents_added``) or the state — so the idle node's fence every 2.5 s is O(1)."""
         self.book.expire()
+        seen = (self.book.removals, self.node.residents_added, self.state)
+        if seen == self._fenced_at:
+            return 0
         held = self.book.snapshot() if self.state in ("alive", "draining") else {}
         doomed = [res for res in self.node.residents() if res.agent_id not in held]
+        self._fenced_at = None if doomed else seen  # after an unload, look again next time
         for res in doomed:
             if await self.node.evict(res):
                 self.fenced_loops += 1
@@ -558,7 +589,7 @@ class Placement:
 class _Survey:
     """What one placement tick read (``Placement._survey``)."""
 
-    busy: set[str] = field(default_factory=set)  # held agents with an active Loop or an unhandled message
+    idle: set[str] = field(default_factory=set)  # held agents with no active Loop and no unhandled message
     candidates: list[str] = field(default_factory=list)  # stranded agents, in sweep order (may repeat)
     live: int = 1  # live nodes (read only when there is a candidate)
     active_agents: int = 0  # agents with an active Loop (likewise)

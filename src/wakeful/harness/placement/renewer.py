@@ -113,7 +113,7 @@ class Renewer:
             async with asyncio.timeout(max(1.0, self.renew_s if held else self.heartbeat_s)):
                 async with store.tx() as tx:
                     await nodes.heartbeat(tx, self.node_id, objects=self._objects())
-                    kept = await leases.renew(tx, self.node_id, held, self.ttl_ms)
+                    lost = await leases.renew(tx, self.node_id, held, self.ttl_ms)
         except (StoreUnavailable, TimeoutError) as exc:
             self.failures += renew
             log.warning("%s failed: %s", "lease renewal" if renew else "heartbeat", exc)
@@ -127,8 +127,8 @@ class Renewer:
         if held:
             self.renewals += 1
             self.renewed_ns = sent_ns
-            lost = self.book.renewed(held, kept, sent_ns)
-            if lost:
-                log.warning("leases lost to another node: %s", ", ".join(sorted(lost)[:10]))
-                self._on_lost(lost)
+            gone = self.book.renewed(held, held.keys() - lost, sent_ns)
+            if gone:
+                log.warning("leases lost to another node: %s", ", ".join(sorted(gone)[:10]))
+                self._on_lost(gone)
         return True, True
