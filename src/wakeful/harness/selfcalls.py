@@ -188,40 +188,40 @@ class _Ack:
 
 
 # issue 16: the acks waiting together are one unit of the group commit with two statements for the whole batch
-# (the Loop rows fenced and locked in id order with the store clock, then one UPDATE of the pending events that
+# (the Loop rows fenced and shared in id order with the store clock, then one UPDATE of the pending events that
 # returns the ones it acked; a third reads the statuses of the rest only when some ack found no pending event),
 # each answered as if alone: an ack of an event acked earlier in the same batch is a duplicate, a refused ack
 # writes nothing. (Was four statements: the clock and a read of the statuses before the UPDATE — on PostgreSQL
-# each a round trip on the event → wake path, where the guest's ack precedes its next event.)
+# each a round trip on the event → wake path, where the guest's ack precedes its next event.) The rows are shared,
+# not locked: an admission of the same Loop shares them too (``Intake._lock_loops``), a transition's UPDATE waits.
+# On PostgreSQL the lists are array parameters, so each statement has one text (and prepared statement) whatever
+# the batch's size.
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
     loop_ids = sorted({a.loop_id for a in acks})
-    if tx.dialect == "postgresql":
-        return await _ack_many_pg(tx, acks, loop_ids)
-    lock = sa.select(L.c.id, L.c.incarnation, L.c.state).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
+    chosen = (L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS)) if tx.dialect == "postgresql"
+              else L.c.id.in_(loop_ids))
+    lock = sa.select(L.c.id, L.c.incarnation, L.c.state).where(chosen).order_by(L.c.id)
     clock = tx.clock_column()
     found = list(await tx.execute(tx.for_share(lock if clock is None else lock.add_columns(clock))))
     if found:
         tx.seed_now(found[0])
     rows = {r.id: r for r in found}
-    fenced = {(a.loop_id, a.event_id): a.incarnation for a in acks if _fence_refusal(rows.get(a.loop_id), a) is None}
-    acked: set[tuple[str, str]] = set()
-    if fenced:
-        acked = await _ack_pending(tx, fenced)
+    fenced: dict[tuple[str, str], int] = {}  # each fenced event → the incarnation acking it
+    for a in acks:
+        if _fence_refusal(rows.get(a.loop_id), a) is None:
+            fenced.setdefault((a.loop_id, a.event_id), a.incarnation)
+    acked = await _ack_pending(tx, fenced) if fenced else set()
     status: dict[tuple[str, str], str] = {pair: "pending" for pair in acked}  # (as read before the UPDATE)
     rest = sorted(set(fenced) - acked)
     if rest:  # acked earlier, discarded or unknown: the answer says which (nothing to write)
-        status.update({(r.loop_id, r.event_id): r.status for r in await tx.execute(sa.select(
-            E.c.loop_id, E.c.event_id, E.c.status).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(rest)))})
-    answers, _ = _ack_answers(acks, rows, status)
-    return answers
+        status.update(await _statuses(tx, rest))
+    return _ack_answers(acks, rows, status)
 
 
-def _ack_answers(acks: list[_Ack], rows: dict[str, Any], status: dict[tuple[str, str], str]) -> tuple[
-        list[dict[str, Any] | HostCallRefused], dict[tuple[str, str], int]]:
-    """Each ack's answer as if alone, from the fenced rows and the events' statuses → (answers, the events this
-    batch acks → the incarnation acking each)."""
+def _ack_answers(acks: list[_Ack], rows: dict[str, Any],
+                 status: dict[tuple[str, str], str]) -> list[dict[str, Any] | HostCallRefused]:
+    """Each ack's answer as if alone, from the fenced rows and the events' statuses."""
     answers: list[dict[str, Any] | HostCallRefused] = []
-    acked: dict[tuple[str, str], int] = {}
     for a in acks:
         refusal = _fence_refusal(rows.get(a.loop_id), a)
         now = status.get((a.loop_id, a.event_id))
@@ -231,66 +231,49 @@ def _ack_answers(acks: list[_Ack], rows: dict[str, Any], status: dict[tuple[str,
             answers.append(HostCallRefused("unknown_event", f"no pending event {a.event_id!r}"))
         else:
             answers.append({"status": "acked", "event_id": a.event_id, "duplicate": now == "acked"})
-            if now != "acked":
-                status[(a.loop_id, a.event_id)] = "acked"
-                acked[(a.loop_id, a.event_id)] = a.incarnation
-    return answers, acked
+            status[(a.loop_id, a.event_id)] = "acked"
+    return answers
 
 
 _TEXTS = pg_dialect.ARRAY(sa.String)
 
 
-# issue 16, PostgreSQL: the ack batch in two statements of fixed text (array parameters: one prepared statement
-# whatever the batch's size) — the Loop rows with the store clock, then one UPDATE of the pending events the fenced
-# acks name, returning those it acked; only when some ack named an event that was not pending are the statuses of
-# those read (a duplicate or an unknown event). Was four statements (rows, events FOR UPDATE, clock, UPDATE).
-async def _ack_many_pg(tx: Tx, acks: list[_Ack], loop_ids: list[str]) -> list[dict[str, Any] | HostCallRefused]:
-    columns: list[Any] = [L.c.id, L.c.incarnation, L.c.state]
-    clock = tx.clock_column()
-    if clock is not None:
-        columns.append(clock)
-    found = list(await tx.execute(sa.select(*columns).where(
-        L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))).order_by(L.c.id).with_for_update(
-        read=True)))  # shared: an admission of the same Loop shares the row too (Intake._lock_loops)
-    if found:
-        tx.seed_now(found[0])
-    rows = {r.id: r for r in found}
-    first: dict[tuple[str, str], int] = {}  # each fenced event → the incarnation of its first ack in the batch
-    for a in acks:
-        if _fence_refusal(rows.get(a.loop_id), a) is None:
-            first.setdefault((a.loop_id, a.event_id), a.incarnation)
-    status: dict[tuple[str, str], str] = {}
-    if first:
-        keys = sorted(first)
-        w = sa.func.unnest(sa.bindparam("loops", [k[0] for k in keys], type_=_TEXTS),
-                           sa.bindparam("events", [k[1] for k in keys], type_=_TEXTS),
-                           sa.bindparam("incs", [first[k] for k in keys], type_=pg_dialect.ARRAY(sa.BigInteger)),
-                           ).table_valued("l", "e", "i").render_derived(name="w", with_types=False)
-        done = await tx.execute(sa.update(E).where(
-            E.c.loop_id == w.c.l, E.c.event_id == w.c.e, E.c.status == "pending").values(
-            status="acked", acked_ms=await tx.now_ms(), acked_incarnation=w.c.i).returning(E.c.loop_id, E.c.event_id))
-        status = {(r.loop_id, r.event_id): "pending" for r in done}  # (as read before this batch's UPDATE)
-        rest = [k for k in keys if k not in status]
-        if rest:
-            r_loops = sa.bindparam("rest_loops", [k[0] for k in rest], type_=_TEXTS)
-            r_events = sa.bindparam("rest_events", [k[1] for k in rest], type_=_TEXTS)
-            u = sa.func.unnest(r_loops, r_events).table_valued("l", "e").render_derived(name="u", with_types=False)
-            status.update({(r.loop_id, r.event_id): r.status for r in await tx.execute(sa.select(
-                E.c.loop_id, E.c.event_id, E.c.status).select_from(
-                E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e))))})
-    answers, _ = _ack_answers(acks, rows, status)
-    return answers
+def _pairs_table(name: str, pairs: list[tuple[str, str]], incarnations: list[int] | None = None) -> Any:
+    """PostgreSQL: (Loop id, event id[, incarnation]) triples as a derived table ``l, e[, i]`` of array parameters."""
+    columns: list[Any] = [sa.bindparam(f"{name}_loops", [p[0] for p in pairs], type_=_TEXTS),
+                          sa.bindparam(f"{name}_events", [p[1] for p in pairs], type_=_TEXTS)]
+    labels = ["l", "e"]
+    if incarnations is not None:
+        columns.append(sa.bindparam(f"{name}_incs", incarnations, type_=pg_dialect.ARRAY(sa.BigInteger)))
+        labels.append("i")
+    return sa.func.unnest(*columns).table_valued(*labels).render_derived(name=name, with_types=False)
 
 
 async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
     """The fenced acks' events that were pending, acked by one UPDATE (at the acking incarnation) → their pairs."""
-    incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
-    inc_value: Any = (next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-                      else sa.case(incarnations, value=E.c.loop_id))
-    stmt = (sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(sorted(fenced)), E.c.status == "pending")
-            .values(status="acked", acked_ms=await tx.now_ms(), acked_incarnation=inc_value)
-            .returning(E.c.loop_id, E.c.event_id))
-    return {(r.loop_id, r.event_id) for r in await tx.execute(stmt)}
+    keys = sorted(fenced)
+    stmt = sa.update(E)
+    if tx.dialect == "postgresql":
+        w = _pairs_table("w", keys, [fenced[k] for k in keys])
+        stmt = stmt.where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(acked_incarnation=w.c.i)
+    else:
+        incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
+        stmt = stmt.where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(keys)).values(acked_incarnation=(
+            next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+            else sa.case(incarnations, value=E.c.loop_id)))
+    stmt = stmt.where(E.c.status == "pending").values(status="acked", acked_ms=await tx.now_ms())
+    return {(r.loop_id, r.event_id) for r in await tx.execute(stmt.returning(E.c.loop_id, E.c.event_id))}
+
+
+async def _statuses(tx: Tx, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The stored status of each (Loop id, event id) pair that has an event."""
+    stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.status)
+    if tx.dialect == "postgresql":
+        u = _pairs_table("u", pairs)
+        stmt = stmt.select_from(E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
+    else:
+        stmt = stmt.where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))
+    return {(r.loop_id, r.event_id): r.status for r in await tx.execute(stmt)}
 
 
 def _ack_loop(a: _Ack) -> str:
