@@ -364,12 +364,7 @@ class Node:
         row = await self._next_incarnation(loop_id)
         if row is None:
             return None
-        try:
-            elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
-        except ArtifactProblem as problem:
-            await self._pause_fault(loop_id, row.incarnation, problem.failure, problem.detail)
-            return None
-        return await self._load_object(row, elf, seen)
+        return await self._load_begun(row, seen)
 
     def _untouched(self, loop_id: str) -> bool:
         """Nothing of this node has worked on the Loop yet (no reload due, no wait for capacity, no deferral)."""
@@ -377,7 +372,7 @@ class Node:
                 and loop_id not in self._load_deferred and loop_id not in self._reporting)
 
     async def _load_begun(self, row: Loop, seen: Seen | None) -> Resident | None:
-        """Steps 2–5 of a Loop whose step 1 its create's transaction committed (``try_load``'s ``begun``)."""
+        """Steps 2–5 of a Loop whose step 1 committed (``_load``'s, or its create's transaction: ``begun``)."""
         try:
             elf = await read_verified(self.store, self.config.artifact_dir, row.group_id, row.artifact_sha256)
         except ArtifactProblem as problem:
