@@ -28,7 +28,10 @@ from wakeful.harness.store.core import Store
 from wakeful.harness.store.ids import new_id
 
 GUEST = (Path(__file__).parent / "guests" / "cluster_echo.c").read_text()
-PLACEMENT = Placement(lease_ttl_s=3, renew_s=1, heartbeat_s=1, dead_after_s=3, tick_s=1, reconcile_s=2)
+# lease TTL 5 s, renew 1 s: the nodes' statement and idle-in-transaction timeouts are (TTL - renew) / 2 = 2 s each
+# (harness/store/engine.py); with TTL 3 s they were 1 s, and a node or the in-process set-up descheduled for a
+# second on a loaded 2-core machine lost its transaction (CI: StoreUnavailable, idle-in-transaction timeout)
+PLACEMENT = Placement(lease_ttl_s=5, renew_s=1, heartbeat_s=1, dead_after_s=3, tick_s=1, reconcile_s=2)
 LIMITS = Limits(loops_per_group=1000, notify_per_window=10_000, ingress_per_loop_per_min=6000,
                 ingress_global_per_min=600_000)
 ENV = {
