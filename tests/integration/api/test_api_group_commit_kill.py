@@ -102,8 +102,14 @@ def test_kill9_while_a_batch_commits_loses_no_accepted_event(store_url: str, tmp
 
         (pause / f"hold-{point}").unlink()
         serve.start()  # and the restarted node delivers them (the guest acks each)
-        wait_for(lambda: all(s == "acked" for e, s in asyncio.run(_stored(store_url)).items() if e in accepted),
-                 timeout=90, every=0.5)
+        try:
+            wait_for(lambda: all(s == "acked" for e, s in asyncio.run(_stored(store_url)).items() if e in accepted),
+                     timeout=90, every=0.5)
+        except AssertionError as exc:  # say which events and what the restarted node was doing
+            left = {e: s for e, s in asyncio.run(_stored(store_url)).items() if e in accepted and s != "acked"}
+            alive = serve.proc is not None and serve.proc.poll() is None
+            raise AssertionError(f"{exc}; not acked: {len(left)} {sorted(left.items())[:5]}; node alive: {alive}; "
+                                 f"log:\n{serve.log.read_text()[-3000:]}") from None
         assert set(asyncio.run(_stored(store_url))) >= accepted
         assert serve.terminate() == 0
     finally:

@@ -20,8 +20,9 @@ from wakeful.bench.schema import BenchSchemaError
 
 pytestmark = pytest.mark.integration
 SRC = Path(__file__).resolve().parents[3] / "src"
-# correctness only: a killed PostgreSQL node's leases are taken over within seconds, so the run stays short
-FAST_PLACEMENT = {"WAKEFUL_PLACEMENT__LEASE_TTL_S": "3", "WAKEFUL_PLACEMENT__RENEW_S": "1",
+# correctness only: a killed PostgreSQL node's leases are taken over within seconds, so the run stays short; TTL 5 s
+# (not 3 s) so the node's session timeouts, (TTL − renew) / 2, are 2 s and survive a descheduled second under load
+FAST_PLACEMENT = {"WAKEFUL_PLACEMENT__LEASE_TTL_S": "5", "WAKEFUL_PLACEMENT__RENEW_S": "1",
                   "WAKEFUL_PLACEMENT__HEARTBEAT_S": "1", "WAKEFUL_PLACEMENT__DEAD_AFTER_S": "2",
                   "WAKEFUL_PLACEMENT__TICK_S": "1"}
 
