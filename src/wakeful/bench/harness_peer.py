@@ -29,6 +29,11 @@ RECV_TIMEOUT_S = 3600
 CREATE_IN_FLIGHT, INGEST_IN_FLIGHT, WAKE_RATE_S = 16, 64, 0.2
 WAIT_S = 600.0
 SAMPLE_CHARS = 200  # error_samples: a failure's message cut to this (as harness_steps)
+# DBOS's executor, which also runs its async workflows' blocking database calls (asyncio.to_thread), is unbounded by
+# default: at N = 10,000 every waiter woken by a message got a thread of its own (about 10,000 threads, load average
+# 1,700 on 2 cores, the run never ended). A bounded pool is DBOS's own setting (``max_executor_threads``); 64 leaves
+# the peer as many threads as the bench keeps sends in flight
+PEER_THREADS = 64
 
 
 # ---------------------------------------------------------------------- the DBOS process
@@ -37,7 +42,8 @@ SAMPLE_CHARS = 200  # error_samples: a failure's message cut to this (as harness
 def _child(url: str) -> None:  # pragma: no cover - runs in the child process
     from dbos import DBOS, SetWorkflowID
 
-    DBOS(config={"name": "wkbench", "system_database_url": url, "log_level": "WARNING"})
+    DBOS(config={"name": "wkbench", "system_database_url": url, "log_level": "WARNING",
+                 "max_executor_threads": PEER_THREADS})
     waiting: set[int] = set()
     consumed = [0]
     recorded: dict[str, float] = {}
@@ -180,7 +186,7 @@ def _steps(peer: _Peer, store: TestStore, options: Any, progress: Progress,
     client = DBOSClient(system_database_url=store.url)
     try:
         out["ingest"] = _ingest(peer, store, client, n, options.seconds, progress, failures)
-        out["wake"] = _wake(peer, client, n, options.wakes, progress) if options.wakes else None
+        out["wake"] = _wake(peer, client, n, options.wakes, progress, failures) if options.wakes else None
     finally:
         client.destroy()
     out["restart"] = _restart(peer, n, progress, failures)
@@ -252,10 +258,14 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
             "load_average": load_average()}
 
 
-def _wake(peer: _Peer, client: Any, n: int, wakes: int, progress: Progress) -> dict[str, Any]:
+def _wake(peer: _Peer, client: Any, n: int, wakes: int, progress: Progress, failures: list[str]) -> dict[str, Any]:
     progress.phase("dbos wake", wakes)
     samples: list[float] = []
+    give_up = time.monotonic() + WAIT_S  # a peer that cannot keep up ends its step as a failure, not the bench
     for i in range(wakes):
+        if time.monotonic() > give_up:
+            failures.append(f"dbos wake: {i} of {wakes} wakes sent within {WAIT_S:g} s")
+            break
         slot = time.monotonic() + WAKE_RATE_S
         key = f"wake{i}"
         sent = time.monotonic()
