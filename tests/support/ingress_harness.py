@@ -65,3 +65,18 @@ def counting_statements(store: Store) -> Iterator[list[str]]:
         yield seen_sql
     finally:
         event.remove(store.engine.sync_engine, "before_cursor_execute", before)
+
+
+@contextmanager
+def executed_statements(store: Store) -> Iterator[list[Any]]:
+    """The statement objects (SQLAlchemy constructs, before compiling) the store's engine runs inside the block."""
+    seen: list[Any] = []
+
+    def before(conn: Any, clauseelement: Any, *args: Any) -> None:
+        seen.append(clauseelement)
+
+    event.listen(store.engine.sync_engine, "before_execute", before)
+    try:
+        yield seen
+    finally:
+        event.remove(store.engine.sync_engine, "before_execute", before)

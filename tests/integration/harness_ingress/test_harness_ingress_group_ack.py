@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.harness_fixtures import pg_url_with_schema
-from support.ingress_harness import counter_loop, counting_statements, event_rows
+from support.ingress_harness import counter_loop, counting_statements, event_rows, executed_statements
 from support.loops_harness import started
 
 from wakeful.harness import selfcalls
@@ -143,5 +143,49 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             texts.append(sql)
         assert texts[0] == texts[1]
         assert {r.status for r in await event_rows(store, loop_id)} == {"acked"}
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_on_postgresql_an_ack_batch_runs_statements_built_once(
+    harness_runner: Any, pg_schema: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 16 (ingest on PostgreSQL): the Loop rows' statement and the UPDATE of the pending events (and the
+    statuses' read, for acks of events not pending) are the same statement objects in every batch, run with the
+    batch's values as bind parameters; the previous code built them anew for each batch."""
+    url = pg_url_with_schema(pg_schema)
+    h = await started(url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
+    try:
+        _, _, _, loop_id = await counter_loop(h, compile_c, name="a1")
+    finally:
+        await h.stop()
+    store = await Store.open(url)
+    intake = Intake(Node(store, h.config))
+    try:
+        for n in range(12):
+            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
+        inc = await _incarnation(store, loop_id)
+        runs: list[list[Any]] = []
+        for ids in (["e1", "e2", "e3", "nope-1"], [f"e{n}" for n in range(4, 12)] + ["e1", "nope-2"]):
+            gate = Gate()
+            store.before_commit.append(gate)
+            held = asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": "e0"}))
+            await gate.entered.wait()
+            batch = [asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": i})) for i in ids]
+            acks = store.lane(selfcalls.ACK_LANE)
+            while acks.collecting("loop.ack") + acks.queued < len(batch):
+                await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+            with executed_statements(store) as statements:
+                store.before_commit.remove(gate)
+                gate.release.set()
+                await held
+                answers = await asyncio.gather(*batch, return_exceptions=True)
+            assert [a["duplicate"] if isinstance(a, dict) else a.code for a in answers] == (
+                [False] * (len(ids) - 1) + ["unknown_event"] if len(runs) == 0
+                else [False] * 8 + [True, "unknown_event"]), answers
+            assert len(statements) == 3, statements  # the rows, the UPDATE, the statuses of the rest
+            runs.append(statements)
+        assert all(a is b for a, b in zip(*runs)), runs
     finally:
         await store.close()
