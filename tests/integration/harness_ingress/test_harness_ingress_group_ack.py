@@ -110,7 +110,8 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
     """Issue 16: the Loop rows with the store clock (PostgreSQL's own here: no statement of its own for it), then
     one UPDATE of the pending events returning those it acked, with array parameters — a batch of 3 acks and one
     of 8 send the same two texts. The previous code sent four (the rows, the events FOR UPDATE, the clock, the
-    UPDATE), their texts changing with the batch's size."""
+    UPDATE), their texts changing with the batch's size. And both are the same statement objects in every batch, run
+    with the batch's values as bind parameters (built anew for each batch before ingest-pg)."""
     url = pg_url_with_schema(pg_schema)
     h = await started(url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
     try:
@@ -124,6 +125,7 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
         inc = await _incarnation(store, loop_id)
         texts: list[list[str]] = []
+        built: list[list[Any]] = []
         for ids in (["e1", "e2", "e3"], [f"e{n}" for n in range(4, 12)]):
             gate = Gate()
             store.before_commit.append(gate)
@@ -133,7 +135,7 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             acks = store.lane(selfcalls.ACK_LANE)
             while acks.collecting("loop.ack") + acks.queued < len(batch):
                 await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
-            with counting_statements(store) as sql:
+            with counting_statements(store) as sql, executed_statements(store) as statements:
                 store.before_commit.remove(gate)
                 gate.release.set()
                 await held
@@ -141,51 +143,10 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             assert answers == [{"status": "acked", "event_id": i, "duplicate": False} for i in ids]
             assert len(sql) == 2 and sql[1].startswith("UPDATE loop_event"), sql
             texts.append(sql)
+            built.append(statements)
         assert texts[0] == texts[1]
+        assert len(built[0]) == 2 and all(a is b for a, b in zip(*built)), built
         assert {r.status for r in await event_rows(store, loop_id)} == {"acked"}
     finally:
         await store.close()
 
-
-@pytest.mark.integration
-async def test_on_postgresql_an_ack_batch_runs_statements_built_once(
-    harness_runner: Any, pg_schema: str, store_clock: Any, tmp_path: Path, compile_c: Any,
-) -> None:
-    """Issue 16 (ingest on PostgreSQL): the Loop rows' statement and the UPDATE of the pending events (and the
-    statuses' read, for acks of events not pending) are the same statement objects in every batch, run with the
-    batch's values as bind parameters; the previous code built them anew for each batch."""
-    url = pg_url_with_schema(pg_schema)
-    h = await started(url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
-    try:
-        _, _, _, loop_id = await counter_loop(h, compile_c, name="a1")
-    finally:
-        await h.stop()
-    store = await Store.open(url)
-    intake = Intake(Node(store, h.config))
-    try:
-        for n in range(12):
-            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
-        inc = await _incarnation(store, loop_id)
-        runs: list[list[Any]] = []
-        for ids in (["e1", "e2", "e3", "nope-1"], [f"e{n}" for n in range(4, 12)] + ["e1", "nope-2"]):
-            gate = Gate()
-            store.before_commit.append(gate)
-            held = asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": "e0"}))
-            await gate.entered.wait()
-            batch = [asyncio.create_task(selfcalls.ack(store, loop_id, inc, {"event_id": i})) for i in ids]
-            acks = store.lane(selfcalls.ACK_LANE)
-            while acks.collecting("loop.ack") + acks.queued < len(batch):
-                await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
-            with executed_statements(store) as statements:
-                store.before_commit.remove(gate)
-                gate.release.set()
-                await held
-                answers = await asyncio.gather(*batch, return_exceptions=True)
-            assert [a["duplicate"] if isinstance(a, dict) else a.code for a in answers] == (
-                [False] * (len(ids) - 1) + ["unknown_event"] if len(runs) == 0
-                else [False] * 8 + [True, "unknown_event"]), answers
-            assert len(statements) == 3, statements  # the rows, the UPDATE, the statuses of the rest
-            runs.append(statements)
-        assert all(a is b for a, b in zip(*runs)), runs
-    finally:
-        await store.close()
