@@ -5,7 +5,7 @@ event rows, and a statement counter to prove a refusal never touched the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +52,26 @@ async def statuses(h: Harness, loop_id: str) -> dict[str, str]:
     return {r.event_id: r.status for r in await event_rows(h, loop_id)}
 
 
-@contextmanager
-def counting_statements(store: Store) -> Iterator[list[str]]:
+def counting_statements(store: Store) -> AbstractContextManager[list[str]]:
     """Every SQL statement the store's engine runs inside the block (to prove "no database access")."""
-    seen_sql: list[str] = []
+    return _recording(store, "before_cursor_execute", 2)
 
-    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen_sql.append(statement)
 
-    event.listen(store.engine.sync_engine, "before_cursor_execute", before)
+def executed_statements(store: Store) -> AbstractContextManager[list[Any]]:
+    """The statement objects (SQLAlchemy constructs, before compiling) the store's engine runs inside the block."""
+    return _recording(store, "before_execute", 1)
+
+
+@contextmanager
+def _recording(store: Store, name: str, position: int) -> Iterator[list[Any]]:
+    """The argument at ``position`` of every engine event ``name`` inside the block."""
+    seen: list[Any] = []
+
+    def before(*args: Any) -> None:
+        seen.append(args[position])
+
+    event.listen(store.engine.sync_engine, name, before)
     try:
-        yield seen_sql
+        yield seen
     finally:
-        event.remove(store.engine.sync_engine, "before_cursor_execute", before)
+        event.remove(store.engine.sync_engine, name, before)

@@ -147,7 +147,7 @@ class Intake:
         due, plan = await self._stage(tx, batch)
         if plan is None:
             return {}
-        return await self._refusals(tx, due, plan, _returned(await tx.execute(plan.statement)))
+        return await self._refusals(tx, due, plan, _returned(await tx.execute(plan.statement, plan.params)))
 
     async def _stage(self, tx: Tx, batch: list[_Admission]) -> tuple[list[_Admission], Staged | None]:
         """The batch's requests with noted checks and the limiter's plan for them (None: nothing to take)."""
@@ -303,14 +303,13 @@ class Intake:
             pairs = sorted({(a.loop_id, a.event.event_id) for a in batch if a.loop_id in pending})
             group_ids = sorted({lrows[i].group_id for i in live})
             if tx.dialect == "postgresql":  # (the bucket checks ride in the reads' statement)
-                returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last,
-                                                 None if plan is None else plan.parts)
+                returned = await _batch_reads_pg(tx, pairs, live, group_ids, known, pending, backlog, last, plan)
             else:  # (one statement: the four reads tagged by kind)
                 known, backlog, last = await _batch_figures(tx, pairs, group_ids, pending)
         refused: dict[int, RateLimited] = {}
         if plan is not None:
             if returned is None:
-                returned = _returned(await tx.execute(plan.statement))
+                returned = _returned(await tx.execute(plan.statement, plan.params))
             refused = await self._refusals(tx, due, plan, returned)
         limits = self.node.config.limits
         now = await tx.now_ms()
@@ -327,8 +326,7 @@ class Intake:
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
-            dialect_mod: Any = pg_dialect if tx.dialect == "postgresql" else sqlite_dialect
-            await tx.execute(dialect_mod.insert(E).on_conflict_do_nothing(), rows)
+            await tx.execute(_INSERTS[tx.dialect], rows)
         return outcomes
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
@@ -607,66 +605,60 @@ async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
     ``_lock_for_admission`` says), read with the transaction's store clock
     (``Tx.clock_column``: no statement of its own for it); on PostgreSQL the ids are one array parameter, so the
     statement has one text whatever the batch's size and its prepared statement is reused (issue 16)."""
-    columns: list[Any] = [L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
-                          L.c.incarnation]
     clock = tx.clock_column()
-    if clock is not None:
-        columns.append(clock)
     if tx.dialect == "postgresql":
-        where = L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS))
+        rows = list(await tx.execute(_lock_stmt_pg(tx, clock), {"ids": loop_ids}))
     else:
-        where = L.c.id.in_(loop_ids)
-    rows = list(await tx.execute(_lock_for_admission(tx, sa.select(*columns).where(where).order_by(L.c.id))))
+        columns = [*_LOCK_COLUMNS, *([] if clock is None else [clock])]
+        rows = list(await tx.execute(_lock_for_admission(tx, sa.select(*columns).where(L.c.id.in_(loop_ids))
+                                                         .order_by(L.c.id))))
     if rows:
         tx.seed_now(rows[0])
     return {r.id: r for r in rows}
 
 
 _TEXTS = pg_dialect.ARRAY(sa.String)
+_LOCK_COLUMNS = (L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
+                 L.c.incarnation)
+# issue 16 (ingest on PostgreSQL): the batch's statements are built once and run with their bind values — built per
+# batch, they and the cache keys SQLAlchemy derives from each new statement object were ~8 % of the node's CPU in
+# the bench's ingest step (the lock, the reads with the bucket CTEs, the insert)
+_PG_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+_PG_STATEMENTS_MAX = 32
+
+
+def _lock_stmt_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> sa.Select[Any]:
+    """``_lock_loops``'s statement on PostgreSQL (ids: the array parameter ``ids``), one per form
+    ``_lock_for_admission`` gives it (the batch's rows locked ahead or not) and per clock column (or none)."""
+    key = ("lock", clock is not None, bool(tx.shared.get(LOCKED_AHEAD)))
+    stmt = _PG_STATEMENTS.get(key)
+    if stmt is None:
+        columns = [*_LOCK_COLUMNS, *([] if clock is None else [clock])]
+        where = L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))
+        stmt = _PG_STATEMENTS[key] = _lock_for_admission(tx, sa.select(*columns).where(where).order_by(L.c.id))
+    return stmt
+
+
+_INSERTS: dict[str, Any] = {"postgresql": pg_dialect.insert(E).on_conflict_do_nothing(),
+                            "sqlite": sqlite_dialect.insert(E).on_conflict_do_nothing()}
 
 
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
                           known: dict[tuple[str, str], str], pending: dict[str, list[str]], backlog: dict[str, int],
-                          last: dict[str, int], buckets: tuple[Any, Any] | None = None) -> dict[str, float | None] | None:
+                          last: dict[str, int], plan: Staged | None = None) -> dict[str, float | None] | None:
     """``_batch_figures`` as one statement on PostgreSQL (issue 16: four round trips were four statements), its
     lists array parameters so that its text (and prepared statement) is the same for every batch; the newest
-    acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``buckets``:
-    the limiter's ``Staged.parts`` (the buckets' insert and update), run as CTEs of the same statement
-    (one more round trip saved) → what it returned (None without one)."""
-    live_p = sa.bindparam("live", live, type_=_TEXTS)
-    no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
-    no_float = sa.cast(sa.null(), sa.Float)
-    p = sa.func.unnest(sa.bindparam("pair_loops", [x[0] for x in pairs], type_=_TEXTS),
-                       sa.bindparam("pair_events", [x[1] for x in pairs], type_=_TEXTS)).table_valued(
-        "l", "e").render_derived(name="p", with_types=False)
-    u = sa.func.unnest(live_p).table_valued("l").render_derived(name="u", with_types=False)
-
-    def newest(status: str) -> Any:
-        return sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == u.c.l,
-                                                              E.c.status == status).scalar_subquery()
-
-    members: list[Any] = [
-        sa.select(sa.literal(0).label("kind"), E.c.loop_id.label("a"), E.c.event_id.label("b"),
-                  E.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
-            E.join(p, sa.and_(E.c.loop_id == p.c.l, E.c.event_id == p.c.e))),
-        sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms, no_float).where(
-            E.c.loop_id == sa.any_(live_p), E.c.status == "pending"),
-        sa.select(sa.literal(2), E.c.group_id, no_text, no_text,
-                  sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger), no_float).select_from(
-            E.join(L, L.c.id == E.c.loop_id)).where(
-            E.c.group_id == sa.any_(sa.bindparam("groups", group_ids, type_=_TEXTS)), E.c.status == "pending",
-            L.c.state == lc.ACTIVE).group_by(E.c.group_id),
-        sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
-                  no_float),
-    ]
+    acked or discarded event of a Loop is one index probe each (``max`` per Loop, not per batch). ``plan``: the
+    limiter's staged bucket checks, whose ``parts`` (the buckets' insert and update) run as CTEs of the same
+    statement (one more round trip saved) → what they returned (None without a plan)."""
+    params: dict[str, Any] = {"pair_loops": [x[0] for x in pairs], "pair_events": [x[1] for x in pairs],
+                              "live": live, "groups": group_ids}
     returned: dict[str, float | None] | None = None
-    if buckets is not None:
-        created, taken = buckets[0].cte("bucket_new"), buckets[1].cte("buckets")
-        members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
-        members.append(sa.select(sa.literal(4), created.c.key, no_text, no_text, no_int, no_float))
+    if plan is not None:
+        params.update(plan.params)
         returned = {}
     waiting: dict[str, list[tuple[int, str]]] = {}
-    for r in await tx.execute(sa.union_all(*members)):
+    for r in await tx.execute(_reads_stmt_pg(None if plan is None else plan.parts), params):
         if r.kind == 4:
             assert returned is not None
             returned[str(r.a)] = None if r.f is None else float(r.f)
@@ -684,6 +676,49 @@ async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str],
         newest_pending = events[-1][0]
         last[loop_id] = max(newest_pending, last.get(loop_id, newest_pending))
     return returned
+
+
+def _reads_stmt_pg(parts: tuple[Any, Any] | None) -> Any:
+    """``_batch_reads_pg``'s statement (bind parameters ``pair_loops``, ``pair_events``, ``live``, ``groups`` and
+    the parts' own), built once per bucket statement (the limiter builds its parts once)."""
+    key = ("reads", None if parts is None else (id(parts[0]), id(parts[1])))
+    stmt = _PG_STATEMENTS.get(key)
+    if stmt is not None:
+        return stmt[0]
+    live_p = sa.bindparam("live", type_=_TEXTS)
+    no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
+    no_float = sa.cast(sa.null(), sa.Float)
+    p = sa.func.unnest(sa.bindparam("pair_loops", type_=_TEXTS),
+                       sa.bindparam("pair_events", type_=_TEXTS)).table_valued(
+        "l", "e").render_derived(name="p", with_types=False)
+    u = sa.func.unnest(live_p).table_valued("l").render_derived(name="u", with_types=False)
+
+    def newest(status: str) -> Any:
+        return sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == u.c.l,
+                                                              E.c.status == status).scalar_subquery()
+
+    members: list[Any] = [
+        sa.select(sa.literal(0).label("kind"), E.c.loop_id.label("a"), E.c.event_id.label("b"),
+                  E.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
+            E.join(p, sa.and_(E.c.loop_id == p.c.l, E.c.event_id == p.c.e))),
+        sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms, no_float).where(
+            E.c.loop_id == sa.any_(live_p), E.c.status == "pending"),
+        sa.select(sa.literal(2), E.c.group_id, no_text, no_text,
+                  sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger), no_float).select_from(
+            E.join(L, L.c.id == E.c.loop_id)).where(
+            E.c.group_id == sa.any_(sa.bindparam("groups", type_=_TEXTS)), E.c.status == "pending",
+            L.c.state == lc.ACTIVE).group_by(E.c.group_id),
+        sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
+                  no_float),
+    ]
+    if parts is not None:
+        created, taken = parts[0].cte("bucket_new"), parts[1].cte("buckets")
+        members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
+        members.append(sa.select(sa.literal(4), created.c.key, no_text, no_text, no_int, no_float))
+    stmt = sa.union_all(*members)
+    if len(_PG_STATEMENTS) < _PG_STATEMENTS_MAX:  # (a limiter's parts are built once: a few keys in all)
+        _PG_STATEMENTS[key] = (stmt, parts)  # (the parts kept: their ids stay theirs)
+    return stmt
 
 
 # the newest received_ms of the Loop's events in any status (one index probe per status)

@@ -42,12 +42,14 @@ class TxLimiter(Protocol):
 class Staged(Protocol):
     """``TxLimiter.stage``'s plan: ``statement`` (rows ``key, level``) to run alone, or ``parts`` — an ``INSERT …
     RETURNING key`` (buckets created, level None) and an ``UPDATE … RETURNING key, level`` — as data-modifying CTEs
-    of the caller's statement; then ``finish`` with what they returned (bucket → level) → each request's answer."""
+    of the caller's statement, either with the bind values ``params``; then ``finish`` with what they returned
+    (bucket → level) → each request's answer."""
 
     @property
     def statement(self) -> Any: ...
 
     parts: tuple[Any, Any]
+    params: dict[str, Any]
 
     async def finish(self, tx: Any, returned: dict[str, float | None]) -> list[tuple[int, float] | None]: ...
 

@@ -198,11 +198,12 @@ class _Ack:
 # the batch's size.
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
     loop_ids = sorted({a.loop_id for a in acks})
-    chosen = (L.c.id == sa.any_(sa.bindparam("ids", loop_ids, type_=_TEXTS)) if tx.dialect == "postgresql"
-              else L.c.id.in_(loop_ids))
-    lock = sa.select(L.c.id, L.c.incarnation, L.c.state).where(chosen).order_by(L.c.id)
     clock = tx.clock_column()
-    found = list(await tx.execute(tx.for_share(lock if clock is None else lock.add_columns(clock))))
+    if tx.dialect == "postgresql":
+        found = list(await tx.execute(_ack_lock_pg(tx, clock), {"ids": loop_ids}))
+    else:
+        lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
+        found = list(await tx.execute(lock if clock is None else lock.add_columns(clock)))
     if found:
         tx.seed_now(found[0])
     rows = {r.id: r for r in found}
@@ -236,44 +237,78 @@ def _ack_answers(acks: list[_Ack], rows: dict[str, Any],
 
 
 _TEXTS = pg_dialect.ARRAY(sa.String)
+_ACK_LOCK_COLUMNS = (L.c.id, L.c.incarnation, L.c.state)
+# issue 16 (ingest on PostgreSQL): an ack batch's statements are built once and run with their bind values — built
+# per batch, they and the cache keys SQLAlchemy derives from each new statement object were ~4 % of the node's CPU
+# in the bench's ingest step
+_PG_STATEMENTS: dict[str, Any] = {}
 
 
-def _pairs_table(name: str, pairs: list[tuple[str, str]], incarnations: list[int] | None = None) -> Any:
-    """PostgreSQL: (Loop id, event id[, incarnation]) triples as a derived table ``l, e[, i]`` of array parameters."""
-    columns: list[Any] = [sa.bindparam(f"{name}_loops", [p[0] for p in pairs], type_=_TEXTS),
-                          sa.bindparam(f"{name}_events", [p[1] for p in pairs], type_=_TEXTS)]
+def _ack_lock_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> Any:
+    """The batch's Loop rows shared in id order (ids: the array parameter ``ids``), with the store clock or not."""
+    key = "lock" if clock is None else "lock+clock"
+    stmt = _PG_STATEMENTS.get(key)
+    if stmt is None:
+        lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))).order_by(L.c.id)
+        stmt = _PG_STATEMENTS[key] = tx.for_share(lock if clock is None else lock.add_columns(clock))
+    return stmt
+
+
+def _pairs_table(name: str, incarnations: bool = False) -> Any:
+    """PostgreSQL: (Loop id, event id[, incarnation]) triples as a derived table ``l, e[, i]`` of the array
+    parameters ``<name>_loops``, ``<name>_events`` (and ``<name>_incs``): ``_pairs_params`` gives their values."""
+    columns: list[Any] = [sa.bindparam(f"{name}_loops", type_=_TEXTS), sa.bindparam(f"{name}_events", type_=_TEXTS)]
     labels = ["l", "e"]
-    if incarnations is not None:
-        columns.append(sa.bindparam(f"{name}_incs", incarnations, type_=pg_dialect.ARRAY(sa.BigInteger)))
+    if incarnations:
+        columns.append(sa.bindparam(f"{name}_incs", type_=pg_dialect.ARRAY(sa.BigInteger)))
         labels.append("i")
     return sa.func.unnest(*columns).table_valued(*labels).render_derived(name=name, with_types=False)
+
+
+def _pairs_params(name: str, pairs: list[tuple[str, str]], incarnations: list[int] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {f"{name}_loops": [p[0] for p in pairs], f"{name}_events": [p[1] for p in pairs]}
+    if incarnations is not None:
+        params[f"{name}_incs"] = incarnations
+    return params
+
+
+def _ack_pending_pg() -> Any:
+    stmt = _PG_STATEMENTS.get("ack")
+    if stmt is None:
+        w = _pairs_table("w", incarnations=True)
+        stmt = _PG_STATEMENTS["ack"] = sa.update(E).where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(
+            acked_incarnation=w.c.i, status="acked", acked_ms=sa.bindparam("ack_ms", type_=sa.BigInteger),
+        ).where(E.c.status == "pending").returning(E.c.loop_id, E.c.event_id)
+    return stmt
 
 
 async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
     """The fenced acks' events that were pending, acked by one UPDATE (at the acking incarnation) → their pairs."""
     keys = sorted(fenced)
-    stmt = sa.update(E)
     if tx.dialect == "postgresql":
-        w = _pairs_table("w", keys, [fenced[k] for k in keys])
-        stmt = stmt.where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(acked_incarnation=w.c.i)
-    else:
-        incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
-        stmt = stmt.where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(keys)).values(acked_incarnation=(
-            next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-            else sa.case(incarnations, value=E.c.loop_id)))
+        params = {**_pairs_params("w", keys, [fenced[k] for k in keys]), "ack_ms": await tx.now_ms()}
+        return {(r.loop_id, r.event_id) for r in await tx.execute(_ack_pending_pg(), params)}
+    incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
+    stmt = sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(keys)).values(acked_incarnation=(
+        next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
+        else sa.case(incarnations, value=E.c.loop_id)))
     stmt = stmt.where(E.c.status == "pending").values(status="acked", acked_ms=await tx.now_ms())
     return {(r.loop_id, r.event_id) for r in await tx.execute(stmt.returning(E.c.loop_id, E.c.event_id))}
 
 
 async def _statuses(tx: Tx, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """The stored status of each (Loop id, event id) pair that has an event."""
-    stmt = sa.select(E.c.loop_id, E.c.event_id, E.c.status)
+    columns = (E.c.loop_id, E.c.event_id, E.c.status)
     if tx.dialect == "postgresql":
-        u = _pairs_table("u", pairs)
-        stmt = stmt.select_from(E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
+        stmt = _PG_STATEMENTS.get("statuses")
+        if stmt is None:
+            u = _pairs_table("u")
+            stmt = _PG_STATEMENTS["statuses"] = sa.select(*columns).select_from(
+                E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
+        rows = await tx.execute(stmt, _pairs_params("u", pairs))
     else:
-        stmt = stmt.where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs))
-    return {(r.loop_id, r.event_id): r.status for r in await tx.execute(stmt)}
+        rows = await tx.execute(sa.select(*columns).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))
+    return {(r.loop_id, r.event_id): r.status for r in rows}
 
 
 def _ack_loop(a: _Ack) -> str:

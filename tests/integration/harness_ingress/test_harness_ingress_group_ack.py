@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
 from support.harness_fixtures import pg_url_with_schema
-from support.ingress_harness import counter_loop, counting_statements, event_rows
+from support.ingress_harness import counter_loop, counting_statements, event_rows, executed_statements
 from support.loops_harness import started
 
 from wakeful.harness import selfcalls
@@ -110,7 +110,8 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
     """Issue 16: the Loop rows with the store clock (PostgreSQL's own here: no statement of its own for it), then
     one UPDATE of the pending events returning those it acked, with array parameters — a batch of 3 acks and one
     of 8 send the same two texts. The previous code sent four (the rows, the events FOR UPDATE, the clock, the
-    UPDATE), their texts changing with the batch's size."""
+    UPDATE), their texts changing with the batch's size. And both are the same statement objects in every batch, run
+    with the batch's values as bind parameters (built anew for each batch before ingest-pg)."""
     url = pg_url_with_schema(pg_schema)
     h = await started(url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
     try:
@@ -124,6 +125,7 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
         inc = await _incarnation(store, loop_id)
         texts: list[list[str]] = []
+        built: list[list[Any]] = []
         for ids in (["e1", "e2", "e3"], [f"e{n}" for n in range(4, 12)]):
             gate = Gate()
             store.before_commit.append(gate)
@@ -133,7 +135,7 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             acks = store.lane(selfcalls.ACK_LANE)
             while acks.collecting("loop.ack") + acks.queued < len(batch):
                 await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
-            with counting_statements(store) as sql:
+            with counting_statements(store) as sql, executed_statements(store) as statements:
                 store.before_commit.remove(gate)
                 gate.release.set()
                 await held
@@ -141,7 +143,10 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
             assert answers == [{"status": "acked", "event_id": i, "duplicate": False} for i in ids]
             assert len(sql) == 2 and sql[1].startswith("UPDATE loop_event"), sql
             texts.append(sql)
+            built.append(statements)
         assert texts[0] == texts[1]
+        assert len(built[0]) == 2 and all(a is b for a, b in zip(*built)), built
         assert {r.status for r in await event_rows(store, loop_id)} == {"acked"}
     finally:
         await store.close()
+
