@@ -94,17 +94,32 @@ class Tx:
         if value is not None and self._now_ms is None:
             self._now_ms = int(value)
 
+    def use_now(self, now_ms: int) -> None:
+        """The store-clock reading of the read this write was decided on (``Store.single`` after a read): the one
+        reading of the change, not a second one."""
+        self._now_ms = now_ms
+
     async def execute(self, stmt: Any, params: Any = None) -> CursorResult[Any]:
         result: CursorResult[Any] = await self.conn.execute(stmt, params)
         return result
 
     async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any], *,
-                               along: sa.Update | None = None) -> bool:
+                               along: sa.Update | None = None, guard: sa.Select[Any] | None = None) -> bool:
         """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key.
 
         ``along``: an UPDATE run only when the row was inserted — on PostgreSQL in the same statement (a
-        data-modifying CTE: one round trip for both), on SQLite right after the insert."""
+        data-modifying CTE: one round trip for both), on SQLite right after the insert. ``guard`` (PostgreSQL
+        only): a SELECT of rows, locked FOR UPDATE by the same statement; the row is inserted (and ``along`` run)
+        only when it found one — False then also when it found none."""
         dialect_mod: Any = pg_dialect if self.dialect == "postgresql" else sqlite_dialect
+        if guard is not None:
+            if self.dialect != "postgresql" or along is None:
+                raise ValueError("insert_if_absent(guard=) is one statement with along= on PostgreSQL only")
+            held = guard.with_for_update().cte("wakeful_guard")
+            names = list(values)
+            row = sa.select(*(sa.literal(values[n], table.c[n].type).label(n) for n in names))
+            stmt = dialect_mod.insert(table).from_select(names, row.where(sa.exists(sa.select(*held.c))))
+            return await self._insert_along(stmt.on_conflict_do_nothing(), table, along, held)
         stmt = dialect_mod.insert(table).values(**values).on_conflict_do_nothing()
         if along is not None and self.dialect == "postgresql":
             return await self._insert_along(stmt, table, along)
@@ -116,11 +131,26 @@ class Tx:
 
     # issue 16 (event → wake on PostgreSQL): a wake's message and its Loop row's UPDATE were two round trips on the
     # path; as one statement the UPDATE sees the insert's RETURNING (empty for a duplicate: then nothing updates)
-    async def _insert_along(self, insert: Any, table: sa.Table, along: sa.Update) -> bool:
+    async def _insert_along(self, insert: Any, table: sa.Table, along: sa.Update, held: Any = None) -> bool:
         first_key = next(iter(table.primary_key.columns))
         ins = insert.returning(first_key).cte("wakeful_inserted")
         upd = along.where(sa.exists(sa.select(ins.c[first_key.name]))).cte("wakeful_along")
         stmt = sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd)
+        if held is not None:
+            stmt = stmt.add_cte(held)
+        return bool((await self.conn.execute(stmt)).scalar_one() == 1)
+
+    async def _insert_after(self, dialect_mod: Any, table: sa.Table, values: Mapping[str, Any],
+                            first: sa.Update) -> bool:
+        if self.dialect != "postgresql":
+            raise ValueError("insert_if_absent(first=) is one statement on PostgreSQL only")
+        first_key = next(iter(table.primary_key.columns))
+        upd = first.returning(sa.literal(1).label("wakeful_one")).cte("wakeful_first")
+        names = list(values)
+        row = sa.select(*(sa.literal(values[n], table.c[n].type).label(n) for n in names))
+        ins = (dialect_mod.insert(table).from_select(names, row.where(sa.exists(sa.select(upd.c.wakeful_one))))
+               .on_conflict_do_nothing().returning(first_key).cte("wakeful_inserted"))
+        stmt = sa.select(sa.func.count()).select_from(ins).add_cte(upd)
         return bool((await self.conn.execute(stmt)).scalar_one() == 1)
 
     def for_update(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
@@ -290,17 +320,35 @@ class Store:
         finally:
             writer.release()
 
+    async def single(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """``work(tx)`` that runs **one** statement, which commits by itself: on PostgreSQL without BEGIN and COMMIT
+        (the statement's own implicit transaction commits, WAL flushed, before its answer comes back: one round trip
+        instead of three); on SQLite ``write``. ``work`` raises nothing after its statement (nothing could roll it
+        back) and may be run twice, as ``write``'s."""
+        if self.dialect != "postgresql":
+            return await self.write(work)
+        async with self._tx(readonly=False, autocommit=True) as tx:
+            return await work(tx)
+
+    # issue 16 (event → wake on PostgreSQL): SQLAlchemy's asyncpg adapter sends BEGIN as a round trip of its own
+    # before a transaction's first statement and COMMIT as another after its last. A read (READ COMMITTED: every
+    # statement reads its own snapshot anyway) and a write of one statement need neither: on PostgreSQL they run
+    # in autocommit (``readonly`` / ``autocommit``), each statement its own transaction — the stream's read after a
+    # wake 3 → 1 round trips, a state.put's UPDATE 3 → 1 (``single``).
     @asynccontextmanager
-    async def _tx(self, *, readonly: bool) -> AsyncIterator[Tx]:
+    async def _tx(self, *, readonly: bool, autocommit: bool = False) -> AsyncIterator[Tx]:
         commit_sent = False  # from here on a lost session may have committed
         try:
             async with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
                     await conn.execution_options(wakeful_begin="DEFERRED" if readonly else "IMMEDIATE")
+                elif readonly or autocommit:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    commit_sent = autocommit  # (its statement commits as it runs)
                 await conn.begin()
                 tx = Tx(self, conn)
                 yield tx
-                if not readonly:
+                if not readonly and not autocommit:  # (autocommit: committed already, nothing to hold)
                     for hook in list(self.before_commit):
                         await hook(tx)
                 # harness.md §3: no success before commit returns; a commit error is unavailable

@@ -176,9 +176,11 @@ async def insert_message(
     incarnation: int | None = None,
     dedup_key: str | None = None,
     along: sa.Update | None = None,
+    guard: sa.Select[Any] | None = None,
 ) -> MessageInsert:
     """Insert the message unless its id exists; ``along``: an UPDATE made only when it is inserted (one statement
-    with the insert on PostgreSQL, ``Tx.insert_if_absent``)."""
+    with the insert on PostgreSQL, ``Tx.insert_if_absent``); ``guard``: rows locked by the same statement, without
+    which it is not inserted (PostgreSQL)."""
     _check_message(kind, content)
     now = await tx.now_ms()
     mid = message_id or new_id("msg", now)
@@ -188,7 +190,7 @@ async def insert_message(
                       incarnation=incarnation, dedup_key=dedup_key, content=content, created_ms=now,
                       handled_ms=None, handled_by=None)
     values = {n: getattr(message, n) for n in _INSERTED}
-    inserted = await tx.insert_if_absent(M, values, along=along)
+    inserted = await tx.insert_if_absent(M, values, along=along, guard=guard)
     if inserted:  # the committed row as a read returns it: the session's stream sends it without that read
         bell = tx.store.bell
         tx.after_commit(lambda: bell.ring(session_id, message))
