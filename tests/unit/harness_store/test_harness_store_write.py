@@ -136,6 +136,36 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
         await store.close()
 
 
+async def _wake_behind(store: Store, loop: loops.Loop, hold: Any) -> Any:
+    """PostgreSQL: a transaction holds ``loop``'s row FOR UPDATE and runs ``hold(tx)``; a wake (dedup key ``k1``)
+    starts and waits for the row lock; the holder then commits. Returns the wake's outcome."""
+    import sqlalchemy as sa
+
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with store.tx() as tx:
+            await loops.get_loop(tx, loop.id, for_update=True)
+            await hold(tx)
+            holding.set()
+            await release.wait()
+
+    held = asyncio.create_task(holder())
+    await holding.wait()
+    wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
+                                                {"content": "cpu 95", "dedup_key": "k1"}))
+    waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND wait_event_type = 'Lock'")
+    for _ in range(2000):  # until the wake waits for the row lock (a guard against a hang, not a timing)
+        async with store.tx(readonly=True) as tx:
+            if int((await tx.execute(waiting)).scalar_one()) or wake.done():
+                break
+        await asyncio.sleep(0.005)
+    release.set()
+    await held
+    return await wake
+
+
 async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a_duplicate(
         harness_runner: asyncio.Runner, store_url: str) -> None:
     """PostgreSQL: the wake's one read (row lock, clock, message) takes its snapshot before it waits for the row
@@ -151,36 +181,13 @@ async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a
     try:
         loop = await _loop(store)
         message_id = sessions.wake_message_id(loop.id, "k1")
-        holding, release = asyncio.Event(), asyncio.Event()
+        async def hold(tx: Tx) -> None:
+            await sessions.insert_message(
+                tx, session_id=loop.session_id, agent_id=loop.agent_id, group_id=loop.group_id, kind="loop",
+                content="first", message_id=message_id, loop_id=loop.id, loop_name=loop.name,
+                incarnation=loop.incarnation, dedup_key="k1")
 
-        async def holder() -> None:
-            async with store.tx() as tx:
-                await loops.get_loop(tx, loop.id, for_update=True)
-                await sessions.insert_message(
-                    tx, session_id=loop.session_id, agent_id=loop.agent_id, group_id=loop.group_id, kind="loop",
-                    content="first", message_id=message_id, loop_id=loop.id, loop_name=loop.name,
-                    incarnation=loop.incarnation, dedup_key="k1")
-                holding.set()
-                await release.wait()
-
-        held = asyncio.create_task(holder())
-        await holding.wait()
-        wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
-                                                    {"content": "cpu 95", "dedup_key": "k1"}))
-        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                          "AND wait_event_type = 'Lock'")
-
-        async def lock_waits() -> int:
-            async with store.tx(readonly=True) as tx:
-                return int((await tx.execute(waiting)).scalar_one())
-
-        for _ in range(2000):  # until the wake waits for the row lock (a guard against a hang, not a timing)
-            if await lock_waits() or wake.done():
-                break
-            await asyncio.sleep(0.005)
-        release.set()
-        await held
-        outcome = await wake
+        outcome = await _wake_behind(store, loop, hold)
         assert outcome.result == {"status": "duplicate", "message_id": message_id}
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
@@ -361,29 +368,10 @@ async def test_a_wake_whose_loop_row_changes_after_its_read_is_decided_again_und
     store = await Store.open(store_url)
     try:
         loop = await _loop(store)
-        holding, release = asyncio.Event(), asyncio.Event()
+        async def hold(tx: Tx) -> None:
+            await loops.update_loop(tx, loop.id, notify_window_count=2, notify_window_start_ms=await tx.now_ms())
 
-        async def holder() -> None:
-            async with store.tx() as tx:
-                await loops.get_loop(tx, loop.id, for_update=True)
-                await loops.update_loop(tx, loop.id, notify_window_count=2, notify_window_start_ms=await tx.now_ms())
-                holding.set()
-                await release.wait()
-
-        held = asyncio.create_task(holder())
-        await holding.wait()
-        wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
-                                                    {"content": "cpu 95", "dedup_key": "k1"}))
-        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                          "AND wait_event_type = 'Lock'")
-        for _ in range(2000):  # until the wake's statement waits for the row (a guard against a hang, not a timing)
-            async with store.tx(readonly=True) as tx:
-                if int((await tx.execute(waiting)).scalar_one()) or wake.done():
-                    break
-            await asyncio.sleep(0.005)
-        release.set()
-        await held
-        outcome = await wake
+        outcome = await _wake_behind(store, loop, hold)
         assert outcome.result is not None and outcome.result["status"] == "queued"
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
