@@ -226,27 +226,49 @@ async def _notify_single(
     if verdict != "admit":
         return None
 
+    message = sessions.message_of(now, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id,
+                                  kind="loop", content=content, message_id=message_id, loop_id=row.id,
+                                  loop_name=row.name, incarnation=row.incarnation, dedup_key=dedup_key)
+    params = {f"m_{n}": v for n, v in sessions.inserted_values(message).items()}
+    params.update(l_id=row.id, l_inc=incarnation, r_start=read.start_ms, r_count=read.count,
+                  r_limited=read.limited_since_ms, now=now, w_start=window.start_ms, w_count=window.count,
+                  w_limited=window.limited_since_ms)
+
     async def work(tx: Tx) -> bool:
-        tx.use_now(now)
-        counted = await loops.loop_update(
-            tx, row.id, last_notified_ms=now, notified_since_activation=True, notify_window_start_ms=window.start_ms,
-            notify_window_count=window.count, notify_limited_since_ms=window.limited_since_ms)
-        fence = sa.select(L.c.id).where(
-            L.c.id == row.id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE,
-            L.c.notify_window_start_ms.is_not_distinct_from(read.start_ms),
-            L.c.notify_window_count == read.count,
-            L.c.notify_limited_since_ms.is_not_distinct_from(read.limited_since_ms))
-        inserted = await sessions.insert_message(
-            tx, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id, kind="loop",
-            content=content, message_id=message_id, loop_id=row.id, loop_name=row.name,
-            incarnation=row.incarnation, dedup_key=dedup_key, along=counted, guard=fence,
-        )
-        return inserted.status == "queued"
+        if (await tx.execute(_NOTIFY_SINGLE, params)).scalar_one() != 1:
+            return False
+        sessions.ring_after_commit(tx, message)
+        return True
 
     if not await store.single(work):
         return None
     watch.record(loop_id, window.limited_since_ms, mono_ns)
     return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
+
+
+def _notify_single_stmt() -> sa.Select[Any]:
+    """``_notify_single``'s statement, built once (its parameters: ``m_<column>`` the message, ``l_`` the Loop and its
+    fence, ``r_`` the window read, ``w_`` the window written, ``now``)."""
+    P, M, big = sa.bindparam, schema.message, sa.BigInteger
+    held = (sa.select(L.c.id).where(
+        L.c.id == P("l_id", type_=sa.String), L.c.incarnation == P("l_inc", type_=big), L.c.state == lc.ACTIVE,
+        L.c.notify_window_start_ms.is_not_distinct_from(P("r_start", type_=big)),
+        L.c.notify_window_count == P("r_count", type_=sa.Integer),
+        L.c.notify_limited_since_ms.is_not_distinct_from(P("r_limited", type_=big)),
+    ).with_for_update().cte("wakeful_guard"))
+    names = list(sessions.INSERTED)
+    row = sa.select(*(P(f"m_{n}", type_=M.c[n].type).label(n) for n in names)).where(sa.exists(sa.select(held.c.id)))
+    ins = (pg_dialect.insert(M).from_select(names, row).on_conflict_do_nothing().returning(M.c.id)
+           .cte("wakeful_inserted"))
+    upd = (sa.update(L).where(L.c.id == P("l_id", type_=sa.String), sa.exists(sa.select(ins.c.id)))
+           .values(updated_ms=P("now", type_=big), last_notified_ms=P("now", type_=big), notified_since_activation=True,
+                   notify_window_start_ms=P("w_start", type_=big), notify_window_count=P("w_count", type_=sa.Integer),
+                   notify_limited_since_ms=P("w_limited", type_=big))
+           .cte("wakeful_along"))
+    return sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd).add_cte(held)
+
+
+_NOTIFY_SINGLE = _notify_single_stmt()
 
 
 # ``counted``: the wake window's columns after this call, written by the one UPDATE of the Loop row each verdict

@@ -94,32 +94,17 @@ class Tx:
         if value is not None and self._now_ms is None:
             self._now_ms = int(value)
 
-    def use_now(self, now_ms: int) -> None:
-        """The store-clock reading of the read this write was decided on (``Store.single`` after a read): the one
-        reading of the change, not a second one."""
-        self._now_ms = now_ms
-
     async def execute(self, stmt: Any, params: Any = None) -> CursorResult[Any]:
         result: CursorResult[Any] = await self.conn.execute(stmt, params)
         return result
 
     async def insert_if_absent(self, table: sa.Table, values: Mapping[str, Any], *,
-                               along: sa.Update | None = None, guard: sa.Select[Any] | None = None) -> bool:
+                               along: sa.Update | None = None) -> bool:
         """INSERT … ON CONFLICT DO NOTHING; True when the row was inserted, False for a duplicate key.
 
         ``along``: an UPDATE run only when the row was inserted — on PostgreSQL in the same statement (a
-        data-modifying CTE: one round trip for both), on SQLite right after the insert. ``guard`` (PostgreSQL
-        only): a SELECT of rows, locked FOR UPDATE by the same statement; the row is inserted (and ``along`` run)
-        only when it found one — False then also when it found none."""
+        data-modifying CTE: one round trip for both), on SQLite right after the insert."""
         dialect_mod: Any = pg_dialect if self.dialect == "postgresql" else sqlite_dialect
-        if guard is not None:
-            if self.dialect != "postgresql" or along is None:
-                raise ValueError("insert_if_absent(guard=) is one statement with along= on PostgreSQL only")
-            held = guard.with_for_update().cte("wakeful_guard")
-            names = list(values)
-            row = sa.select(*(sa.literal(values[n], table.c[n].type).label(n) for n in names))
-            stmt = dialect_mod.insert(table).from_select(names, row.where(sa.exists(sa.select(*held.c))))
-            return await self._insert_along(stmt.on_conflict_do_nothing(), table, along, held)
         stmt = dialect_mod.insert(table).values(**values).on_conflict_do_nothing()
         if along is not None and self.dialect == "postgresql":
             return await self._insert_along(stmt, table, along)
@@ -131,13 +116,11 @@ class Tx:
 
     # issue 16 (event → wake on PostgreSQL): a wake's message and its Loop row's UPDATE were two round trips on the
     # path; as one statement the UPDATE sees the insert's RETURNING (empty for a duplicate: then nothing updates)
-    async def _insert_along(self, insert: Any, table: sa.Table, along: sa.Update, held: Any = None) -> bool:
+    async def _insert_along(self, insert: Any, table: sa.Table, along: sa.Update) -> bool:
         first_key = next(iter(table.primary_key.columns))
         ins = insert.returning(first_key).cte("wakeful_inserted")
         upd = along.where(sa.exists(sa.select(ins.c[first_key.name]))).cte("wakeful_along")
         stmt = sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd)
-        if held is not None:
-            stmt = stmt.add_cte(held)
         return bool((await self.conn.execute(stmt)).scalar_one() == 1)
 
     async def _insert_after(self, dialect_mod: Any, table: sa.Table, values: Mapping[str, Any],
