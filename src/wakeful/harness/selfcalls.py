@@ -306,8 +306,7 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
-    if store.dialect == "postgresql" and store.lane(ACK_LANE).idle and await _ack_single(store, loop_id, incarnation,
-                                                                                          event_id):
+    if store.singles and store.lane(ACK_LANE).idle and await _ack_single(store, loop_id, incarnation, event_id):
         return {"status": "acked", "event_id": event_id, "duplicate": False}
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
                                                      lock_of=_ack_loop, lane=ACK_LANE)

@@ -303,12 +303,18 @@ class Store:
         finally:
             writer.release()
 
+    @property
+    def singles(self) -> bool:
+        """Whether ``single`` skips the transaction: on PostgreSQL, while no ``before_commit`` hook is installed (a
+        hook — a test holding commits — must see every commit)."""
+        return self.dialect == "postgresql" and not self.before_commit
+
     async def single(self, work: Callable[[Tx], Awaitable[T]]) -> T:
         """``work(tx)`` that runs **one** statement, which commits by itself: on PostgreSQL without BEGIN and COMMIT
         (the statement's own implicit transaction commits, WAL flushed, before its answer comes back: one round trip
-        instead of three); on SQLite ``write``. ``work`` raises nothing after its statement (nothing could roll it
-        back) and may be run twice, as ``write``'s."""
-        if self.dialect != "postgresql":
+        instead of three); otherwise (SQLite, or a ``before_commit`` hook installed: ``singles``) ``write``. ``work``
+        raises nothing after its statement (nothing could roll it back) and may be run twice, as ``write``'s."""
+        if not self.singles:
             return await self.write(work)
         async with self._tx(readonly=False, autocommit=True) as tx:
             return await work(tx)
