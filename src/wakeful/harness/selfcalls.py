@@ -106,10 +106,10 @@ async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any, 
 # issue 16 (event → wake on PostgreSQL): the guest's state.put of an event holds its Loop row until it commits, and
 # the next event's admission waits for that row; as a transaction of its own it was BEGIN, the UPDATE and COMMIT,
 # three round trips. The load config it is checked against is the row's, which a state.put reads back; kept from
-# the last state.put of the incarnation (a small LRU, not a copy per Loop), the check runs before the write and the
-# UPDATE is the only statement (``Store.single``: one round trip, committed as it runs), fenced also on that config
-# being the row's still. No row (a new config, another incarnation, not active, or nothing kept): the transaction
-# above decides as before.
+# the last state.put of the incarnation (a small LRU bounded in entries and bytes, not a copy per Loop), the check
+# runs before the write and the UPDATE is the only statement (``Store.single``: one round trip, committed as it
+# runs), fenced also on that config being the row's still. No row (a new config, another incarnation, not active, or
+# nothing kept): the transaction above decides as before.
 async def _put_state_single(store: Store, loop_id: str, incarnation: int, state: Any) -> int | None:
     kept = _CONFIGS.get((store.url_text, loop_id))
     if kept is None or kept[0] != incarnation:
@@ -127,10 +127,12 @@ async def _put_state_single(store: Store, loop_id: str, incarnation: int, state:
 
 
 class _Kept:
-    """A small LRU: (store, Loop) → (incarnation, the load config's text, the load config) of its last state.put."""
+    """A small LRU: (store, Loop) → (incarnation, the load config's text, the load config) of its last state.put; at
+    most ``size`` entries holding at most ``text_bytes`` characters of config text (a config is ≤ 16 KiB: without
+    the byte bound a full cache could hold 16 MiB of text and its parsed copies)."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, text_bytes: int) -> None:
+        self.size, self.text_bytes, self._held = size, text_bytes, 0
         self._items: OrderedDict[tuple[str, str], tuple[int, str, Any]] = OrderedDict()
 
     def get(self, key: tuple[str, str]) -> tuple[int, str, Any] | None:
@@ -140,13 +142,18 @@ class _Kept:
         return found
 
     def keep(self, key: tuple[str, str], value: tuple[int, str, Any]) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._held -= len(old[1])
+        if len(value[1]) > self.text_bytes:
+            return
         self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        self._held += len(value[1])
+        while len(self._items) > self.size or self._held > self.text_bytes:
+            self._held -= len(self._items.popitem(last=False)[1][1])
 
 
-_CONFIGS = _Kept(1024)
+_CONFIGS = _Kept(1024, 1 << 20)
 
 
 # §6 loop.state.get {} → {state}
