@@ -272,7 +272,8 @@ class Store:
         """``async with store.tx() as tx:`` — commit on normal exit, roll back on error.
 
         On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (``readonly=True``: deferred), after its
-        turn at the single writer.
+        turn at the single writer. On PostgreSQL ``readonly=True`` runs in autocommit (no BEGIN, no COMMIT: each
+        statement reads its own snapshot, as at READ COMMITTED in a transaction); a read must not write.
         """
         if self.dialect == "sqlite" and not readonly:
             async with self._write_turn(), self._tx(readonly=False) as tx:
