@@ -5,6 +5,7 @@ harness.md §6, §9.5, §9.6; each is one transaction fenced by incarnation (§5
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from wakeful.harness.checkpoint import (
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
 from wakeful.harness.store import jsontext, loops, schema, sessions
+from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
@@ -37,9 +39,14 @@ ACK_LANE = "loop.ack"  # the acks' group-commit lane: beside the admissions' bat
 async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     state = wake_args.state_arg(args)
 
+    if store.dialect == "postgresql":
+        fast = await _put_state_single(store, loop_id, incarnation, state)
+        if fast is not None:
+            return {"status": "stored", "bytes": fast}
+
     async def work(tx: Tx) -> int:  # (every refusal before the write: a unit of the group commit on SQLite)
         if tx.dialect == "postgresql":
-            stored = await _put_state_fenced(tx, loop_id, incarnation, state)
+            stored = await _put_state_fenced(tx, loop_id, incarnation, state, store_url=store.url_text)
             if stored is not None:
                 return stored
         row = await lc.fenced_loop(tx, loop_id, incarnation)
@@ -62,14 +69,17 @@ async def put_state(store: Store, loop_id: str, incarnation: int, args: Any) -> 
 # returning the config the checkpoint is checked against), instead of a locked read and then the UPDATE. A checkpoint
 # the config refuses raises after that UPDATE: on PostgreSQL a state.put is a transaction of its own (Store.write),
 # which the refusal rolls back. None: no row matched (retired or not active) — the caller's read says which.
-async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any) -> int | None:
+async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any, *, store_url: str = "",
+                            config_is: str | None = None, checked: tuple[Any, int] | None = None) -> int | None:
     try:
-        value, size = checkpoint_value(state)
+        value, size = checkpoint_value(state) if checked is None else checked
     except CheckpointTooLarge as exc:
         raise HostCallRefused("checkpoint_too_large", str(exc)) from None
     except jsonval.JsonError as exc:
         raise HostCallRefused("invalid_arguments", f"state: {exc.message}") from None
     fence = [L.c.id == loop_id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE]
+    if config_is is not None:  # checked against this config already (``_put_state_single``)
+        fence.append(L.c.config == config_is)
     clock = tx.clock_column()
     now: Any
     if clock is None:
@@ -82,14 +92,68 @@ async def _put_state_fenced(tx: Tx, loop_id: str, incarnation: int, state: Any) 
             .values(checkpoint=None if value is None else jsontext.encode(value), checkpoint_bytes=size, checkpoint_ms=now, updated_ms=now)
             .returning(L.c.config))
     row = (await tx.execute(stmt)).first()
-    if row is None:
-        return None
+    if row is None or config_is is not None:
+        return None if row is None else size
+    config = jsontext.decode(row.config) if row.config is not None else None
     try:
-        check_fits_config(value, jsontext.decode(row.config) if row.config is not None else None, loop_id,
-                          incarnation)
+        check_fits_config(value, config, loop_id, incarnation)
     except CheckpointTooLarge as exc:
         raise HostCallRefused("checkpoint_too_large", str(exc)) from None
+    _CONFIGS.keep((store_url, loop_id), (incarnation, row.config, config))
     return size
+
+
+# issue 16 (event → wake on PostgreSQL): the guest's state.put of an event holds its Loop row until it commits, and
+# the next event's admission waits for that row; as a transaction of its own it was BEGIN, the UPDATE and COMMIT,
+# three round trips. The load config it is checked against is the row's, which a state.put reads back; kept from
+# the last state.put of the incarnation (a small LRU bounded in entries and bytes, not a copy per Loop), the check
+# runs before the write and the UPDATE is the only statement (``Store.single``: one round trip, committed as it
+# runs), fenced also on that config being the row's still. No row (a new config, another incarnation, not active, or
+# nothing kept): the transaction above decides as before.
+async def _put_state_single(store: Store, loop_id: str, incarnation: int, state: Any) -> int | None:
+    kept = _CONFIGS.get((store.url_text, loop_id))
+    if kept is None or kept[0] != incarnation:
+        return None
+    try:
+        checked = checkpoint_value(state)
+        check_fits_config(checked[0], kept[2], loop_id, incarnation)
+    except (CheckpointTooLarge, jsonval.JsonError):
+        return None  # refused: the transaction says how, against the row's own config
+
+    async def work(tx: Tx) -> int | None:
+        return await _put_state_fenced(tx, loop_id, incarnation, state, config_is=kept[1], checked=checked)
+
+    return await store.single(work)
+
+
+class _Kept:
+    """A small LRU: (store, Loop) → (incarnation, the load config's text, the load config) of its last state.put; at
+    most ``size`` entries holding at most ``text_bytes`` characters of config text (a config is ≤ 16 KiB: without
+    the byte bound a full cache could hold 16 MiB of text and its parsed copies)."""
+
+    def __init__(self, size: int, text_bytes: int) -> None:
+        self.size, self.text_bytes, self._held = size, text_bytes, 0
+        self._items: OrderedDict[tuple[str, str], tuple[int, str, Any]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> tuple[int, str, Any] | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def keep(self, key: tuple[str, str], value: tuple[int, str, Any]) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._held -= len(old[1])
+        if len(value[1]) > self.text_bytes:
+            return
+        self._items[key] = value
+        self._held += len(value[1])
+        while len(self._items) > self.size or self._held > self.text_bytes:
+            self._held -= len(self._items.popitem(last=False)[1][1])
+
+
+_CONFIGS = _Kept(1024, 1 << 20)
 
 
 # §6 loop.state.get {} → {state}
@@ -115,6 +179,11 @@ async def notify(
 ) -> NotifyOutcome:
     content, dedup_key = wake_args.notify_args(args)
     message_id = sessions.wake_message_id(loop_id, dedup_key)
+    if store.dialect == "postgresql":
+        admitted = await _notify_single(store, watch, limits, mono_ns, loop_id, incarnation, content, dedup_key,
+                                        message_id)
+        if admitted is not None:
+            return admitted
 
     async def work(tx: Tx) -> tuple[NotifyOutcome, WakeWindow | None]:  # (a group-commit unit on SQLite)
         # the message's existence comes with the locked row (one statement); on PostgreSQL that read's snapshot
@@ -138,6 +207,75 @@ async def notify(
     if window is not None:
         watch.record(loop_id, window.limited_since_ms, mono_ns)
     return outcome
+
+
+# issue 16 (event → wake on PostgreSQL): a wake was BEGIN, the locked read of the Loop row, the message's insert with
+# the row's UPDATE, and COMMIT — four round trips between the guest's call and the message on the session's stream.
+# A wake that its read admits is now that read (no transaction: one statement) and one statement that commits as it
+# runs (``Store.single``): the row locked while it still has the incarnation, the state and the window columns the
+# verdict was taken on, the message inserted only then, and the row's UPDATE only when the message was inserted.
+# The read's store-clock reading is the wake's (harness.md §3: one reading for the change). Anything else — a
+# refusal, a duplicate, a window that is not admitting, or a row that changed since the read — returns None, and
+# the locked transaction decides, as before (a message the read finds is a duplicate at once, as there).
+async def _notify_single(
+    store: Store, watch: LimitWatch, limits: Limits, mono_ns: int, loop_id: str, incarnation: int, content: str,
+    dedup_key: str, message_id: str,
+) -> NotifyOutcome | None:
+    async with store.tx(readonly=True) as tx:
+        row, exists = await loops.find_loop_locked(tx, loop_id, message_id=message_id, lock=False)
+        now = await tx.now_ms()
+    if row is None or row.incarnation != incarnation or row.state != lc.ACTIVE:
+        return None
+    if exists:  # committed: a duplicate, as the locked read would say
+        return NotifyOutcome({"status": "duplicate", "message_id": message_id}, None, None, False)
+    read = WakeWindow(row.notify_window_start_ms, row.notify_window_count, row.notify_limited_since_ms)
+    verdict, window = judge_wake(read, now, watch.elapsed_ns(loop_id, mono_ns), limits)
+    if verdict != "admit":
+        return None
+
+    message = sessions.message_of(now, session_id=row.session_id, agent_id=row.agent_id, group_id=row.group_id,
+                                  kind="loop", content=content, message_id=message_id, loop_id=row.id,
+                                  loop_name=row.name, incarnation=row.incarnation, dedup_key=dedup_key)
+    params = {f"m_{n}": v for n, v in sessions.inserted_values(message).items()}
+    params.update(l_id=row.id, l_inc=incarnation, r_start=read.start_ms, r_count=read.count,
+                  r_limited=read.limited_since_ms, now=now, w_start=window.start_ms, w_count=window.count,
+                  w_limited=window.limited_since_ms)
+
+    async def work(tx: Tx) -> bool:
+        if (await tx.execute(_NOTIFY_SINGLE, params)).scalar_one() != 1:
+            return False
+        sessions.ring_after_commit(tx, message)
+        return True
+
+    if not await store.single(work):
+        return None
+    watch.record(loop_id, window.limited_since_ms, mono_ns)
+    return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
+
+
+def _notify_single_stmt() -> sa.Select[Any]:
+    """``_notify_single``'s statement, built once (its parameters: ``m_<column>`` the message, ``l_`` the Loop and its
+    fence, ``r_`` the window read, ``w_`` the window written, ``now``)."""
+    P, M, big = sa.bindparam, schema.message, sa.BigInteger
+    held = (sa.select(L.c.id).where(
+        L.c.id == P("l_id", type_=sa.String), L.c.incarnation == P("l_inc", type_=big), L.c.state == lc.ACTIVE,
+        L.c.notify_window_start_ms.is_not_distinct_from(P("r_start", type_=big)),
+        L.c.notify_window_count == P("r_count", type_=sa.Integer),
+        L.c.notify_limited_since_ms.is_not_distinct_from(P("r_limited", type_=big)),
+    ).with_for_update().cte("wakeful_guard"))
+    names = list(sessions.INSERTED)
+    row = sa.select(*(P(f"m_{n}", type_=M.c[n].type).label(n) for n in names)).where(sa.exists(sa.select(held.c.id)))
+    ins = (pg_dialect.insert(M).from_select(names, row).on_conflict_do_nothing().returning(M.c.id)
+           .cte("wakeful_inserted"))
+    upd = (sa.update(L).where(L.c.id == P("l_id", type_=sa.String), sa.exists(sa.select(ins.c.id)))
+           .values(updated_ms=P("now", type_=big), last_notified_ms=P("now", type_=big), notified_since_activation=True,
+                   notify_window_start_ms=P("w_start", type_=big), notify_window_count=P("w_count", type_=sa.Integer),
+                   notify_limited_since_ms=P("w_limited", type_=big))
+           .cte("wakeful_along"))
+    return sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd).add_cte(held)
+
+
+_NOTIFY_SINGLE = _notify_single_stmt()
 
 
 # ``counted``: the wake window's columns after this call, written by the one UPDATE of the Loop row each verdict
@@ -175,9 +313,31 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
+    if store.singles and store.lane(ACK_LANE).idle and await _ack_single(store, loop_id, incarnation, event_id):
+        return {"status": "acked", "event_id": event_id, "duplicate": False}
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
                                                      lock_of=_ack_loop, lane=ACK_LANE)
     return answer
+
+
+# issue 16 (event → wake on PostgreSQL): the guest takes its next event only after the ack of the one before has
+# committed, so that ack is on the path of the next event's wake; as a batch unit alone it was BEGIN, the fenced
+# share of the Loop row with the clock, the UPDATE and COMMIT — four round trips. When the ack lane is idle, a lone
+# ack is one statement that commits as it runs (``Store.single``): the UPDATE of the pending event, made only while
+# its Loop row (shared, as by the batch) has the acking incarnation and is active. True: acked. Anything else (a
+# refusal, a duplicate, an unknown event) writes nothing and the batch unit answers it as before.
+async def _ack_single(store: Store, loop_id: str, incarnation: int, event_id: str) -> bool:
+    async def work(tx: Tx) -> bool:
+        fence = (sa.select(L.c.id).where(L.c.id == loop_id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE)
+                 .with_for_update(read=True).cte("wakeful_fence"))
+        clock = tx.clock_column()
+        now: Any = await tx.now_ms() if clock is None else sa.literal_column(STORE_MS_SQL, sa.BigInteger)
+        stmt = (sa.update(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id, E.c.status == "pending",
+                                   sa.exists(sa.select(fence.c.id)))
+                .values(status="acked", acked_ms=now, acked_incarnation=incarnation).returning(E.c.event_id))
+        return (await tx.execute(stmt.add_cte(fence))).first() is not None
+
+    return await store.single(work)
 
 
 @dataclass(frozen=True, slots=True)

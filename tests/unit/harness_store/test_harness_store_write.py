@@ -6,9 +6,12 @@ them instead of queueing for the writer turn and committing alone; on PostgreSQL
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from support.commit_gate import Gate
 from support.ingress_harness import counting_statements
 from support.store_rows import loop_row
@@ -133,6 +136,36 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
         await store.close()
 
 
+async def _wake_behind(store: Store, loop: loops.Loop, hold: Any) -> Any:
+    """PostgreSQL: a transaction holds ``loop``'s row FOR UPDATE and runs ``hold(tx)``; a wake (dedup key ``k1``)
+    starts and waits for the row lock; the holder then commits. Returns the wake's outcome."""
+    import sqlalchemy as sa
+
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with store.tx() as tx:
+            await loops.get_loop(tx, loop.id, for_update=True)
+            await hold(tx)
+            holding.set()
+            await release.wait()
+
+    held = asyncio.create_task(holder())
+    await holding.wait()
+    wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
+                                                {"content": "cpu 95", "dedup_key": "k1"}))
+    waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND wait_event_type = 'Lock'")
+    for _ in range(2000):  # until the wake waits for the row lock (a guard against a hang, not a timing)
+        async with store.tx(readonly=True) as tx:
+            if int((await tx.execute(waiting)).scalar_one()) or wake.done():
+                break
+        await asyncio.sleep(0.005)
+    release.set()
+    await held
+    return await wake
+
+
 async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a_duplicate(
         harness_runner: asyncio.Runner, store_url: str) -> None:
     """PostgreSQL: the wake's one read (row lock, clock, message) takes its snapshot before it waits for the row
@@ -148,36 +181,13 @@ async def test_a_wake_whose_message_commits_while_it_waits_for_the_loop_row_is_a
     try:
         loop = await _loop(store)
         message_id = sessions.wake_message_id(loop.id, "k1")
-        holding, release = asyncio.Event(), asyncio.Event()
+        async def hold(tx: Tx) -> None:
+            await sessions.insert_message(
+                tx, session_id=loop.session_id, agent_id=loop.agent_id, group_id=loop.group_id, kind="loop",
+                content="first", message_id=message_id, loop_id=loop.id, loop_name=loop.name,
+                incarnation=loop.incarnation, dedup_key="k1")
 
-        async def holder() -> None:
-            async with store.tx() as tx:
-                await loops.get_loop(tx, loop.id, for_update=True)
-                await sessions.insert_message(
-                    tx, session_id=loop.session_id, agent_id=loop.agent_id, group_id=loop.group_id, kind="loop",
-                    content="first", message_id=message_id, loop_id=loop.id, loop_name=loop.name,
-                    incarnation=loop.incarnation, dedup_key="k1")
-                holding.set()
-                await release.wait()
-
-        held = asyncio.create_task(holder())
-        await holding.wait()
-        wake = asyncio.create_task(selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
-                                                    {"content": "cpu 95", "dedup_key": "k1"}))
-        waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                          "AND wait_event_type = 'Lock'")
-
-        async def lock_waits() -> int:
-            async with store.tx(readonly=True) as tx:
-                return int((await tx.execute(waiting)).scalar_one())
-
-        for _ in range(2000):  # until the wake waits for the row lock (a guard against a hang, not a timing)
-            if await lock_waits() or wake.done():
-                break
-            await asyncio.sleep(0.005)
-        release.set()
-        await held
-        outcome = await wake
+        outcome = await _wake_behind(store, loop, hold)
         assert outcome.result == {"status": "duplicate", "message_id": message_id}
         async with store.tx(readonly=True) as tx:
             row = await loops.get_loop(tx, loop.id)
@@ -248,3 +258,125 @@ async def test_a_state_put_refused_by_its_fence_or_by_the_load_config_writes_not
     async with store.tx(readonly=True) as tx:
         row = await loops.get_loop(tx, loop.id)
     assert row.checkpoint == {"n": 1}
+
+
+@contextlib.contextmanager
+def _round_trips(store: Store) -> Iterator[list[str]]:
+    """Every message round trip of the store's PostgreSQL sessions inside the block: the statements SQLAlchemy sends
+    (``before_cursor_execute``) and the ones the asyncpg adapter sends itself (BEGIN, COMMIT, ROLLBACK: asyncpg's
+    query logger sees its simple queries)."""
+    seen_sql: list[str] = []
+    logged: set[int] = set()
+
+    def statement(conn: Any, cursor: Any, text: str, *rest: Any) -> None:
+        seen_sql.append(text)
+
+    def simple(query: Any) -> None:
+        if active:
+            seen_sql.append(query.query)
+
+    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        driver = record.driver_connection
+        if id(driver) not in logged:
+            logged.add(id(driver))
+            driver.add_query_logger(simple)
+
+    active = True
+    event.listen(store.engine.sync_engine, "before_cursor_execute", statement)
+    event.listen(store.engine.sync_engine, "checkout", checkout)
+    try:
+        yield seen_sql
+    finally:
+        active = False
+        event.remove(store.engine.sync_engine, "before_cursor_execute", statement)
+        event.remove(store.engine.sync_engine, "checkout", checkout)
+
+
+async def test_a_state_put_a_read_and_a_wake_skip_begin_and_commit_on_postgresql(
+        harness_runner: asyncio.Runner, store_url: str) -> None:
+    """issue 16 (event → wake on PostgreSQL): the guest's state.put of an event holds the Loop row the next event's
+    admission waits for; it was BEGIN, the fenced UPDATE and COMMIT — three round trips — and is now the UPDATE alone,
+    committed as it runs (``Store.single``), checked before it against the load config the row's last state.put
+    returned and fenced on that config still being the row's. A read transaction (the session stream's read after
+    every wake) was BEGIN, its statement and COMMIT, and is now its statement alone. A wake was four round trips
+    (BEGIN, the locked read, the insert with the row's UPDATE, COMMIT) and is now two: the read, and one statement
+    that commits as it runs. A state.put the kept config would refuse, or one whose Loop's config changed
+    meanwhile, is decided by the transaction as before."""
+    from wakeful.harness.errors import HostCallRefused
+
+    if "postgresql" not in store_url:
+        pytest.skip("SQLite: no round trips to the server")
+    store = await Store.open(store_url)
+    try:
+        loop = await _loop(store)
+        await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 0}})  # keeps the config
+        commits = store.commits
+        with _round_trips(store) as sql:
+            put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 1}})
+        assert put["status"] == "stored"
+        assert len(sql) == 1 and sql[0].lstrip().upper().startswith("WITH"), sql  # was BEGIN, UPDATE, COMMIT
+        assert store.commits == commits + 1
+        with _round_trips(store) as sql:
+            async with store.tx(readonly=True) as tx:
+                row = await loops.get_loop(tx, loop.id)
+        assert len(sql) == 1, sql  # was BEGIN, SELECT, COMMIT
+        assert row.checkpoint == {"n": 1}  # committed: read on another session
+        commits = store.commits
+        with _round_trips(store) as sql:
+            wake = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
+                                          {"content": "cpu 95", "dedup_key": "k1"})
+        assert wake.result is not None and wake.result["status"] == "queued"
+        assert len(sql) == 2, sql  # was BEGIN, the locked read, the insert with the UPDATE, COMMIT
+        assert store.commits == commits + 1
+        async with store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop.id)
+            message = await sessions.get_message(tx, sessions.wake_message_id(loop.id, "k1"))
+        assert message is not None and row.last_notified_ms == message.created_ms and row.notify_window_count == 1
+        deep: Any = 0
+        for _ in range(32):  # the load config nests it one deeper than the JSON limits allow
+            deep = [deep]
+        with pytest.raises(HostCallRefused) as refused:
+            await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": deep})
+        assert refused.value.code == "checkpoint_too_large"
+        async with store.tx() as tx:  # a new config under the kept one: the single UPDATE finds no row
+            await loops.update_loop(tx, loop.id, config={"grown": "x" * 64})
+        with _round_trips(store) as sql:
+            again = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 2}})
+        assert again["status"] == "stored" and len(sql) == 4, sql  # the UPDATE, then BEGIN, UPDATE, COMMIT
+        with pytest.raises(HostCallRefused) as stale:
+            await selfcalls.put_state(store, loop.id, loop.incarnation + 1, {"state": {"n": 3}})
+        assert stale.value.code == "stale_incarnation"
+        async with store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop.id)
+        assert row.checkpoint == {"n": 2} and row.config == {"grown": "x" * 64}
+    finally:
+        await store.close()
+
+
+async def test_a_wake_whose_loop_row_changes_after_its_read_is_decided_again_under_the_lock(
+        harness_runner: asyncio.Runner, store_url: str) -> None:
+    """issue 16, PostgreSQL: a wake is decided on an unlocked read of the Loop row and written by one statement that
+    locks the row only while it still has the incarnation, state and window the decision read. A transaction that
+    changes the window between the two (here: holding the row and counting two wakes) makes that statement write
+    nothing; the locked transaction then decides on the row as it is — one message, the window counted once more."""
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import schema
+
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite: one writer, nothing between a read and its write")
+    store = await Store.open(store_url)
+    try:
+        loop = await _loop(store)
+        async def hold(tx: Tx) -> None:
+            await loops.update_loop(tx, loop.id, notify_window_count=2, notify_window_start_ms=await tx.now_ms())
+
+        outcome = await _wake_behind(store, loop, hold)
+        assert outcome.result is not None and outcome.result["status"] == "queued"
+        async with store.tx(readonly=True) as tx:
+            row = await loops.get_loop(tx, loop.id)
+            count = (await tx.execute(sa.select(sa.func.count()).select_from(schema.message).where(
+                schema.message.c.loop_id == loop.id))).scalar_one()
+        assert row.notify_window_count == 3 and count == 1
+    finally:
+        await store.close()

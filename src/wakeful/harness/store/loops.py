@@ -294,9 +294,11 @@ async def find_loops(tx: Tx, loop_ids: Sequence[str]) -> dict[str, Loop]:
 
 # issue 16 (event → wake): a host call's fenced read of its Loop row also brings the transaction's store-clock
 # reading and, for agent.notify, whether its message exists — on PostgreSQL one round trip instead of three
-async def find_loop_locked(tx: Tx, loop_id: str, *, message_id: str | None = None) -> tuple[Loop | None, bool]:
+async def find_loop_locked(tx: Tx, loop_id: str, *, message_id: str | None = None,
+                           lock: bool = True) -> tuple[Loop | None, bool]:
     """The row locked as ``find_loop(for_update=True)``, read with the store clock (``Tx.clock_column``), and
-    whether the message ``message_id`` exists (False without one) — one statement."""
+    whether the message ``message_id`` exists (False without one) — one statement. ``lock=False``: read, not
+    locked (a decision whose write is fenced on what it read)."""
     if lookup_text(loop_id) is None:
         return None, False
     columns: list[Any] = [L]
@@ -305,7 +307,7 @@ async def find_loop_locked(tx: Tx, loop_id: str, *, message_id: str | None = Non
         columns.append(clock)
     if message_id is not None and lookup_text(message_id) is not None:
         columns.append(sa.exists().where(schema.message.c.id == message_id).label("wakeful_message_exists"))
-    row = await tx.first(sa.select(*columns).where(L.c.id == loop_id), for_update=True)
+    row = await tx.first(sa.select(*columns).where(L.c.id == loop_id), for_update=lock)
     if row is None:
         return None, False
     tx.seed_now(row)

@@ -81,7 +81,7 @@ class MessageInsert:
     message_id: str
 
 
-_INSERTED = tuple(n for n in Message.__dataclass_fields__ if n not in ("handled_ms", "handled_by"))
+INSERTED = tuple(n for n in Message.__dataclass_fields__ if n not in ("handled_ms", "handled_by"))
 
 
 def _session(row: Any) -> Session:
@@ -179,20 +179,38 @@ async def insert_message(
 ) -> MessageInsert:
     """Insert the message unless its id exists; ``along``: an UPDATE made only when it is inserted (one statement
     with the insert on PostgreSQL, ``Tx.insert_if_absent``)."""
+    _check_message(kind, content)  # (before the store clock: on PostgreSQL a statement of its own)
+    message = message_of(await tx.now_ms(), session_id=session_id, agent_id=agent_id, group_id=group_id, kind=kind,
+                         content=content, message_id=message_id, loop_id=loop_id, loop_name=loop_name,
+                         incarnation=incarnation, dedup_key=dedup_key)
+    inserted = await tx.insert_if_absent(M, inserted_values(message), along=along)
+    if inserted:
+        ring_after_commit(tx, message)
+    return MessageInsert("queued" if inserted else "duplicate", message.id)
+
+
+def message_of(now: int, *, session_id: str, agent_id: str, group_id: str, kind: str, content: str,
+               message_id: str | None = None, loop_id: str | None = None, loop_name: str | None = None,
+               incarnation: int | None = None, dedup_key: str | None = None) -> Message:
+    """The message ``insert_message`` writes at store time ``now`` (its checks raise before anything is written)."""
     _check_message(kind, content)
-    now = await tx.now_ms()
-    mid = message_id or new_id("msg", now)
     # §2.3: loop and lifecycle messages always have role user, so an LLM host feeds them as input
-    message = Message(id=mid, session_id=session_id, agent_id=agent_id, group_id=group_id, kind=kind,
-                      role="system" if kind == "system" else "user", loop_id=loop_id, loop_name=loop_name,
-                      incarnation=incarnation, dedup_key=dedup_key, content=content, created_ms=now,
-                      handled_ms=None, handled_by=None)
-    values = {n: getattr(message, n) for n in _INSERTED}
-    inserted = await tx.insert_if_absent(M, values, along=along)
-    if inserted:  # the committed row as a read returns it: the session's stream sends it without that read
-        bell = tx.store.bell
-        tx.after_commit(lambda: bell.ring(session_id, message))
-    return MessageInsert("queued" if inserted else "duplicate", mid)
+    return Message(id=message_id or new_id("msg", now), session_id=session_id, agent_id=agent_id, group_id=group_id,
+                   kind=kind, role="system" if kind == "system" else "user", loop_id=loop_id, loop_name=loop_name,
+                   incarnation=incarnation, dedup_key=dedup_key, content=content, created_ms=now, handled_ms=None,
+                   handled_by=None)
+
+
+def inserted_values(message: Message) -> dict[str, Any]:
+    """The columns a new message is inserted with (``INSERTED``)."""
+    return {n: getattr(message, n) for n in INSERTED}
+
+
+def ring_after_commit(tx: Tx, message: Message) -> None:
+    """Once ``tx`` commits, hand the inserted message to its session's readers (the committed row as a read returns
+    it: the session's stream sends it without that read)."""
+    bell = tx.store.bell
+    tx.after_commit(lambda: bell.ring(message.session_id, message))
 
 
 async def message_exists(tx: Tx, message_id: str) -> bool:
