@@ -246,8 +246,7 @@ class Node:
             rows = await loops.begin_incarnations(tx, ids, node_id=self.node_id)
         # step 2: once per digest of the batch (the bytes re-read and re-hashed for this load, §8)
         elves: dict[tuple[str, str], bytes | ArtifactProblem] = {}
-        policies: dict[str, CapabilityPolicy] = {}  # the Loops' stored capabilities (JSON text) → parsed once
-        made: list[tuple[Loop, str]] = []
+        loadable: list[tuple[Loop, bytes]] = []
         for row in rows:
             key = (row.group_id, row.artifact_sha256)
             if key not in elves:
@@ -259,9 +258,8 @@ class Node:
             if isinstance(elf, ArtifactProblem):
                 await self._pause_fault(row.id, row.incarnation, elf.failure, elf.detail)
                 continue
-            object_id = await self._load_runtime(row, elf, policies)  # step 3
-            if object_id is not None:
-                made.append((row, object_id))
+            loadable.append((row, elf))
+        made = await self._load_runtime_many(loadable)  # step 3
         if not made:
             return 0
         try:
@@ -424,32 +422,64 @@ class Node:
         return res
 
     # step 3: the runtime's load; None when it refused (told, paused or queued for capacity)
-    async def _load_runtime(self, row: Loop, elf: bytes,
-                            policies: dict[str, CapabilityPolicy] | None = None) -> str | None:
+    async def _load_runtime(self, row: Loop, elf: bytes) -> str | None:
         config = load_config(row.config, row.id, row.incarnation, row.checkpoint)
         try:
-            caps = self._capabilities(row, policies)
+            caps = self._capabilities(row)
             status = await self.runtime.load(elf, config=config, capabilities=caps, label=row.id)
-        except InvalidObject as exc:
-            await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
-            return None
-        except Busy:
-            self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
-            return None
-        except InvalidParams as exc:
-            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
+        except WakefulError as exc:
+            await self._load_refused(row, exc)
             return None
         return status.object_id
 
+    # step 3 for a batch (issue 16: a restart at N = 10,000): the rows in order, each run of rows of one ELF and
+    # one capability policy loaded by one call of the runtime (``Runtime.load_many``: the program made, the policy
+    # and the helpers bound once, no status per object); the rows loaded, each with its object id
+    async def _load_runtime_many(self, loadable: list[tuple[Loop, bytes]]) -> list[tuple[Loop, str]]:
+        policies: dict[str | None, CapabilityPolicy] = {}  # the Loops' stored capabilities (JSON text) → parsed once
+        runs: list[tuple[bytes, CapabilityPolicy, list[Loop]]] = []
+        for row, elf in loadable:
+            try:
+                caps = self._capabilities(row, policies)
+            except WakefulError as exc:
+                await self._load_refused(row, exc)
+                continue
+            if runs and runs[-1][0] is elf and runs[-1][1] is caps:
+                runs[-1][2].append(row)
+            else:
+                runs.append((elf, caps, [row]))
+        made: list[tuple[Loop, str]] = []
+        for elf, caps, run in runs:
+            items = [(load_config(r.config, r.id, r.incarnation, r.checkpoint), r.id) for r in run]
+            for row, got in zip(run, await self.runtime.load_many(elf, items, capabilities=caps), strict=True):
+                if isinstance(got, str):
+                    made.append((row, got))
+                else:
+                    await self._load_refused(row, got)
+        return made
+
+    async def _load_refused(self, row: Loop, exc: WakefulError) -> None:
+        """The runtime refused step 3 for ``row`` (harness.md §4.3): an artifact it rejects pauses the Loop, a full
+        runtime leaves it active for the next tick, refused parameters fault it; anything else is raised."""
+        if isinstance(exc, InvalidObject):
+            await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
+        elif isinstance(exc, Busy):
+            self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
+        elif isinstance(exc, InvalidParams):
+            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
+        else:
+            raise exc
+
     # issue 16: a batch's Loops mostly share one capability list (the builtins): it is parsed once per batch
-    # (``policies``, keyed by the stored JSON text) and every object of the batch gets the one policy
-    def _capabilities(self, row: Loop, policies: dict[str, CapabilityPolicy] | None) -> CapabilityPolicy:
-        key = jsontext.encode(row.capabilities) if policies is not None else ""
-        policy = policies.get(key) if policies is not None else None
+    # (``policies``, keyed by the stored JSON text; None for the builtins) and every object of the batch gets the
+    # one policy
+    def _capabilities(self, row: Loop, policies: dict[str | None, CapabilityPolicy] | None = None) -> CapabilityPolicy:
+        if policies is None:
+            return parse_capabilities(runtime_capabilities(row.capabilities, self.tools.loop_tool_names()))
+        key = None if row.capabilities is None else jsontext.encode(row.capabilities)
+        policy = policies.get(key)
         if policy is None:
-            policy = parse_capabilities(runtime_capabilities(row.capabilities, self.tools.loop_tool_names()))
-            if policies is not None:
-                policies[key] = policy
+            policy = policies[key] = self._capabilities(row)
         return policy
 
     # step 5's start of an attached object: resident from here; False when the start failed (a fault)

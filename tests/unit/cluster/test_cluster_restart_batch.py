@@ -196,6 +196,59 @@ async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_lo
     assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
 
 
+async def test_a_start_loads_the_objects_of_one_artifact_in_one_runtime_call_per_batch(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000): the runtime loads a batch's objects of one artifact and one capability
+    policy in one call (``Runtime.load_many``), binding the program's helpers once — 4 and 24 Loops cost the same
+    runtime calls and helper lookups, and no single-object ``load``."""
+    from wakeful.runtime import Runtime
+    from wakeful.runtime.helpers import GuestContext
+
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    counts = {"load": 0, "load_many": 0, "helpers": 0}
+    real_load, real_many, real_helper = Runtime.load, Runtime.load_many, GuestContext.helper
+
+    async def load(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        counts["load"] += 1
+        return await real_load(self, *args, **kwargs)
+
+    async def load_many(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        counts["load_many"] += 1
+        return await real_many(self, *args, **kwargs)
+
+    def helper(self: GuestContext, name: str) -> Any:
+        counts["helpers"] += 1
+        return real_helper(self, name)
+
+    async def started() -> dict[str, int]:
+        import wakeful.vm
+
+        wakeful.vm.clear_caches()  # the program made afresh by this start: its first object binds the helpers
+        h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
+        counts.update(load=0, load_many=0, helpers=0)
+        monkeypatch.setattr(Runtime, "load", load)
+        monkeypatch.setattr(Runtime, "load_many", load_many)
+        monkeypatch.setattr(GuestContext, "helper", helper)
+        try:
+            await h.start()
+        finally:
+            monkeypatch.undo()
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            return dict(counts)
+        finally:
+            await h.stop()
+
+    few = await started()
+    fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
+    many = await started()
+    assert few["load"] == 0 and few["load_many"] == 1 and few["helpers"] > 0, few
+    assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
+
+
 async def _leases(store: Store) -> dict[str, tuple[str, int]]:
     async with store.tx(readonly=True) as tx:
         return {r.agent_id: (r.node_id, int(r.epoch)) for r in await tx.execute(sa.select(A))}
