@@ -508,6 +508,13 @@ class Runtime:
     def get_nowait(self, object_id: str) -> ObjectStatus:
         return self._status(self._find(object_id))
 
+    def state_of(self, object_id: str) -> tuple[str, str]:
+        """The object's ``state`` and ``wait`` as its status would give them, without building the status (issue 16:
+        a listing of 10,000 Loops shows these two for each resident one)."""
+        obj = self._find(object_id)
+        run = obj.run
+        return obj.state, run.wait if run is not None and obj.state == RUNNING else "none"
+
     async def list(self, after: str | None = None, limit: int = 100) -> StatusPage:
         return self.list_nowait(after, limit)
 

@@ -337,3 +337,19 @@ def test_load_many_answers_each_item_as_load_would(exit_elf: bytes) -> None:
     assert rt.load_many_nowait(exit_elf, [({}, "c")]) == ["o3"]
     with pytest.raises(InvalidParams, match="invalid capabilities"):
         rt.load_many_nowait(exit_elf, [({}, "d")], capabilities="cap")
+
+
+def test_state_of_answers_the_status_state_and_wait(exit_elf: bytes, compile_c: Any) -> None:
+    """``state_of`` (a listing's per-Loop read, issue 16) gives what ``get`` would give, without the status."""
+    rt = g.make_runtime()
+    waiting = g.load_started(rt, bytes(compile_c(g.EVENT_SINK)))
+    loaded = rt.load_nowait(exit_elf).object_id
+    exited = g.load_started(rt, exit_elf)
+    rt.run_batch()
+    for object_id in (waiting, loaded, exited):
+        status = rt.get_nowait(object_id)
+        assert rt.state_of(object_id) == (status.state, status.wait)
+    assert [rt.state_of(i)[0] for i in (waiting, loaded, exited)] == ["running", "loaded", "exited"]
+    assert rt.state_of(waiting)[1] != "none"
+    with pytest.raises(ObjectNotFound):
+        rt.state_of("o99")
