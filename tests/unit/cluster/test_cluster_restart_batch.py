@@ -249,6 +249,49 @@ async def test_a_start_loads_the_objects_of_one_artifact_in_one_runtime_call_per
     assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
 
 
+async def test_on_postgresql_the_next_batch_begins_while_a_batch_is_attached(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL): a start's batches are a pipeline of two there — when a
+    batch's step 4 (attach) is done, the next batch's Loops are already in the node's hands (locked, their step 1 on
+    its way in the server). On SQLite (one writer) a batch is taken only after the one before has ended. Every Loop runs
+    at the next incarnation either way."""
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 3)  # 6 Loops: 3 batches of 2
+    monkeypatch.setattr(loops, "BATCH", 2)
+    h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
+    in_hand: list[int] = []  # at each step 4: how many Loops of other batches the node holds locked
+    loading: list[node_module.Node] = []
+    real_attach, real_load_many = loops.attach_objects, node_module.Node.load_many
+
+    async def load_many(self: node_module.Node, loop_ids: list[str]) -> int:
+        loading.append(self)
+        return await real_load_many(self, loop_ids)
+
+    async def attach(tx: Any, objects: list[tuple[str, int, str]]) -> Any:
+        attached = await real_attach(tx, objects)  # (its round trips: the node's other tasks have run meanwhile)
+        mine = {loop_id for loop_id, _, _ in objects}
+        in_hand.append(sum(1 for i in fleet if i not in mine and loading[-1].is_locked(i)))
+        return attached
+
+    monkeypatch.setattr(node_module.Node, "load_many", load_many)
+    monkeypatch.setattr(loops, "attach_objects", attach)
+    probe = await Store.open(store_url, clock=store_clock, migrate=False)
+    try:
+        before = await _incarnations(probe)
+        await h.start()
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            after = await _incarnations(probe)
+            assert {i: after[i] for i in fleet} == {i: before[i] + 1 for i in fleet}
+        finally:
+            await h.stop()
+    finally:
+        await probe.close()
+    assert in_hand == ([2, 2, 0] if store_url.startswith("postgresql") else [0, 0, 0]), in_hand
+
+
 async def _leases(store: Store) -> dict[str, tuple[str, int]]:
     async with store.tx(readonly=True) as tx:
         return {r.agent_id: (r.node_id, int(r.epoch)) for r in await tx.execute(sa.select(A))}
