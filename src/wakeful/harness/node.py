@@ -254,8 +254,7 @@ class Node:
                  and i not in self._reporting and not self.is_locked(i)]
         locks = contextlib.AsyncExitStack()
         try:
-            for i in taken:  # free (checked above, and nothing ran in between): no wait
-                await locks.enter_async_context(self._lock(i))
+            await locks.enter_async_context(self._lock_free(taken))  # free (checked above, nothing ran since)
             try:
                 return _Begun(taken, locks, await self._begin_batch(taken))
             except StoreUnavailable as exc:
@@ -351,6 +350,35 @@ class Node:
             held.users -= 1
             if held.users == 0 and self._locks.get(loop_id) is held:
                 del self._locks[loop_id]
+
+    # ``_lock`` for many Loops none of which is locked (a batch of ``load_many``): one context for the batch, not a
+    # generator and an exit-stack entry per Loop (issue 16: 10,000 at a restart)
+    @contextlib.asynccontextmanager
+    async def _lock_free(self, loop_ids: list[str]) -> AsyncIterator[None]:
+        held: list[tuple[str, _LoopLock]] = []  # acquired
+        try:
+            for loop_id in loop_ids:
+                entry = self._locks.get(loop_id)
+                if entry is None:
+                    entry = self._locks[loop_id] = _LoopLock()
+                entry.users += 1
+                try:
+                    await entry.lock.acquire()  # free: no wait
+                except BaseException:
+                    self._unused(loop_id, entry)
+                    raise
+                held.append((loop_id, entry))
+            yield
+        finally:
+            for loop_id, entry in held:
+                entry.lock.release()
+                self._unused(loop_id, entry)
+
+    def _unused(self, loop_id: str, entry: _LoopLock) -> None:
+        """One user of a Loop's lock left; the entry goes with the last one."""
+        entry.users -= 1
+        if entry.users == 0 and self._locks.get(loop_id) is entry:
+            del self._locks[loop_id]
 
     async def load(self, loop_id: str) -> Resident | None:
         """Steps 1–5 of §4.3; None when the Loop was not loaded (not active, fault, capacity, lost race)."""

@@ -283,6 +283,7 @@ async def test_on_postgresql_the_next_batch_begins_while_a_batch_is_attached(
         await h.start()
         try:
             assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            assert not any(h.node.is_locked(i) for i in fleet)  # every batch's locks released
             after = await _incarnations(probe)
             assert {i: after[i] for i in fleet} == {i: before[i] + 1 for i in fleet}
         finally:
