@@ -151,6 +151,23 @@ async def test_a_start_loads_its_loops_in_statements_that_do_not_grow_with_them(
     assert stop_many == stop_few, f"stop: {stop_few} statements for 4 Loops, {stop_many} for 24"
 
 
+async def _start_patched(url: str, clock: TestClock, home: Path, fleet: dict[str, str],
+                         monkeypatch: pytest.MonkeyPatch, patches: list[tuple[Any, str, Any]]) -> None:
+    """Start the node on ``home`` with ``patches`` (target, name, value) in place during its start only, check that
+    every Loop of ``fleet`` is resident, and stop it."""
+    h = Harness(_config(url, home), clock=clock, sweeps=False)
+    for target, name, value in patches:
+        monkeypatch.setattr(target, name, value)
+    try:
+        await h.start()
+    finally:
+        monkeypatch.undo()
+    try:
+        assert {res.loop_id for res in h.node.residents()} == set(fleet)
+    finally:
+        await h.stop()
+
+
 async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_loops_of_one_artifact(
     harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -175,19 +192,10 @@ async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_lo
         return real_load(data, **options)
 
     async def started() -> dict[str, int]:
-        h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
         counts.update(entries=0, programs=0)
-        monkeypatch.setattr(policy, "_parse_entry", entry)
-        monkeypatch.setattr(wakeful.vm, "load", program)
-        try:
-            await h.start()
-        finally:
-            monkeypatch.undo()
-        try:
-            assert {res.loop_id for res in h.node.residents()} == set(fleet)
-            return dict(counts)
-        finally:
-            await h.stop()
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch,
+                             [(policy, "_parse_entry", entry), (wakeful.vm, "load", program)])
+        return dict(counts)
 
     few = await started()
     fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
@@ -227,20 +235,10 @@ async def test_a_start_loads_the_objects_of_one_artifact_in_one_runtime_call_per
         import wakeful.vm
 
         wakeful.vm.clear_caches()  # the program made afresh by this start: its first object binds the helpers
-        h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
         counts.update(load=0, load_many=0, helpers=0)
-        monkeypatch.setattr(Runtime, "load", load)
-        monkeypatch.setattr(Runtime, "load_many", load_many)
-        monkeypatch.setattr(GuestContext, "helper", helper)
-        try:
-            await h.start()
-        finally:
-            monkeypatch.undo()
-        try:
-            assert {res.loop_id for res in h.node.residents()} == set(fleet)
-            return dict(counts)
-        finally:
-            await h.stop()
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [
+            (Runtime, "load", load), (Runtime, "load_many", load_many), (GuestContext, "helper", helper)])
+        return dict(counts)
 
     few = await started()
     fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
