@@ -215,39 +215,74 @@ class Node:
         finally:
             self.runtime.scheduler.release_hygiene()
 
+    # issue 16 (a restart at N = 10,000 on PostgreSQL: the server's time for the batches' statements was half of a
+    # start's wall): there the batches are a pipeline of two — the next batch's Loops are locked and its step 1 runs
+    # in the server while this batch's objects are loaded, attached and started; steps 2–5 stay in batch order. On
+    # SQLite (one writer, in this process) a batch's step 1 waits for the one before to end, as it did
     async def _load_batches(self, loop_ids: list[str]) -> int:
+        chunks = [loop_ids[start:start + loops.BATCH] for start in range(0, len(loop_ids), loops.BATCH)]
+        pipelined = self.store.dialect == "postgresql"
         loaded = 0
-        for start in range(0, len(loop_ids), loops.BATCH):
-            chunk = loop_ids[start:start + loops.BATCH]
-            taken = [i for i in chunk if i not in self._residents and i not in self._reload_due
-                     and i not in self._reporting and not self.is_locked(i)]
-            async with contextlib.AsyncExitStack() as locks:
-                for i in taken:  # free (checked above, and nothing ran in between): no wait
-                    await locks.enter_async_context(self._lock(i))
-                try:
-                    loaded += await self._load_batch(taken)
-                except StoreUnavailable as exc:
-                    log.warning("loading %d Loops deferred: %s", len(taken), exc.message)
-                    self._load_deferred.update(i for i in taken if i not in self._residents)
+        ahead: asyncio.Task[_Begun] | None = asyncio.ensure_future(self._begin_chunk(chunks[0]))
+        try:
+            for k in range(len(chunks)):
+                assert ahead is not None
+                begun = await ahead
+                more = k + 1 < len(chunks)
+                ahead = asyncio.ensure_future(self._begin_chunk(chunks[k + 1])) if pipelined and more else None
+                async with begun.locks:
+                    try:
+                        if begun.error is not None:
+                            raise begun.error
+                        loaded += await self._load_begun_batch(begun.rows)
+                    except StoreUnavailable as exc:
+                        log.warning("loading %d Loops deferred: %s", len(begun.taken), exc.message)
+                        self._load_deferred.update(i for i in begun.taken if i not in self._residents)
+                if more and not pipelined:
+                    ahead = asyncio.ensure_future(self._begin_chunk(chunks[k + 1]))
+        except BaseException:
+            if ahead is not None:  # a batch's step 1 committed or not: its Loops are left to the ticks, unlocked
+                ahead.cancel()
+                with contextlib.suppress(BaseException):
+                    await (await ahead).locks.aclose()
+            raise
         return loaded
 
-    async def _load_batch(self, loop_ids: list[str]) -> int:
+    async def _begin_chunk(self, chunk: list[str]) -> _Begun:
+        """A batch's Loops that are free, locked, and their step 1 (rows begun, or the store's refusal)."""
+        taken = [i for i in chunk if i not in self._residents and i not in self._reload_due
+                 and i not in self._reporting and not self.is_locked(i)]
+        locks = contextlib.AsyncExitStack()
+        try:
+            await locks.enter_async_context(self._lock_free(taken))  # free (checked above, nothing ran since)
+            try:
+                return _Begun(taken, locks, await self._begin_batch(taken))
+            except StoreUnavailable as exc:
+                return _Begun(taken, locks, [], exc)
+        except BaseException:
+            await locks.aclose()
+            raise
+
+    async def _begin_batch(self, loop_ids: list[str]) -> list[Loop]:
+        """§4.3 step 1 for a batch: the rows whose incarnation this node began."""
         if not loop_ids:
-            return 0
+            return []
         for loop_id in loop_ids:
             self._waiting_capacity.discard(loop_id)
             self._load_deferred.discard(loop_id)
         if self.placement is not None and self.placement.state != "alive":
-            return 0
+            return []
         async with self.store.tx() as tx:  # step 1, for the batch
             ids = loop_ids
             if self.placement is not None:  # only Loops whose agent lease this node holds at the epoch it believes
                 ids = await self.placement.leases_ok_many(tx, loop_ids)
-            rows = await loops.begin_incarnations(tx, ids, node_id=self.node_id)
+            return await loops.begin_incarnations(tx, ids, node_id=self.node_id)
+
+    async def _load_begun_batch(self, rows: list[Loop]) -> int:
+        """§4.3 steps 2–5 for a batch whose step 1 committed; returns how many were started."""
         # step 2: once per digest of the batch (the bytes re-read and re-hashed for this load, §8)
         elves: dict[tuple[str, str], bytes | ArtifactProblem] = {}
-        policies: dict[str, CapabilityPolicy] = {}  # the Loops' stored capabilities (JSON text) → parsed once
-        made: list[tuple[Loop, str]] = []
+        loadable: list[tuple[Loop, bytes]] = []
         for row in rows:
             key = (row.group_id, row.artifact_sha256)
             if key not in elves:
@@ -259,9 +294,8 @@ class Node:
             if isinstance(elf, ArtifactProblem):
                 await self._pause_fault(row.id, row.incarnation, elf.failure, elf.detail)
                 continue
-            object_id = await self._load_runtime(row, elf, policies)  # step 3
-            if object_id is not None:
-                made.append((row, object_id))
+            loadable.append((row, elf))
+        made = await self._load_runtime_many(loadable)  # step 3
         if not made:
             return 0
         try:
@@ -316,6 +350,35 @@ class Node:
             held.users -= 1
             if held.users == 0 and self._locks.get(loop_id) is held:
                 del self._locks[loop_id]
+
+    # ``_lock`` for many Loops none of which is locked (a batch of ``load_many``): one context for the batch, not a
+    # generator and an exit-stack entry per Loop (issue 16: 10,000 at a restart)
+    @contextlib.asynccontextmanager
+    async def _lock_free(self, loop_ids: list[str]) -> AsyncIterator[None]:
+        held: list[tuple[str, _LoopLock]] = []  # acquired
+        try:
+            for loop_id in loop_ids:
+                entry = self._locks.get(loop_id)
+                if entry is None:
+                    entry = self._locks[loop_id] = _LoopLock()
+                entry.users += 1
+                try:
+                    await entry.lock.acquire()  # free: no wait
+                except BaseException:
+                    self._unused(loop_id, entry)
+                    raise
+                held.append((loop_id, entry))
+            yield
+        finally:
+            for loop_id, entry in held:
+                entry.lock.release()
+                self._unused(loop_id, entry)
+
+    def _unused(self, loop_id: str, entry: _LoopLock) -> None:
+        """One user of a Loop's lock left; the entry goes with the last one."""
+        entry.users -= 1
+        if entry.users == 0 and self._locks.get(loop_id) is entry:
+            del self._locks[loop_id]
 
     async def load(self, loop_id: str) -> Resident | None:
         """Steps 1–5 of §4.3; None when the Loop was not loaded (not active, fault, capacity, lost race)."""
@@ -424,32 +487,64 @@ class Node:
         return res
 
     # step 3: the runtime's load; None when it refused (told, paused or queued for capacity)
-    async def _load_runtime(self, row: Loop, elf: bytes,
-                            policies: dict[str, CapabilityPolicy] | None = None) -> str | None:
+    async def _load_runtime(self, row: Loop, elf: bytes) -> str | None:
         config = load_config(row.config, row.id, row.incarnation, row.checkpoint)
         try:
-            caps = self._capabilities(row, policies)
+            caps = self._capabilities(row)
             status = await self.runtime.load(elf, config=config, capabilities=caps, label=row.id)
-        except InvalidObject as exc:
-            await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
-            return None
-        except Busy:
-            self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
-            return None
-        except InvalidParams as exc:
-            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
+        except WakefulError as exc:
+            await self._load_refused(row, exc)
             return None
         return status.object_id
 
+    # step 3 for a batch (issue 16: a restart at N = 10,000): the rows in order, each run of rows of one ELF and
+    # one capability policy loaded by one call of the runtime (``Runtime.load_many``: the program made, the policy
+    # and the helpers bound once, no status per object); the rows loaded, each with its object id
+    async def _load_runtime_many(self, loadable: list[tuple[Loop, bytes]]) -> list[tuple[Loop, str]]:
+        policies: dict[str | None, CapabilityPolicy] = {}  # the Loops' stored capabilities (JSON text) → parsed once
+        runs: list[tuple[bytes, CapabilityPolicy, list[Loop]]] = []
+        for row, elf in loadable:
+            try:
+                caps = self._capabilities(row, policies)
+            except WakefulError as exc:
+                await self._load_refused(row, exc)
+                continue
+            if runs and runs[-1][0] is elf and runs[-1][1] is caps:
+                runs[-1][2].append(row)
+            else:
+                runs.append((elf, caps, [row]))
+        made: list[tuple[Loop, str]] = []
+        for elf, caps, run in runs:
+            items = [(load_config(r.config, r.id, r.incarnation, r.checkpoint), r.id) for r in run]
+            for row, got in zip(run, await self.runtime.load_many(elf, items, capabilities=caps), strict=True):
+                if isinstance(got, str):
+                    made.append((row, got))
+                else:
+                    await self._load_refused(row, got)
+        return made
+
+    async def _load_refused(self, row: Loop, exc: WakefulError) -> None:
+        """The runtime refused step 3 for ``row`` (harness.md §4.3): an artifact it rejects pauses the Loop, a full
+        runtime leaves it active for the next tick, refused parameters fault it; anything else is raised."""
+        if isinstance(exc, InvalidObject):
+            await self._pause_fault(row.id, row.incarnation, "artifact_rejected", f"artifact_rejected: {exc}")
+        elif isinstance(exc, Busy):
+            self._waiting_capacity.add(row.id)  # step 3: stays active, retried on the next tick
+        elif isinstance(exc, InvalidParams):
+            await self._fault(row.id, row.incarnation, f"load refused: {exc.message}")
+        else:
+            raise exc
+
     # issue 16: a batch's Loops mostly share one capability list (the builtins): it is parsed once per batch
-    # (``policies``, keyed by the stored JSON text) and every object of the batch gets the one policy
-    def _capabilities(self, row: Loop, policies: dict[str, CapabilityPolicy] | None) -> CapabilityPolicy:
-        key = jsontext.encode(row.capabilities) if policies is not None else ""
-        policy = policies.get(key) if policies is not None else None
+    # (``policies``, keyed by the stored JSON text; None for the builtins) and every object of the batch gets the
+    # one policy
+    def _capabilities(self, row: Loop, policies: dict[str | None, CapabilityPolicy] | None = None) -> CapabilityPolicy:
+        if policies is None:
+            return parse_capabilities(runtime_capabilities(row.capabilities, self.tools.loop_tool_names()))
+        key = None if row.capabilities is None else jsontext.encode(row.capabilities)
+        policy = policies.get(key)
         if policy is None:
-            policy = parse_capabilities(runtime_capabilities(row.capabilities, self.tools.loop_tool_names()))
-            if policies is not None:
-                policies[key] = policy
+            policy = policies[key] = self._capabilities(row)
         return policy
 
     # step 5's start of an attached object: resident from here; False when the start failed (a fault)
@@ -886,6 +981,17 @@ class _Step:
     loop_id: str
     incarnation: int = 0
     object_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Begun:
+    """A batch of ``Node.load_many`` after its step 1: the Loops taken (locked by ``locks``), the rows begun, or
+    the store's refusal of the step."""
+
+    taken: list[str]
+    locks: contextlib.AsyncExitStack
+    rows: list[Loop]
+    error: StoreUnavailable | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ from wakeful.errors import (
     InvalidObject,
     InvalidParams,
     ObjectNotFound,
+    WakefulError,
 )
 from wakeful.runtime import footprint, jsonval
 from wakeful.runtime.clock import Clock, SystemClock
@@ -258,15 +259,66 @@ class Runtime:
         self._counter += 1
         object_id = f"o{self._counter}"  # ids advance even when the load fails (§6.3)
         program = self._load_program(bytes(elf))
+        return self._status(self._new_object(object_id, program, label, cpu_limit_ms, config_box, caps,
+                                             self.clock.unix_ms()))
+
+    def _new_object(self, object_id: str, program: Any, label: str | None, cpu_limit_ms: int | None,
+                    config_box: Any, caps: CapabilityPolicy, loaded_ms: int) -> _Object:
+        """§6.3's last step: the object with its context and memory, registered (its load counted)."""
         obj = _Object(object_id, program, label, cpu_limit_ms)
-        obj.config, obj.capabilities = config_box, caps
-        obj.loaded_ms = self.clock.unix_ms()
+        obj.config, obj.capabilities, obj.loaded_ms = config_box, caps, loaded_ms
         obj.ctx = self._new_context(obj)
         obj.inst = program.instantiate(obj.ctx)
         _attach_memory(obj.ctx, obj.inst)
         self._objects[object_id] = obj
         self.scheduler.note_load()
-        return self._status(obj)
+        return obj
+
+    async def load_many(self, elf: bytes, items: Sequence[tuple[Any, str | None]], *,
+                        capabilities: Iterable[Any] | CapabilityPolicy = (),
+                        cpu_limit_ms: int | None = None) -> list[str | WakefulError]:
+        """``load`` for many objects of one program (a node's start): see ``load_many_nowait``."""
+        return self.load_many_nowait(elf, items, capabilities=capabilities, cpu_limit_ms=cpu_limit_ms)
+
+    def load_many_nowait(self, elf: bytes, items: Sequence[tuple[Any, str | None]], *,
+                         capabilities: Iterable[Any] | CapabilityPolicy = (),
+                         cpu_limit_ms: int | None = None) -> list[str | WakefulError]:
+        """§6.3 for each ``(config, label)`` of ``items`` in order, as ``load`` would run it, answering per item
+        its object id or the error ``load`` would have raised for it (a program the loader refuses: that error
+        for every item; ids advance as they would). issue 16 (a restart at N = 10,000): the program is made, the
+        capabilities parsed and the load time read once for all, and no status is built per object. An invalid
+        ``elf`` or ``capabilities`` raises for the whole call."""
+        if not isinstance(elf, bytes | bytearray | memoryview):
+            raise InvalidParams("elf must be bytes")
+        data = bytes(elf)
+        caps = parse_capabilities(capabilities)
+        program: Any = None
+        refused: WakefulError | None = None
+        loaded_ms = self.clock.unix_ms()
+        objects, limit = self._objects, self.options.max_objects
+        out: list[str | WakefulError] = []
+        for config, label in items:
+            try:
+                _check_load_options(cpu_limit_ms, label)
+                config_box = _checked_json(config, "config exceeds JSON limits")
+                if len(objects) >= limit:
+                    raise Busy("object limit reached")
+                self._counter += 1
+                object_id = f"o{self._counter}"  # ids advance even when the load fails (§6.3)
+                if program is None and refused is None:
+                    try:
+                        program = self._load_program(data)
+                    except WakefulError as exc:  # the loader's refusal holds for every item
+                        refused = exc
+            except WakefulError as exc:
+                out.append(exc)
+                continue
+            if refused is not None:
+                out.append(refused)
+                continue
+            self._new_object(object_id, program, label, cpu_limit_ms, config_box, caps, loaded_ms)
+            out.append(object_id)
+        return out
 
     def _load_program(self, elf: bytes) -> Any:
         last = self._last_program
@@ -298,7 +350,7 @@ class Runtime:
             clock=self.clock,
             log=self._log_sink(obj.object_id),
             log_refused=self._refused_sink(obj.object_id),
-            capabilities=obj.capabilities or (),
+            capabilities=obj.capabilities if obj.capabilities is not None else (),
         )
 
     # a partial per object, not a closure: ~120 B instead of ~280 B (function, cells, tuple) each (issue 16)
@@ -455,6 +507,13 @@ class Runtime:
 
     def get_nowait(self, object_id: str) -> ObjectStatus:
         return self._status(self._find(object_id))
+
+    def state_of(self, object_id: str) -> tuple[str, str]:
+        """The object's ``state`` and ``wait`` as its status would give them, without building the status (issue 16:
+        a listing of 10,000 Loops shows these two for each resident one)."""
+        obj = self._find(object_id)
+        run = obj.run
+        return obj.state, run.wait if run is not None and obj.state == RUNNING else "none"
 
     async def list(self, after: str | None = None, limit: int = 100) -> StatusPage:
         return self.list_nowait(after, limit)

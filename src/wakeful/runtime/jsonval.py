@@ -365,11 +365,17 @@ def _box(value: JsonValue, encoded: bytes) -> Json:
     return Json(value, len(encoded), nodes, depth, cost)
 
 
+# the boxes of the three constants (their Python objects are shared: no cost), as ``_box`` makes them
+_CONSTANT_PARTS = {None: Json(None, 4, 1, 0, 0), True: Json(True, 4, 1, 0, 0), False: Json(False, 5, 1, 0, 0)}
+
+
 def part_of(value: JsonValue) -> Json:
     """Box a part of a boxed value (already validated) from its encoding alone: no walk, no limits."""
     kind = type(value)
     if kind is int:  # a validated int encodes as its decimal text: skip the encoder (hot in events)
         return Json(value, len(str(value)), 1, 0, footprint.NUMBER)
+    if value is None or kind is bool:  # issue 16: a config's "state": null at every guest's start, no encoder
+        return _CONSTANT_PARTS[value]  # type: ignore[index]
     if kind is dict or kind is list:
         size = _measure_flat(value, kind)  # one pass: the size, or -1 when it holds a container
         if 0 <= size < footprint.FLAT_EXACT:

@@ -99,6 +99,9 @@ class GuestEnv(Protocol):
 
     ``fuel_left`` is set by both engines when the guest ends (exit or fault) to the fuel it had left,
     so the runtime can count the last slice's work (vm.md §7 ``instructions``).
+
+    An env class whose ``helper(name)`` answers its own method ``name`` bound to the env does so for every
+    instance: ``Program.instantiate`` then asks only the first env of that class (issue 16).
     """
 
     debt: int

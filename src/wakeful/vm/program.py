@@ -45,7 +45,7 @@ class Program:
     """vm.md §1: linked code, layout, report and (translate engine) the shape's instance factory."""
 
     __slots__ = ("code", "engine", "fallback", "layout", "report", "sha256", "shape_key", "slice_insns",
-                 "_bound", "_consts", "_recipe", "_shape", "_sync", "_template")
+                 "_bound", "_consts", "_env_class", "_recipe", "_shape", "_sync", "_template")
 
     def __init__(self, code: LinkedCode, layout: Layout, *, report: VerifyReport | None = None,
                  sha256: str = "", slice_insns: int = 16384, engine: str = "translate") -> None:
@@ -58,6 +58,7 @@ class Program:
         self._sync = tuple(name for name in code.helpers if name in SYNC_HELPERS)
         self._shape: Shape | None = None
         self._bound: _Bound | None = None
+        self._env_class: type | None = None  # the env class whose own methods ``_bound`` binds (``instantiate``)
         self.fallback: str | None = None  # why a translate-engine program runs on the interpreter
         if engine == "translate":
             try:
@@ -91,21 +92,36 @@ class Program:
     # -- instances (vm.md §5) --
 
     def instantiate(self, env: GuestEnv) -> Instance:
-        """A fresh instance: one bytearray copy, sync helpers fetched once, one factory call."""
+        """A fresh instance: one bytearray copy, sync helpers fetched once, one factory call.
+
+        issue 16 (a node's start instantiates thousands of objects of one program): when the env's helpers are
+        its class's own methods (``GuestContext``), the bound factory of the last instance serves every env of
+        that class without asking it for its helpers again — an env class answers ``helper(name)`` with its
+        own method for every instance or for none (vm/guest.py ``GuestEnv``)."""
         mem = bytearray(self._template)
-        code = self.code
         if self.engine == "interp" or self.fallback is not None:
             sync = {name: env.helper(name) for name in self._sync}
-            return Instance(self, mem, interpret(code, self.layout, mem, env, sync, self.slice_insns))
-        helpers = tuple(_unbound(env, n) for n in code.helpers if n in SYNC_HELPERS)
+            return Instance(self, mem, interpret(self.code, self.layout, mem, env, sync, self.slice_insns))
+        bound = self._bound
+        if bound is None or type(env) is not self._env_class:
+            bound = self._bind(env)
+        entry = bound.instance(mem, env)
+        return Instance(self, mem, _run_translated(self, entry, self.slice_insns, env))
+
+    def _bind(self, env: GuestEnv) -> _Bound:
+        """The bound factory for ``env``'s helpers (made or found); remembers ``env``'s class when every helper
+        is one of its own methods, so ``instantiate`` skips the helper lookups for the next env of that class."""
+        helpers = tuple(_unbound(env, n) for n in self._sync)
         bound = self._bound
         if bound is None or bound.helpers != helpers:  # compared by identity: one set per env class
             assert self._shape is not None
             # kept while this program lives, so the shared entry outlives its last instance
             bound = self._bound = _bound_factory(self._shape, self.shape_key, self._consts, helpers)
             self._consts = bound.consts
-        entry = bound.instance(mem, env)
-        return Instance(self, mem, _run_translated(self, entry, self.slice_insns, env))
+        cls = type(env)
+        own = all(fn is getattr(cls, name, None) for name, fn in zip(self._sync, helpers, strict=True))
+        self._env_class = cls if own else None
+        return bound
 
 
 def _unbound(env: GuestEnv, name: str) -> Callable[..., int]:

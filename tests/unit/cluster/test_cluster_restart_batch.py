@@ -151,6 +151,23 @@ async def test_a_start_loads_its_loops_in_statements_that_do_not_grow_with_them(
     assert stop_many == stop_few, f"stop: {stop_few} statements for 4 Loops, {stop_many} for 24"
 
 
+async def _start_patched(url: str, clock: TestClock, home: Path, fleet: dict[str, str],
+                         monkeypatch: pytest.MonkeyPatch, patches: list[tuple[Any, str, Any]]) -> None:
+    """Start the node on ``home`` with ``patches`` (target, name, value) in place during its start only, check that
+    every Loop of ``fleet`` is resident, and stop it."""
+    h = Harness(_config(url, home), clock=clock, sweeps=False)
+    for target, name, value in patches:
+        monkeypatch.setattr(target, name, value)
+    try:
+        await h.start()
+    finally:
+        monkeypatch.undo()
+    try:
+        assert {res.loop_id for res in h.node.residents()} == set(fleet)
+    finally:
+        await h.stop()
+
+
 async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_loops_of_one_artifact(
     harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -175,25 +192,103 @@ async def test_a_start_parses_capabilities_and_makes_the_program_once_for_the_lo
         return real_load(data, **options)
 
     async def started() -> dict[str, int]:
-        h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
         counts.update(entries=0, programs=0)
-        monkeypatch.setattr(policy, "_parse_entry", entry)
-        monkeypatch.setattr(wakeful.vm, "load", program)
-        try:
-            await h.start()
-        finally:
-            monkeypatch.undo()
-        try:
-            assert {res.loop_id for res in h.node.residents()} == set(fleet)
-            return dict(counts)
-        finally:
-            await h.stop()
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch,
+                             [(policy, "_parse_entry", entry), (wakeful.vm, "load", program)])
+        return dict(counts)
 
     few = await started()
     fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
     many = await started()
     assert few["programs"] == 1 and few["entries"] > 0, few
     assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
+
+
+async def test_a_start_loads_the_objects_of_one_artifact_in_one_runtime_call_per_batch(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000): the runtime loads a batch's objects of one artifact and one capability
+    policy in one call (``Runtime.load_many``), binding the program's helpers once — 4 and 24 Loops cost the same
+    runtime calls and helper lookups, and no single-object ``load``."""
+    from wakeful.runtime import Runtime
+    from wakeful.runtime.helpers import GuestContext
+
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    counts = {"load": 0, "load_many": 0, "helpers": 0}
+    real_load, real_many, real_helper = Runtime.load, Runtime.load_many, GuestContext.helper
+
+    async def load(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        counts["load"] += 1
+        return await real_load(self, *args, **kwargs)
+
+    async def load_many(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        counts["load_many"] += 1
+        return await real_many(self, *args, **kwargs)
+
+    def helper(self: GuestContext, name: str) -> Any:
+        counts["helpers"] += 1
+        return real_helper(self, name)
+
+    async def started() -> dict[str, int]:
+        import wakeful.vm
+
+        wakeful.vm.clear_caches()  # the program made afresh by this start: its first object binds the helpers
+        counts.update(load=0, load_many=0, helpers=0)
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [
+            (Runtime, "load", load), (Runtime, "load_many", load_many), (GuestContext, "helper", helper)])
+        return dict(counts)
+
+    few = await started()
+    fleet |= await _made(store_url, store_clock, home, compile_c, 2, 10)
+    many = await started()
+    assert few["load"] == 0 and few["load_many"] == 1 and few["helpers"] > 0, few
+    assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
+
+
+async def test_on_postgresql_the_next_batch_begins_while_a_batch_is_attached(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL): a start's batches are a pipeline of two there — when a
+    batch's step 4 (attach) is done, the next batch's Loops are already in the node's hands (locked, their step 1 on
+    its way in the server). On SQLite (one writer) a batch is taken only after the one before has ended. Every Loop runs
+    at the next incarnation either way."""
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 3)  # 6 Loops: 3 batches of 2
+    monkeypatch.setattr(loops, "BATCH", 2)
+    h = Harness(_config(store_url, home), clock=store_clock, sweeps=False)
+    in_hand: list[int] = []  # at each step 4: how many Loops of other batches the node holds locked
+    loading: list[node_module.Node] = []
+    real_attach, real_load_many = loops.attach_objects, node_module.Node.load_many
+
+    async def load_many(self: node_module.Node, loop_ids: list[str]) -> int:
+        loading.append(self)
+        return await real_load_many(self, loop_ids)
+
+    async def attach(tx: Any, objects: list[tuple[str, int, str]]) -> Any:
+        attached = await real_attach(tx, objects)  # (its round trips: the node's other tasks have run meanwhile)
+        mine = {loop_id for loop_id, _, _ in objects}
+        in_hand.append(sum(1 for i in fleet if i not in mine and loading[-1].is_locked(i)))
+        return attached
+
+    monkeypatch.setattr(node_module.Node, "load_many", load_many)
+    monkeypatch.setattr(loops, "attach_objects", attach)
+    probe = await Store.open(store_url, clock=store_clock, migrate=False)
+    try:
+        before = await _incarnations(probe)
+        await h.start()
+        try:
+            assert {res.loop_id for res in h.node.residents()} == set(fleet)
+            assert not any(h.node.is_locked(i) for i in fleet)  # every batch's locks released
+            after = await _incarnations(probe)
+            assert {i: after[i] for i in fleet} == {i: before[i] + 1 for i in fleet}
+        finally:
+            await h.stop()
+    finally:
+        await probe.close()
+    assert in_hand == ([2, 2, 0] if store_url.startswith("postgresql") else [0, 0, 0]), in_hand
 
 
 async def _leases(store: Store) -> dict[str, tuple[str, int]]:

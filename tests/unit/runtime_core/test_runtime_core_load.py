@@ -282,3 +282,74 @@ def test_a_parsed_capability_policy_is_loaded_as_it_is(exit_elf: bytes) -> None:
     one, two = (rt.load_nowait(exit_elf, capabilities=policy).object_id for _ in range(2))
     assert rt._objects[one].capabilities is policy and rt._objects[two].capabilities is policy
     assert policy.allows("c", {"k": 1}) and not policy.allows("c", {"k": 2}) and policy.allows("d", None)
+
+
+def test_objects_of_one_program_bind_their_helpers_once(compile_c: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 16 (a restart at N = 10,000): the objects of one program share its translation and the helper set
+    bound into it; the helpers are looked up once for the env class (``GuestContext``'s own methods), not once per
+    object — 10 objects cost the lookups of one. The objects still run apart (each its own memory and config)."""
+    from wakeful.runtime.helpers import GuestContext
+
+    # a program of its own (the VM keeps programs by digest across tests): its first object binds the helpers
+    exit_elf = bytes(compile_c(g.EXIT_CODE.replace('cfg("code", 7)', 'cfg("code", 1601)')))
+
+    asked: list[str] = []
+    real = GuestContext.helper
+
+    def counted(self: GuestContext, name: str) -> Any:
+        asked.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(GuestContext, "helper", counted)
+    rt = g.make_runtime()
+    first = rt.load_nowait(exit_elf, config={"code": 1}).object_id
+    one = len(asked)
+    assert one > 0, "the guest calls synchronous helpers"
+    ids = [first, *(rt.load_nowait(exit_elf, config={"code": n}).object_id for n in range(2, 11))]
+    assert len(asked) == one, f"1 object: {one} helper lookups, 10 objects: {len(asked)}"
+    for object_id in ids:
+        rt.start_nowait(object_id)
+    rt.run_batch()
+    assert [rt.get_nowait(i).outcome for i in ids] == [{"exit_code": n} for n in range(1, 11)]
+
+
+def test_load_many_answers_each_item_as_load_would(exit_elf: bytes) -> None:
+    """``load_many`` runs §6.3 for each item in order: the same ids, the same refusals (a config over the limits,
+    a label too long, the object limit), and a program the loader refuses refuses every item, ids advancing."""
+    items: list[tuple[Any, str | None]] = [({"code": 1}, "a"), ({"a": "x" * 16_400}, "b"), ({"code": 2}, "l" * 129),
+                                            ({"code": 3}, None), ({"code": 4}, "e"), ({"code": 5}, "f")]
+    one, many = g.make_runtime(max_objects=3), g.make_runtime(max_objects=3)
+    expected: list[Any] = []
+    for config, label in items:
+        try:
+            expected.append(one.load_nowait(exit_elf, config=config, label=label).object_id)
+        except (InvalidParams, Busy) as exc:
+            expected.append((type(exc), exc.message))
+    got = many.load_many_nowait(exit_elf, items)
+    assert [o if isinstance(o, str) else (type(o), o.message) for o in got] == expected
+    assert expected[:5] == ["o1", (InvalidParams, expected[1][1]), (InvalidParams, expected[2][1]), "o2", "o3"]
+    assert [many.get_nowait(i).state for i in ("o1", "o2", "o3")] == ["loaded"] * 3
+    assert many._objects["o3"].label == "e" and many._objects["o1"].config.value == {"code": 1}
+
+    rt = g.make_runtime()
+    refused = rt.load_many_nowait(b"\x7fELF" + b"\0" * 100, [({}, "a"), ({}, "b")])
+    assert all(isinstance(o, InvalidObject) for o in refused) and len(refused) == 2
+    assert rt.load_many_nowait(exit_elf, [({}, "c")]) == ["o3"]
+    with pytest.raises(InvalidParams, match="invalid capabilities"):
+        rt.load_many_nowait(exit_elf, [({}, "d")], capabilities="cap")
+
+
+def test_state_of_answers_the_status_state_and_wait(exit_elf: bytes, compile_c: Any) -> None:
+    """``state_of`` (a listing's per-Loop read, issue 16) gives what ``get`` would give, without the status."""
+    rt = g.make_runtime()
+    waiting = g.load_started(rt, bytes(compile_c(g.EVENT_SINK)))
+    loaded = rt.load_nowait(exit_elf).object_id
+    exited = g.load_started(rt, exit_elf)
+    rt.run_batch()
+    for object_id in (waiting, loaded, exited):
+        status = rt.get_nowait(object_id)
+        assert rt.state_of(object_id) == (status.state, status.wait)
+    assert [rt.state_of(i)[0] for i in (waiting, loaded, exited)] == ["running", "loaded", "exited"]
+    assert rt.state_of(waiting)[1] != "none"
+    with pytest.raises(ObjectNotFound):
+        rt.state_of("o99")

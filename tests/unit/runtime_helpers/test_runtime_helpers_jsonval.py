@@ -292,3 +292,19 @@ def test_part_of_and_from_python_size_flat_values_exactly(value: object) -> None
     assert (box.size, box.nodes, box.depth) == (len(encoded), walked.nodes, walked.depth)
     part = jsonval.part_of(box.value)
     assert (part.size, part.nodes, part.depth) == (box.size, box.nodes, box.depth)
+
+
+def test_a_constant_part_is_boxed_without_the_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 16: every guest of a restart reads its config's ``"state": null`` at its start; null, true and false
+    are boxed as the encoder would box them (size, nodes, depth, cost) without running it."""
+    expected = {value: jsonval._box(value, jsonval._encode_checked(value)) for value in (None, True, False)}
+    encoded: list[object] = []
+    real = jsonval._encode_checked
+
+    def counted(value: object) -> bytes:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(jsonval, "_encode_checked", counted)
+    assert {value: jsonval.part_of(value) for value in (None, True, False)} == expected
+    assert encoded == []
