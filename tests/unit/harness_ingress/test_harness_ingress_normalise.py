@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from wakeful.harness.errors import InvalidEvent, InvalidJson, JsonObjectRequired, PayloadTooLarge
-from wakeful.harness.eventbody import Flawed, canonical_sha256, normalise, parse_body
+from wakeful.harness.eventbody import Flawed, canonical_sha256, check_event_id, normalise, parse_body
 
 
 def _field(exc: pytest.ExceptionInfo[InvalidEvent]) -> str:
@@ -266,3 +266,16 @@ def test_the_payload_hash_is_always_that_of_the_sorted_encoding(payload: Any) ->
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     assert normalise(topic="t", payload=payload).payload_sha256 == hashlib.sha256(canonical).hexdigest()
     assert canonical_sha256(value) == hashlib.sha256(canonical).hexdigest()
+
+
+def test_an_event_id_is_visible_ascii_exactly_whatever_the_check() -> None:
+    """The id check reads the string with C calls (issue 16); it accepts exactly 0x21–0x7E, as the per-character
+    check it replaced."""
+    for code in [*range(0x00, 0x100), 0x2028, 0xFEFF, 0x1F600]:
+        for text in (chr(code), f"a{chr(code)}b"):
+            visible = all(0x21 <= ord(ch) <= 0x7E for ch in text)
+            if visible:
+                assert check_event_id(text) == text
+            else:
+                with pytest.raises(InvalidEvent):
+                    check_event_id(text)
