@@ -19,6 +19,7 @@ from wakeful.harness.capabilities import delegated_principal
 from wakeful.harness.decide.service import Decider
 from wakeful.harness.errors import HostCallRefused, StoreUnavailable
 from wakeful.harness.registry import Tool, ToolContext
+from wakeful.harness.store.group import copy_outcome
 from wakeful.runtime import HostCall, jsonval
 from wakeful.sdk.rules import AGENT_LIMITS
 
@@ -257,14 +258,7 @@ def _validate(tool: Tool, arguments: Any) -> None:
 def _settle(answer: asyncio.Future[Any], deadline: asyncio.TimerHandle, work: asyncio.Task[Any]) -> None:
     """Hand the work's outcome to the call's answer, unless the deadline or the runtime ended it first."""
     deadline.cancel()
-    if answer.done():
-        return
-    if work.cancelled():
-        answer.cancel()
-    elif (exc := work.exception()) is not None:
-        answer.set_exception(exc)
-    else:
-        answer.set_result(work.result())
+    copy_outcome(answer, work)
 
 
 def _deadline_s(call: HostCall, node: Node) -> float:
