@@ -10,8 +10,11 @@ with per-connection read deadlines and a per-node connection limit.
 - **Connections:** beyond ``max_connections`` open connections, a new one is answered ``503 unavailable`` at once,
   its write side shut, and closed after ``LINGER_S`` (so the client reads the answer instead of a reset).
 
-The deadline is one timer per connection, re-armed only when the h11 state changes phase; a request being
-processed by the app (and a streamed response such as SSE) has no client deadline.
+The deadline is one timer per connection. A change of the h11 state's phase moves the phase's due time; the
+timer is re-armed only when the new due time is earlier than the armed one, and a timer that fires before its
+phase's due time (or with no phase) re-arms for what is left (issue 16: a keep-alive request used to cancel its
+head deadline and arm a new one, two timer-heap operations per request). A request being processed by the app
+(and a streamed response such as SSE) has no client deadline.
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._phase = ""  # "head" | "body" | "" (the app's time: no client deadline)
+        self._due = 0.0  # the loop time the phase's deadline is due (for a phase, not "")
         self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -165,16 +169,32 @@ class GuardedH11Protocol(H11Protocol):
         phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else ""
         if phase == self._phase:
             return  # the same phase goes on: its deadline stands however many bytes trickle in
-        self._disarm()
         self._phase = phase
-        if phase:
-            seconds = self.guard.limits.header_timeout_s if phase == "head" else self.guard.limits.body_timeout_s
-            self._deadline = self.loop.call_later(seconds, self._expired, phase)
+        if not phase:
+            return  # the app's time: an armed timer finds no phase when it fires
+        seconds = self.guard.limits.header_timeout_s if phase == "head" else self.guard.limits.body_timeout_s
+        self._due = self.loop.time() + seconds
+        timer = self._deadline
+        if timer is None or timer.when() > self._due:
+            self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_at(self._due, self._fired)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+    def _fired(self) -> None:
+        self._deadline = None
+        if not self._phase or self.transport.is_closing():
+            return  # (the next phase arms a timer again)
+        if self.loop.time() < self._due:
+            self._arm()  # armed for an earlier phase: what is left of this one
+            return
+        self._expired(self._phase)
 
     def _expired(self, phase: str) -> None:
         self._deadline = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 
 from wakeful.api.auth import authenticate
 from wakeful.api.body import read_bounded, require_json
@@ -22,7 +23,7 @@ from wakeful.api.middleware import Receive, Scope, Send
 from wakeful.errors import WakefulError
 from wakeful.harness.ops import events
 
-__all__ = ["router", "serve_group_event"]
+__all__ = ["IndexedHeaders", "router", "serve_group_event"]
 
 router = APIRouter(tags=["event intake"])
 GROUP_LIMIT = 65_536  # §10.3 step 4
@@ -81,13 +82,55 @@ async def _group_event(request: Request, group_id: str, loop_id: str) -> dict[st
         raise
 
 
+class IndexedHeaders(Headers):
+    """Starlette's ``Headers`` over the same list, with every lookup answered from one index made in a single pass
+    (issue 16): the route looks up five headers (``Authorization``, ``X-Wakeful-Agent``, ``Content-Length``,
+    ``Content-Type``, every ``Idempotency-Key``), and each lookup of ``Headers`` walks the whole list in Python —
+    a full walk for each header that is absent. The answers are those of ``Headers`` (the first value; all of them,
+    in order, for ``getlist``)."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__(scope=scope)
+        index: dict[str, list[str]] = {}
+        for key, value in self._list:
+            index.setdefault(key.decode("latin-1"), []).append(value.decode("latin-1"))
+        self._index = index
+
+    def __getitem__(self, key: str) -> str:
+        values = self._index.get(key.lower())
+        if values is None:
+            raise KeyError(key)
+        return values[0]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        values = self._index.get(key.lower())
+        return default if values is None else values[0]
+
+    def getlist(self, key: str) -> list[str]:
+        return list(self._index.get(key.lower(), ()))
+
+    def __contains__(self, key: Any) -> bool:
+        return isinstance(key, str) and key.lower() in self._index
+
+
+class _IntakeRequest(Request):
+    """The request of intake route 1's direct path: its headers are ``IndexedHeaders``."""
+
+    @property
+    def headers(self) -> Headers:
+        headers: Headers | None = getattr(self, "_indexed", None)
+        if headers is None:
+            headers = self._indexed = IndexedHeaders(self.scope)
+        return headers
+
+
 async def serve_group_event(scope: Scope, receive: Receive, send: Send, group_id: str, loop_id: str) -> None:
     """Intake route 1 as a plain ASGI endpoint, called by ``RequestGuard`` for ``POST …/loops/{loop}/events``
     (issue 16: FastAPI's route matching over every router, its dependency solving and exception middleware were
     a fifth of the node's time under the ingest benchmark). The steps, their order and every answer are those of
     :func:`post_event`: a ``WakefulError`` gets the app's error body (``api/errors.py``), anything else goes up
     to ``RequestGuard``'s 500."""
-    request = Request(scope, receive)
+    request = _IntakeRequest(scope, receive)
     try:
         answer = await _group_event(request, group_id, loop_id)
     except WakefulError as exc:

@@ -255,6 +255,7 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
                            "p99": round(percentile(latencies, 99) * 1000, 2)},
             "drained": drained, "drain_s": round(time.monotonic() - drain_began, 2), "commits": commits,
             "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),
+            "node_cpu_s": None, "node_cpu_ms_per_event": None,  # the peer runs in its own process: not counted
             "load_average": load_average()}
 
 

@@ -26,6 +26,7 @@ ROWS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("ingest p99", ("ingest", "latency_ms", "p99"), " ms", True),
     ("commits per ingested event", ("ingest", "commits_per_event"), "", True),
     ("ingest drain", ("ingest", "drain_s"), " s", True),
+    ("node CPU per ingested event", ("ingest", "node_cpu_ms_per_event"), " ms", True),
     ("event → wake p50", ("wake", "latency_ms", "p50"), " ms", True),
     ("event → wake p99", ("wake", "latency_ms", "p99"), " ms", True),
     ("all running after kill -9", ("restart", "kill9_all_running_s"), " s", True),

@@ -45,7 +45,9 @@ _STEPS = {
         "ingest": _step({"seconds": {"type": "number"}, "in_flight": {"type": "integer"},
                          "accepted": {"type": "integer"}, "accepted_per_s": {"type": "number"}, "errors": _ERRORS,
                          "retried": _ERRORS, "error_samples": _SAMPLES, "latency_ms": _P50_P99, "drained": {"type": "boolean"}, "drain_s": {"type": "number"},
-                         "commits": _INT_OR_NULL, "commits_per_event": _NUM_OR_NULL}),
+                         "commits": _INT_OR_NULL, "commits_per_event": _NUM_OR_NULL,
+                         # the node's CPU over the step and its drain, per accepted event (null for the peer)
+                         "node_cpu_s": _NUM_OR_NULL, "node_cpu_ms_per_event": _NUM_OR_NULL}),
         "wake": _step({"wakes": {"type": "integer"}, "samples": {"type": "integer"}, "latency_ms": _P50_P99}),
         "restart": _step({"kill9_all_running_s": _NUM_OR_NULL, "sigterm_all_running_s": _NUM_OR_NULL}),
     },

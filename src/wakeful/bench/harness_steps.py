@@ -363,6 +363,7 @@ class NodeSteps:
         if errors:
             self.failures.append(f"ingest: answers {errors} {answers.samples}")
         commits = None if commits0 is None or commits1 is None else commits1 - commits0
+        node_cpu_s = sum(cpus1) - sum(cpus0)  # the ingest and its drain: every accepted event delivered and acked
         return {"seconds": round(elapsed, 2), "in_flight": INGEST_IN_FLIGHT, "accepted": accepted,
                 "accepted_per_s": round(accepted / elapsed, 1), "errors": errors,
                 "retried": dict(answers.retried), "error_samples": answers.samples,
@@ -370,7 +371,8 @@ class NodeSteps:
                                "p99": round(percentile(latencies, 99) * 1000, 2)},
                 "drained": drained, "drain_s": round(drain_s, 2), "commits": commits,
                 "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),
-                "node_cpu_s": round(sum(cpus1) - sum(cpus0), 2),
+                "node_cpu_s": round(node_cpu_s, 2),
+                "node_cpu_ms_per_event": round(node_cpu_s * 1000 / accepted, 4) if accepted else None,
                 "per_node_cpu_s": [round(b - a, 2) for a, b in zip(cpus0, cpus1)], "load_average": load_average()}
 
     async def _drain(self) -> bool:

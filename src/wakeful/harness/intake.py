@@ -43,7 +43,7 @@ from wakeful.harness.ratelimit import (
 )
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.group import LOCKED_AHEAD
+from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class Intake:
         self._signalled: set[str] = set()
         # the next batch unit (not started yet) and the admissions it will take
         self._collecting: tuple[asyncio.Future[list[tuple[dict[str, Any], bool] | HarnessError]],
-                                list[_Admission]] | None = None
+                                list[_Admission], Waiters] | None = None
 
     @property
     def waiting(self) -> int:
@@ -262,11 +262,12 @@ class Intake:
                 close()
                 return [a.loop_id for a in taken]
 
-            self._collecting = (asyncio.ensure_future(self.node.store.grouped(unit, locks=locks)), taken)
-        task, collected = self._collecting
+            task = asyncio.ensure_future(self.node.store.grouped(unit, locks=locks))
+            self._collecting = (task, taken, Waiters(task))
+        _, collected, waiters = self._collecting
         collected.append(adm)
         try:
-            outcomes = await asyncio.shield(task)
+            outcomes: list[tuple[dict[str, Any], bool] | HarnessError] = await waiters.wait()
         except HarnessError:
             raise
         except Exception as exc:

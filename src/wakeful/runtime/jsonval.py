@@ -39,6 +39,7 @@ __all__ = [
     "check",
     "dumps",
     "encode",
+    "encode_within",
     "equal",
     "from_python",
     "measure",
@@ -451,6 +452,13 @@ def _flat_copy(value: object) -> tuple[JsonValue, int, int] | None:
         return list(value), 1 + len(value), 1 if value else 0  # type: ignore[call-overload, arg-type]
     _check_scalar(value, kind)
     return value, 1, 0  # type: ignore[return-value]
+
+
+def encode_within(value: JsonValue, *, max_nodes: int, max_depth: int) -> bytes:
+    """The compact encoding of a value we own, after ``measure``'s checks (types, the node and depth caps) but
+    without a box: for a value that is stored as text rather than handed to a guest (an event's payload)."""
+    _count(value, max_nodes, max_depth)
+    return _encode_checked(value)
 
 
 def measure(value: JsonValue, *, max_nodes: int = 1 << 30, max_depth: int = 1 << 30) -> Json:

@@ -137,3 +137,37 @@ def test_a_node_with_256_descriptors_survives_300_half_sent_requests(tmp_path: P
         for sock in slow:
             sock.close()
         node.close()
+
+
+def test_keep_alive_requests_do_not_re_arm_the_connection_deadline(quick: LiveApi,
+                                                                    sockets: list[socket.socket]) -> None:
+    """Issue 16: a connection's deadline timer moves its due time with the phase and is re-armed only when it
+    must fire earlier; 20 requests on one kept-alive connection arm it once (the previous code cancelled and
+    armed a timer per request). A half-sent request after them is still answered 408 within the bound."""
+    from wakeful.api.connections import GuardedH11Protocol
+
+    armed: list[str] = []
+    call_at = quick.loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kw: Any) -> Any:
+        func = getattr(callback, "__func__", None)  # (uvicorn's own keep-alive timer is not the guard's)
+        if func is not None and func.__qualname__.startswith(GuardedH11Protocol.__name__ + "."):
+            armed.append(func.__name__)
+        return call_at(when, callback, *args, **kw)
+
+    quick.loop.call_at = counting  # type: ignore[method-assign]
+    try:
+        sock = connect(quick.port)
+        sockets.append(sock)
+        request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        for _ in range(20):
+            sock.sendall(request)
+            got = b""
+            while b"\r\n\r\n" not in got or not got.rstrip().endswith(b"}"):
+                got += sock.recv(65536)
+            assert status_of(got) == 200
+        assert len(armed) <= 2, armed  # previous code: 20 (a head deadline armed again for each request)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # half a request: the head deadline still ends it
+        assert status_of(until_closed(sock)) == 408
+    finally:
+        del quick.loop.call_at

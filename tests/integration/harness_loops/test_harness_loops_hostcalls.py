@@ -192,3 +192,46 @@ async def test_an_unavailable_store_is_a_host_error_and_the_object_keeps_running
     finally:
         await blocker.close()
         await h.stop()
+
+
+async def test_a_host_call_is_one_task_and_its_answer_a_plain_future(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """Issue 16: a call's store work is its only task; the answer the runtime waits on is a plain future of the
+    loop (used as is by the runtime), settled by the work's end — the previous code ran ``wait_for(shield(work))``
+    in a task of its own, two tasks per call. The deadline and the detached work are kept (the test above)."""
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+    from wakeful.runtime import HostCall
+
+    h = Harness(Config(data_dir=tmp_path / "data", store_url=store_url), clock=store_clock, sweeps=False)
+    h.register_tool("quick.read", lambda args, ctx: {"ok": True}, description="answers at once")
+    await h.start()
+    loop = asyncio.get_running_loop()
+    tasks: list[Any] = []
+
+    def counting(lp: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=lp, **kw)
+        tasks.append(coro)
+        return task
+
+    try:
+        loop_id, _ = await _setup(h, compile_c)
+        obj = h.node.resident(loop_id).object_id
+        answers = []
+        for n in range(3):
+            hc = HostCall(id=f"sf:t:{n}", object_id=obj, label=loop_id, capability="quick.read", arguments={},
+                          timeout_ms=5000, deadline_unix_ms=store_clock.unix_ms() + 5000)
+            loop.set_task_factory(counting)
+            try:
+                answer = h.node.dispatch.handle(hc)
+                answers.append(await answer)
+            finally:
+                loop.set_task_factory(None)
+            assert type(answer) is asyncio.Future
+        assert answers == [{"ok": True}] * 3
+        ours = [c.__qualname__ for c in tasks if c.__qualname__.startswith("Dispatch.")]  # (not the store's)
+        assert ours == ["Dispatch._answer"] * 3  # previous code: Dispatch.run and Dispatch._answer per call
+        assert h.node.dispatch.in_flight(loop_id) == 0 and not h.node.dispatch.tasks
+    finally:
+        await h.stop()

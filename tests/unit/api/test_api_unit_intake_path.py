@@ -63,3 +63,43 @@ def test_the_direct_posts_enter_at_request_guard_not_at_the_layers_above_it() ->
     assert entered == []
     _, status, _, _ = _call(app, "GET", events)
     assert status == 503 and entered == [events]
+
+
+class _CountedKey(bytes):
+    """A header name that counts the comparisons made with it (``Headers`` compares names while walking)."""
+
+    compared: list[int] = []
+
+    def __eq__(self, other: object) -> bool:
+        self.compared.append(1)
+        return bytes.__eq__(self, other)  # type: ignore[arg-type]
+
+    __hash__ = bytes.__hash__
+
+
+def test_the_intake_request_walks_its_headers_once_and_answers_as_starlette() -> None:
+    """Issue 16: the five lookups of intake route 1 are answered from an index made in one pass; Starlette's
+    ``Headers`` walks the list for each lookup (every header of it for an absent one)."""
+    from starlette.datastructures import Headers
+
+    from wakeful.api.routes_intake import IndexedHeaders
+
+    raw = [(b"host", b"n"), (b"authorization", b"Bearer wk_x"), (b"content-type", b"application/json"),
+           (b"content-length", b"13"), (b"idempotency-key", b"k1"), (b"user-agent", b"u"),
+           (b"idempotency-key", b"k2"), (b"accept", b"*/*")]
+
+    def lookups(headers: Headers) -> list[Any]:
+        return [headers.get("Authorization"), headers.get("x-wakeful-agent"), headers.get("content-length"),
+                headers.get("CONTENT-TYPE"), headers.getlist("idempotency-key"), headers.getlist("absent"),
+                "accept" in headers, "cookie" in headers, headers["host"]]
+
+    def counted(cls: Any) -> tuple[list[Any], int]:
+        _CountedKey.compared = []
+        headers = cls(scope={"headers": [(_CountedKey(k), v) for k, v in raw]}) if cls is Headers else \
+            cls({"headers": [(_CountedKey(k), v) for k, v in raw]})
+        return lookups(headers), len(_CountedKey.compared)
+
+    theirs, walked = counted(Headers)
+    ours, compared = counted(IndexedHeaders)
+    assert ours == theirs == ["Bearer wk_x", None, "13", "application/json", ["k1", "k2"], [], True, False, "n"]
+    assert compared == 0 and walked >= 40  # (Starlette: a name comparison per header walked, per lookup)

@@ -116,9 +116,22 @@ def test_the_schema_wants_retried_and_error_samples_of_ingest() -> None:
     ingest: dict[str, object] = {
         "seconds": 1.0, "in_flight": 64, "accepted": 1, "accepted_per_s": 1.0, "errors": {}, "retried": {"503": 2},
         "error_samples": {"503": {"error": "unavailable", "message": "m"}}, "latency_ms": {"p50": 1.0, "p99": 2.0},
-        "drained": True, "drain_s": 0.1, "commits": None, "commits_per_event": None, "load_average": [0.0]}
+        "drained": True, "drain_s": 0.1, "commits": None, "commits_per_event": None, "node_cpu_s": 0.5,
+        "node_cpu_ms_per_event": 0.5, "load_average": [0.0]}
     validate_harness(_doc(ingest))
     with pytest.raises(BenchSchemaError, match="error_samples"):
         validate_harness(_doc({**ingest, "error_samples": {"503": {"message": "no code"}}}))
     with pytest.raises(BenchSchemaError, match="retried"):
         validate_harness(_doc({k: v for k, v in ingest.items() if k != "retried"}))
+
+
+def test_the_schema_wants_the_nodes_cpu_per_ingested_event() -> None:
+    ingest: dict[str, object] = {
+        "seconds": 1.0, "in_flight": 64, "accepted": 1000, "accepted_per_s": 1000.0, "errors": {}, "retried": {},
+        "error_samples": {}, "latency_ms": {"p50": 1.0, "p99": 2.0}, "drained": True, "drain_s": 0.1,
+        "commits": 20, "commits_per_event": 0.02, "node_cpu_s": 0.6, "node_cpu_ms_per_event": 0.6,
+        "load_average": [0.0]}
+    validate_harness(_doc(ingest))
+    validate_harness(_doc({**ingest, "node_cpu_s": None, "node_cpu_ms_per_event": None}))  # the peer's
+    with pytest.raises(BenchSchemaError, match="node_cpu_ms_per_event"):
+        validate_harness(_doc({k: v for k, v in ingest.items() if k != "node_cpu_ms_per_event"}))

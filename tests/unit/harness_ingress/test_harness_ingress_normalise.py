@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from wakeful.harness.errors import InvalidEvent, InvalidJson, JsonObjectRequired, PayloadTooLarge
-from wakeful.harness.eventbody import Flawed, canonical_sha256, normalise, parse_body
+from wakeful.harness.eventbody import Flawed, canonical_sha256, check_event_id, normalise, parse_body
 
 
 def _field(exc: pytest.ExceptionInfo[InvalidEvent]) -> str:
@@ -229,3 +229,53 @@ def test_python_values_that_are_not_json_are_invalid_payload() -> None:
         with pytest.raises(InvalidEvent) as exc:
             normalise(topic="t", payload=payload)
         assert _field(exc) == "payload"
+
+
+def _encodings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts ``json.JSONEncoder.encode`` calls (the stdlib encoder every JSON text here is made by)."""
+    calls: list[int] = []
+    encode = json.JSONEncoder.encode
+
+    def counting(self: json.JSONEncoder, o: Any) -> str:
+        calls.append(1)
+        return encode(self, o)
+
+    monkeypatch.setattr(json.JSONEncoder, "encode", counting)
+    return calls
+
+
+def test_a_flat_payload_in_key_order_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16: the payload's compact encoding is the stored text and, when no object in it needs sorting, the
+    canonical text it is hashed by; the previous code encoded it three times (measure, dumps, the hash)."""
+    calls = _encodings(monkeypatch)
+    event = normalise(topic="metric", payload={"name": "cpu", "value": 40}, event_id="e1")
+    assert len(calls) == 1
+    assert event.payload_text == '{"name":"cpu","value":40}'
+    assert event.payload_sha256 == hashlib.sha256(b'{"name":"cpu","value":40}').hexdigest()
+    calls.clear()
+    normalise(topic="metric", payload={"value": 40, "name": "cpu"}, event_id="e1")
+    assert len(calls) == 2  # keys out of order: the canonical text is encoded on its own
+
+
+@pytest.mark.parametrize("payload", [
+    {}, [], 0, "é", None, 1.5, {"a": 1, "b": "x"}, {"b": 1, "a": 2}, [3, "z", None], [{"b": 1, "a": 2}],
+    {"a": {"d": 1, "c": 2}}, {"a": [1, {"z": 0, "y": 1}]}, {"é": 1, "e": 2, "E": 3}, {"a\u0000": 1, "a": 0},
+])
+def test_the_payload_hash_is_always_that_of_the_sorted_encoding(payload: Any) -> None:
+    value = {} if payload is None else payload
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    assert normalise(topic="t", payload=payload).payload_sha256 == hashlib.sha256(canonical).hexdigest()
+    assert canonical_sha256(value) == hashlib.sha256(canonical).hexdigest()
+
+
+def test_an_event_id_is_visible_ascii_exactly_whatever_the_check() -> None:
+    """The id check reads the string with C calls (issue 16); it accepts exactly 0x21–0x7E, as the per-character
+    check it replaced."""
+    for code in [*range(0x00, 0x100), 0x2028, 0xFEFF, 0x1F600]:
+        for text in (chr(code), f"a{chr(code)}b"):
+            visible = all(0x21 <= ord(ch) <= 0x7E for ch in text)
+            if visible:
+                assert check_event_id(text) == text
+            else:
+                with pytest.raises(InvalidEvent):
+                    check_event_id(text)

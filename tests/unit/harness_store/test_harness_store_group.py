@@ -235,3 +235,47 @@ async def test_two_nodes_batches_lock_loop_rows_in_one_order(harness_runner: Any
     finally:
         await b.close()
         await a.close()
+
+
+async def _batch_callbacks(store: Store, n: int, cancel: int = 0) -> tuple[list[Any], int]:
+    """``n`` callers of one batch unit (``cancel`` of them cancelled while they wait): their answers, and the
+    loop callbacks scheduled from the unit's release to the last answer."""
+    async def work(tx: Tx, items: list[str]) -> list[Any]:
+        return [f"done {item}" for item in items]
+
+    await store.grouped_batch("test", "warm", work)  # (the committer learns its loop: one collection from now on)
+    gate = Gate()
+    store.before_commit.append(gate)
+    callers = [asyncio.create_task(store.grouped_batch("test", f"i{k}", work)) for k in range(n)]
+    await gate.entered.wait()
+    for task in callers[:cancel]:
+        task.cancel()
+    loop = asyncio.get_running_loop()
+    scheduled: list[Any] = []
+    call_soon = loop.call_soon
+
+    def counting(callback: Any, *args: Any, **kw: Any) -> Any:
+        scheduled.append(callback)
+        return call_soon(callback, *args, **kw)
+
+    loop.call_soon = counting  # type: ignore[method-assign]
+    try:
+        gate.release.set()
+        answers = await asyncio.gather(*callers, return_exceptions=True)
+    finally:
+        del loop.call_soon
+    return answers, len(scheduled)
+
+
+async def test_the_callers_of_a_batch_unit_are_answered_with_one_callback_of_it(store: Store) -> None:
+    """Issue 16: the callers of one batch unit wait on futures of their own, settled by one done-callback of the
+    unit's task; each caller's ``asyncio.shield`` (the previous code) added an outer future and two more loop
+    callbacks per caller when the unit ended. A cancelled caller still cancels only itself."""
+    answers, scheduled = await _batch_callbacks(store, 20)
+    assert answers == [f"done i{k}" for k in range(20)]
+    # per caller its task's wake-up and this test's ``gather`` callback, and a few for the unit: 49 here; the
+    # previous code scheduled two more per caller (shield's inner and outer callbacks): 88
+    assert scheduled <= 2 * 20 + 10, scheduled
+    answers, _ = await _batch_callbacks(store, 6, cancel=2)
+    assert all(isinstance(a, asyncio.CancelledError) for a in answers[:2])
+    assert answers[2:] == [f"done i{k}" for k in range(2, 6)]

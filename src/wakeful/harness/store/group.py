@@ -43,7 +43,7 @@ from wakeful.harness.store import schema
 if TYPE_CHECKING:
     from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["BatchWork", "GroupCommit", "LOCKED_AHEAD", "MAX_BATCH", "PAUSE_ENV"]
+__all__ = ["BatchWork", "GroupCommit", "LOCKED_AHEAD", "MAX_BATCH", "PAUSE_ENV", "Waiters", "copy_outcome"]
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
@@ -60,12 +60,57 @@ BatchWork = Callable[["Tx", list[Any]], Awaitable[list[Any]]]  # items → one a
 Locks = Callable[[], Iterable[str]]  # the ids of the Loop rows a unit will lock (asked right before the batch runs)
 
 
+class Waiters:
+    """The callers of one shared task (a batch unit), each answered through a future of its own that a single
+    done-callback of the task settles (issue 16): ``asyncio.shield`` per caller gave each an outer future and two
+    done-callbacks — two more loop turns per caller when the task ended. As with ``shield``, a caller cancelled
+    while it waits cancels only its own future, never the task."""
+
+    __slots__ = ("_futures", "_task")
+
+    def __init__(self, task: asyncio.Future[Any]) -> None:
+        self._task = task
+        self._futures: list[asyncio.Future[Any]] = []
+        task.add_done_callback(self._settle)
+
+    def wait(self) -> asyncio.Future[Any]:
+        """A future with the task's outcome (result, exception or cancellation)."""
+        future = self._task.get_loop().create_future()
+        if self._task.done():
+            copy_outcome(future, self._task)
+        else:
+            self._futures.append(future)
+        return future
+
+    def _settle(self, task: asyncio.Future[Any]) -> None:
+        for future in self._futures:
+            copy_outcome(future, task)
+        self._futures = []
+
+
+def copy_outcome(future: asyncio.Future[Any], task: asyncio.Future[Any]) -> None:
+    """Give ``future`` the outcome of the finished ``task`` (its result, exception or cancellation), unless
+    ``future`` is done already (its caller was cancelled, or it was answered otherwise)."""
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif (exc := task.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(task.result())
+
+
 @dataclass
 class _Collection(Generic[ItemT]):
     """The batch unit of one kind that has not started yet, and the items it will take."""
 
     task: asyncio.Future[list[Any]]
     items: list[ItemT]
+    waiters: Waiters = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.waiters = Waiters(self.task)
 
 
 @dataclass
@@ -132,7 +177,7 @@ class GroupCommit:
         index = len(coll.items)
         coll.items.append(item)
         try:
-            answers = await asyncio.shield(coll.task)
+            answers = await coll.waiters.wait()
         except HarnessError:
             raise
         except Exception as exc:

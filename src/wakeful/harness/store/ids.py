@@ -11,6 +11,7 @@ import time
 __all__ = ["PREFIXES", "is_id", "lookup_text", "new_id", "new_key_id", "shown"]
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+_ALPHABET_SET = frozenset(_ALPHABET)
 PREFIXES = ("grp", "key", "agt", "ses", "msg", "lp", "node")
 
 
@@ -52,7 +53,7 @@ def is_id(value: object, prefix: str) -> bool:
         return False
     body = value[len(prefix) + 1 :]
     want = 12 if prefix == "key" else 26
-    return len(body) == want and all(c in _ALPHABET for c in body)
+    return len(body) == want and _ALPHABET_SET.issuperset(body)  # (one C call, not a generator per char)
 
 
 def lookup_text(value: object, *, limit: int = 400) -> str | None:
