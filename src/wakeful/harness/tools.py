@@ -158,6 +158,8 @@ class LoopTools:
                 with_bytes = await artifacts.get_artifact(tx, art.group_id, art.sha256)
             self._verify_once(art.sha256, None if with_bytes is None else with_bytes.elf)
         path = None if artifact.startswith("sha256:") else artifact
+        if self.adopt and self.node.placement is not None:  # a free agent's lease is claimed before its insert
+            await self.node.placement.claim_for_create(agent_id)
         new = _NewLoop(loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path, config_value, caps,
                        creator)
         if not self.adopt:

@@ -27,8 +27,16 @@ async def _loop_rows(h: Harness) -> int:
         return int((await tx.execute(sa.select(sa.func.count()).select_from(schema.loop))).scalar_one())
 
 
+async def _lease(h: Harness, agent: str) -> None:
+    """PostgreSQL: the node holds the agent's lease (else the first create claims it, and that claim's COMMIT is
+    the one a gate holds)."""
+    if h.node.placement is not None:
+        assert await h.node.placement.claim(agent)
+
+
 async def _held_batch(h: Harness, agent: str, session: str, art: str, n: int) -> tuple[Gate, Any, list[Any]]:
     """One create whose insert is held at its COMMIT, and ``n`` more queued behind it (not yet started)."""
+    await _lease(h, agent)
     gate = Gate()
     h.store.before_commit.append(gate)
 
@@ -65,11 +73,9 @@ async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_a
             assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
         # §4.3 step 1 of a created Loop is its insert's (the row written at incarnation 1 with this node), and
         # step 4 of the loads waiting together is one statement for all of them, not one per Loop
-        # (PostgreSQL: the Loops inserted before the first load claimed the agent's lease take step 1 in their loads)
         updates = [s.upper() for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
         step1 = [s for s in updates if "(LOOP.INCARNATION +" in s]
-        if h.store.dialect == "sqlite":
-            assert step1 == [], step1
+        assert step1 == [], step1
         assert 1 <= len(updates) - len(step1) < 8, updates  # step 4 (attach)
         assert all(m["incarnation"] == 1 for m in made)
         for m in made:  # each is loaded and running, as a create alone is
@@ -88,6 +94,7 @@ async def test_a_batch_of_creates_admits_exactly_the_quota_in_arrival_order(
         a2 = await h.create_agent(group.id, "a2")
         s1, s2 = await h.create_session(a1.id, "inbox"), await h.create_session(a2.id, "inbox")
         art = await driver(h, a1.id, compile_c)
+        await _lease(h, a2.id)
         gate, first, rest = await _held_batch(h, a1.id, s1.id, art, 4)  # a1: 1 held + 4 queued (limit 4)
         more = [asyncio.create_task(h.create_loop(agent_id=a2.id, session_id=s2.id, artifact=art, name=f"b{i}"))
                 for i in range(3)]  # a2 after them: the group's 5th and two over
@@ -210,9 +217,10 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
 async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_other_node(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
-    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first load claims it and
-    adopts the agent once; the creates tell no other node (each transition is reported after its load here), and
-    no load reads the row of a Loop created here to learn its agent."""
+    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first create claims it
+    before its insert and adopts the agent once, so every insert begins its Loop here (§4.3 step 1 in the insert:
+    no load's step-1 update); the creates tell no other node (each transition is reported after its load here),
+    and no load reads the row of a Loop created here to learn its agent."""
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
         if h.store.dialect != "postgresql":
@@ -230,6 +238,9 @@ async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_othe
         claims = [s for s in sql if s.lstrip().upper().startswith("INSERT INTO AGENT_LEASE")]
         adoptions = [s for s in sql if "loop.agent_id IN" in s and "count(" not in s]  # the adoption's list
         assert len(claims) == 1 and len(adoptions) == 1, (claims, adoptions)
+        step1 = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ") and "(loop.incarnation +" in s]
+        assert step1 == [], step1  # (claimed by the first load instead, the Loops inserted before it took step 1)
+        assert all(m["incarnation"] == 1 for m in made)
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
                  and "loop.id = " in s]
         assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id IN``)
