@@ -71,12 +71,10 @@ async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_a
         assert len(inserts) == 2  # the held create alone, then the seven queued behind it in one statement
         if h.store.dialect == "sqlite":  # (PostgreSQL adds the placement's lease claim and reads)
             assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
-        # §4.3 step 1 of a created Loop is its insert's (the row written at incarnation 1 with this node), and
-        # step 4 of the loads waiting together is one statement for all of them, not one per Loop
+        # §4.3 steps 1 and 4 of a created Loop are its insert's (the row written at incarnation 1 with this node and
+        # the object loaded for it): no load updates a row
         updates = [s.upper() for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
-        step1 = [s for s in updates if "(LOOP.INCARNATION +" in s]
-        assert step1 == [], step1
-        assert 1 <= len(updates) - len(step1) < 8, updates  # step 4 (attach)
+        assert updates == [], updates
         assert all(m["incarnation"] == 1 for m in made)
         for m in made:  # each is loaded and running, as a create alone is
             assert h.node.resident(m["id"]) is not None
@@ -116,6 +114,40 @@ async def test_a_batch_of_creates_admits_exactly_the_quota_in_arrival_order(
         else:
             raise AssertionError("an archived agent's create was admitted")
         assert len(await h.list_loops(group_id=group.id)) == 5  # the refusals wrote nothing
+    finally:
+        await h.stop()
+
+
+async def test_a_created_loops_object_is_attached_by_its_insert_and_a_refused_create_leaves_none(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """§4.3 steps 2–4 of a create run around its insert: the object is loaded before it and the row is written with
+    its ``object_id`` (no attach statement), started only after the commit; a create that is refused (quota) or not
+    begun here unloads the object it loaded, so the runtime holds exactly the Loops that run."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group = await h.create_group("g-pre", limits={"loops_per_group": 3, "loops_per_agent": 3})
+        agent = await h.create_agent(group.id, "a1")
+        session = await h.create_session(agent.id, "inbox")
+        art = await driver(h, agent.id, compile_c)
+        inserted: list[dict[str, Any]] = []
+
+        async def seen_at_commit(tx: Any) -> None:  # the rows as the insert's transaction wrote them
+            rows = await tx.execute(sa.select(schema.loop.c.id, schema.loop.c.object_id))
+            inserted.extend({"id": r.id, "object_id": r.object_id} for r in rows)
+
+        with counting_statements(h.store) as sql:
+            h.store.before_commit.append(seen_at_commit)
+            made = await asyncio.gather(*[h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art,
+                                                        name=f"p{i}") for i in range(5)], return_exceptions=True)
+            h.store.before_commit.remove(seen_at_commit)
+        ok = [m for m in made if isinstance(m, dict)]
+        assert len(ok) == 3 and all(isinstance(m, QuotaExceeded) for m in made if m not in ok), made
+        objects = {h.node.resident(m["id"]).object_id for m in ok}  # type: ignore[union-attr]
+        committed = {r["id"]: r["object_id"] for r in inserted}
+        assert {committed[m["id"]] for m in ok} == objects  # the insert wrote the object the Loop runs
+        assert not [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        assert h.node.runtime.stats_nowait(extensions=False)["objects"] == 3  # the refused creates' are gone
     finally:
         await h.stop()
 
@@ -206,7 +238,7 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
                  and ("loop.id = " in s or "loop.id IN " in s)]
         assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
         steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
-        assert len(steps) == 1, steps  # step 4 (attach): step 1 was the insert's
+        assert steps == [], steps  # steps 1 and 4 (attach) were the insert's
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
         assert made["pending_count"] == 0 and made["runtime"] == "resident", made
         assert made == await h.get_loop(made["id"])  # the answer is what a read sees
@@ -318,19 +350,19 @@ async def test_a_created_loop_is_loaded_at_the_incarnation_its_insert_began_what
         await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the agent's lease, the digest
         node = h.node
         held, go = asyncio.Event(), asyncio.Event()
-        real = node._load_begun
+        real = node._start_created
 
         async def slow(row: Any, seen: Any) -> Any:
             held.set()
             await go.wait()
             return await real(row, seen)
 
-        node._load_begun = slow  # type: ignore[method-assign]
+        node._start_created = slow  # type: ignore[method-assign]
         create = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name="held"))
         await held.wait()  # the row is committed, the create's load has not run
         async with h.store.tx(readonly=True) as tx:
             row = (await tx.execute(sa.select(schema.loop).where(schema.loop.c.name == "held"))).one()
-        assert (row.incarnation, row.node_id) == (1, node.node_id)
+        assert (row.incarnation, row.node_id) == (1, node.node_id) and row.object_id is not None
         assert await node.load_many([row.id]) == 0  # the adoption path leaves it to the create
         sweep = asyncio.create_task(node.try_load(row.id, if_absent=True))  # the reconcile waits for the create
         go.set()

@@ -216,10 +216,11 @@ def new_loop_values(
     *, loop_id: str, group_id: str, agent_id: str, session_id: str, name: str | None, artifact_sha256: str,
     artifact_path: str | None, config: dict[str, Any], capabilities: list[dict[str, Any]] | None, creator: str,
     now: int, state: str = "active", pause_reason: str | None = None, incarnation: int = 0,
-    node_id: str | None = None,
+    node_id: str | None = None, object_id: str | None = None,
 ) -> dict[str, Any]:
     """The columns of a new Loop row (§2.5: incarnation 0, name default loop-<last 6 id chars>; a create whose
-    node begins the first incarnation in the same transaction writes incarnation 1 and its node, §4.3 step 1)."""
+    node begins the first incarnation in the same transaction writes incarnation 1 and its node, §4.3 step 1, and
+    the object it loaded for it, step 4)."""
     lid = loop_id
     return {
         "id": lid,
@@ -231,6 +232,7 @@ def new_loop_values(
         "pause_reason": pause_reason,
         "incarnation": incarnation,
         "node_id": node_id,
+        "object_id": object_id,
         "artifact_sha256": artifact_sha256,
         "artifact_path": artifact_path,
         "config": jsontext.encode(config),
