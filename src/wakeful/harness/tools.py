@@ -40,7 +40,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
-from wakeful.harness.store.reads import SharedRead, padded
+from wakeful.harness.store.reads import SharedRead, one_of
 from wakeful.harness.store.sessions import Session
 from wakeful.harness.views import loop_view, runtime_view
 
@@ -240,7 +240,7 @@ class LoopTools:
         for group_id in groups:  # the store's lock order: group locks (in id order) before rows
             await quota.lock_group_quota(tx, group_id)
         A = schema.agent
-        stmt = sa.select(A.c.id, A.c.status).where(A.c.id.in_(padded(sorted({n.agent_id for n in items})))).order_by(A.c.id)
+        stmt = sa.select(A.c.id, A.c.status).where(one_of(tx.dialect, A.c.id, sorted({n.agent_id for n in items}))).order_by(A.c.id)
         status = {r.id: r.status for r in await tx.execute(tx.for_update(stmt))}
         defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
         limits: dict[str, quota.QuotaLimits | HarnessError] = {}

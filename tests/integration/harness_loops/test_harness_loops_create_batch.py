@@ -18,7 +18,7 @@ from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.errors import AgentArchived, QuotaExceeded
-from wakeful.harness.store import agents, loops, schema
+from wakeful.harness.store import agents, loops, quota, schema
 from wakeful.harness.tools import CREATE_KIND
 
 
@@ -236,7 +236,8 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
         assert counts == []  # no pending count of its own: the replay's rows were counted
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
                  and ("loop.id = " in s or "loop.id IN " in s)]
-        assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
+        batch_form = ("loop.id IN ", "loop.id = ANY (")  # (PostgreSQL: a key list is one array parameter)
+        assert len(by_id) == 1 and any(f in by_id[0] for f in batch_form), by_id  # the replay's read of the row
         steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
         assert steps == [], steps  # steps 1 and 4 (attach) were the insert's
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
@@ -274,8 +275,8 @@ async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_othe
         assert step1 == [], step1  # (claimed by the first load instead, the Loops inserted before it took step 1)
         assert all(m["incarnation"] == 1 for m in made)
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
-                 and "loop.id = " in s]
-        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id IN``)
+                 and "loop.id = " in s and "loop.id = ANY (" not in s]
+        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id = ANY``)
     finally:
         await h.stop()
 
@@ -298,6 +299,34 @@ async def test_batches_of_similar_sizes_run_one_statement_text(
         assert owners == [{}, {}]
         texts = {s for s in sql if "FROM agent" in s}
         assert len(texts) == 1 and len({s for s in sql if "FROM session" in s}) == 1
+    finally:
+        await h.stop()
+
+
+async def test_postgresql_runs_a_batchs_key_lists_as_one_array_parameter(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """PostgreSQL: the key lists of a create batch's statements are one array parameter (``= ANY``), not an IN list
+    SQLAlchemy renders into the statement at every execution — one text for any batch size, and the same rows."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("arrays are PostgreSQL's (SQLite pads its IN lists)")
+        group = await h.create_group("g-any")
+        made = [await h.create_agent(group.id, f"p{i}") for i in range(20)]
+        ids = [a.id for a in made]
+        sizes = (1, 2, 3, 9, 20)
+        with counting_statements(h.store) as sql:
+            async with h.store.tx() as tx:
+                found = [await agents.find_agents(tx, ids[:n]) for n in sizes]
+                by_agent = [await quota.count_active_by_agent(tx, ids[:n]) for n in sizes]
+                owners = [await loops.session_owners(tx, ids[:n]) for n in sizes]
+                rows = [await loops.find_loops(tx, ids[:n]) for n in sizes]
+        assert [sorted(f) for f in found] == [sorted(ids[:n]) for n in sizes]
+        assert by_agent == [{}] * len(sizes) and owners == [{}] * len(sizes) and rows == [{}] * len(sizes)
+        for table in ("FROM agent", "FROM session", "FROM loop \nWHERE loop.id", "GROUP BY loop.agent_id"):
+            texts = {s for s in sql if table in s}
+            assert len(texts) == 1 and "= ANY (" in next(iter(texts)), (table, texts)
     finally:
         await h.stop()
 

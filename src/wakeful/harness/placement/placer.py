@@ -30,7 +30,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import padded
+from wakeful.harness.store.reads import one_of
 from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -241,7 +241,7 @@ class Placement:
         mine = sorted({a for a in agent_ids if self.book.epoch(a) is not None})
         if not mine:
             return set()
-        stmt = sa.select(A.c.agent_id, A.c.epoch).where(A.c.agent_id.in_(padded(mine)), A.c.node_id == self.node_id)
+        stmt = sa.select(A.c.agent_id, A.c.epoch).where(one_of(tx.dialect, A.c.agent_id, mine), A.c.node_id == self.node_id)
         if tx.dialect == "postgresql":
             stmt = stmt.with_for_update(read=True)
         return {r.agent_id for r in await tx.execute(stmt) if self.book.epoch(r.agent_id) == int(r.epoch)}
