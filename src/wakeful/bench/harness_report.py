@@ -18,6 +18,7 @@ __all__ = ["render_harness"]
 ROWS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("creates/s (16 in flight)", ("create", "creates_per_s"), "/s", False),
     ("all running after create", ("create", "all_running_s"), " s", True),
+    ("node CPU per create", ("create", "node_cpu_ms_per_create"), " ms", True),
     ("memory per durable waiter (PSS)", ("memory", "pss_per_loop"), " B", True),
     ("idle node CPU per minute", ("idle", "cpu_s_per_min"), " s", True),
     ("commits per idle minute", ("idle", "commits_per_min"), "", True),

@@ -26,9 +26,9 @@ _SNAPSHOT = {"type": "object", "required": ["rss", "pss", "pss_is_rss"],
              "properties": {"rss": {"type": "integer"}, "pss": {"type": "integer"}, "pss_is_rss": {"type": "boolean"}}}
 
 
-def _step(required: dict[str, Any]) -> dict[str, Any]:
+def _step(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
     props = {**required, "load_average": _LOAD}
-    return {"type": ["object", "null"], "required": list(props), "properties": props}
+    return {"type": ["object", "null"], "required": list(props), "properties": {**props, **(optional or {})}}
 
 
 _STEPS = {
@@ -36,7 +36,9 @@ _STEPS = {
     "properties": {
         "create": _step({"count": {"type": "integer"}, "created": {"type": "integer"}, "create_s": {"type": "number"},
                          "creates_per_s": _NUM_OR_NULL, "errors": _ERRORS, "retried": _ERRORS,
-                         "error_samples": _SAMPLES, "all_running_s": _NUM_OR_NULL}),
+                         "error_samples": _SAMPLES, "all_running_s": _NUM_OR_NULL},
+                        # wakeful's nodes (not the peer): CPU seconds from the first request until all ran
+                        {"node_cpu_s": {"type": "number"}, "node_cpu_ms_per_create": _NUM_OR_NULL}),
         "memory": _step({"before": _SNAPSHOT, "after": _SNAPSHOT, "pss_per_loop": {"type": "number"},
                          "rss_per_loop": {"type": "number"}}),
         "idle": _step({"seconds": {"type": "number"}, "cpu_s": {"type": "number"},

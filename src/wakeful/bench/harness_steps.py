@@ -162,6 +162,7 @@ class NodeSteps:
         self.baselines = [snapshot(node.pid) for node in self.nodes]
         self.progress.phase("create", count)
         answers = Answers()
+        cpus0 = self.cpu()  # the nodes' CPU over the step: a per-create figure that survives a loaded machine
         began = time.monotonic()
         todo = iter(range(count))
         made: dict[int, str] = {}
@@ -189,8 +190,11 @@ class NodeSteps:
         if errors:
             self.failures.append(f"create: answers {errors} {answers.samples}")
         running = await self.wait_running(began, min_incarnation={})
+        cpu_s = sum(b - a for a, b in zip(cpus0, self.cpu()))  # (the listings that saw them all running included)
         return {"count": count, "created": len(made), "create_s": round(created_s, 3),
                 "creates_per_s": round(len(made) / created_s, 1) if created_s else None,
+                "node_cpu_s": round(cpu_s, 3),
+                "node_cpu_ms_per_create": round(cpu_s * 1000 / len(made), 3) if made else None,
                 "errors": errors, "retried": dict(answers.retried), "error_samples": answers.samples,
                 "all_running_s": running, "load_average": load_average()}
 

@@ -416,6 +416,37 @@ class Node:
         async with self._lock(loop_id):
             yield Created(self, loop_id)
 
+    # issue 16 (creates/s): §4.3 steps 2–4 of a Loop a create is about to insert at incarnation 1 here. The object
+    # is loaded before the insert and the insert writes its ``object_id`` (step 4 in the transaction that makes the
+    # row, which nobody can have seen before it commits), so the create's load is step 5 alone: no load-steps unit
+    # (the rows' lock and the attach) and no second lifecycle commit to wait for. The object does not run before
+    # the commit (``Created.load`` starts it); a create that does not use it unloads it.
+    async def preload(self, *, loop_id: str, group_id: str, sha256: str, config: dict[str, Any],
+                      capabilities: Any) -> str | None:
+        """The object of a new Loop at incarnation 1, loaded but not started; None when the artifact or the runtime
+        refuses (the create's load then meets the refusal and answers it as for any load)."""
+        try:
+            elf = await read_verified(self.store, self.config.artifact_dir, group_id, sha256)
+            caps = parse_capabilities(runtime_capabilities(capabilities, self.tools.loop_tool_names()))
+            status = await self.runtime.load(elf, config=load_config(config, loop_id, 1, None), capabilities=caps,
+                                             label=loop_id)
+        except (ArtifactProblem, StoreUnavailable, WakefulError):
+            return None
+        return status.object_id
+
+    async def _start_created(self, row: Loop, seen: Seen | None) -> Resident | None:
+        """Step 5 of a created Loop whose insert attached its preloaded object (``preload``)."""
+        assert row.object_id is not None
+        res = Resident(row.id, row.incarnation, row.object_id, row.agent_id, sys.intern(row.group_id))
+        if not await self._start_object(res):
+            return None
+        try:
+            await self.replay(row.id, seen)
+        except StoreUnavailable as exc:
+            log.warning("replay of %s deferred: %s", row.id, exc.message)
+            self._load_deferred.add(row.id)  # the next tick loads it again (as a load whose replay failed)
+        return res
+
     async def _load(self, loop_id: str, seen: Seen | None = None) -> Resident | None:
         self._reload_due.pop(loop_id, None)
         self._waiting_capacity.discard(loop_id)
@@ -962,8 +993,15 @@ class Created:
         self.node, self.loop_id = node, loop_id
 
     async def load(self, *, seen: Seen | None = None, begun: Loop | None = None) -> Resident | None:
-        """``Node.try_load(loop_id, if_absent=True, seen=seen)`` under the create's hold, from ``begun``."""
-        return await self.node._try_load_locked(self.loop_id, if_absent=True, seen=seen, begun=begun)
+        """``Node.try_load(loop_id, if_absent=True, seen=seen)`` under the create's hold, from ``begun``; a
+        ``begun`` row with an ``object_id`` names the object its insert attached (``Node.preload``): started here."""
+        node = self.node
+        if begun is not None and begun.object_id is not None:
+            if begun.id == self.loop_id and self.loop_id not in node._residents and node._untouched(self.loop_id):
+                return await node._start_created(begun, seen)
+            await node.runtime.unload(begun.object_id)  # (never the case under the create's hold)
+            begun = None
+        return await node._try_load_locked(self.loop_id, if_absent=True, seen=seen, begun=begun)
 
 
 @dataclass(slots=True)

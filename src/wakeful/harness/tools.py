@@ -6,6 +6,7 @@ Each state change is one transaction that re-reads what it checks; the node then
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
-from wakeful.harness.store.reads import SharedRead, padded
+from wakeful.harness.store.reads import SharedRead, one_of
 from wakeful.harness.store.sessions import Session
 from wakeful.harness.views import loop_view, runtime_view
 
@@ -158,6 +159,8 @@ class LoopTools:
                 with_bytes = await artifacts.get_artifact(tx, art.group_id, art.sha256)
             self._verify_once(art.sha256, None if with_bytes is None else with_bytes.elf)
         path = None if artifact.startswith("sha256:") else artifact
+        if self.adopt and self.node.placement is not None:  # a free agent's lease is claimed before its insert
+            await self.node.placement.claim_for_create(agent_id)
         new = _NewLoop(loop_id, agent_id, agent.group_id, session_id, name, art.sha256, path, config_value, caps,
                        creator)
         if not self.adopt:
@@ -171,9 +174,20 @@ class LoopTools:
         # read below would see), unless this call did not load the Loop here
         seen = Seen()
         async with self.node.creating(loop_id) as created:  # the node's sweeps leave the new Loop to this load
-            # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered (and
-            # the Loop loaded) only after the transaction holding its row committed
-            begun: Loop | None = await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
+            # issue 16: §4.3 steps 2–3 before the insert, which attaches the object when it begins the Loop here
+            preloaded = await self.node.preload(loop_id=loop_id, group_id=agent.group_id, sha256=art.sha256,
+                                                config=config_value, capabilities=caps)
+            new = dataclasses.replace(new, object_id=preloaded)
+            try:
+                # issue 16: one unit of the lifecycle group commit with the creates waiting meanwhile; answered
+                # (and the Loop loaded) only after the transaction holding its row committed
+                begun: Loop | None = await self.node.lifecycle.submit_batch(CREATE_KIND, new, self._insert_many)
+            except BaseException:
+                if preloaded is not None:
+                    await self.node.runtime.unload(preloaded)
+                raise
+            if preloaded is not None and (begun is None or begun.object_id != preloaded):
+                await self.node.runtime.unload(preloaded)  # inserted for a load of its own (not begun here)
             if self.node.placement is not None:
                 self.node.placement.learn(loop_id, agent_id)
             try:
@@ -226,7 +240,7 @@ class LoopTools:
         for group_id in groups:  # the store's lock order: group locks (in id order) before rows
             await quota.lock_group_quota(tx, group_id)
         A = schema.agent
-        stmt = sa.select(A.c.id, A.c.status).where(A.c.id.in_(padded(sorted({n.agent_id for n in items})))).order_by(A.c.id)
+        stmt = sa.select(A.c.id, A.c.status).where(one_of(tx.dialect, A.c.id, sorted({n.agent_id for n in items}))).order_by(A.c.id)
         status = {r.id: r.status for r in await tx.execute(tx.for_update(stmt))}
         defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
         limits: dict[str, quota.QuotaLimits | HarnessError] = {}
@@ -256,7 +270,8 @@ class LoopTools:
             values = loops.new_loop_values(
                 loop_id=n.loop_id, group_id=n.group_id, agent_id=n.agent_id, session_id=n.session_id, name=n.name,
                 artifact_sha256=n.sha256, artifact_path=n.path, config=n.config, capabilities=n.caps,
-                creator=n.creator, now=now, incarnation=1 if mine else 0, node_id=self.node.node_id if mine else None)
+                creator=n.creator, now=now, incarnation=1 if mine else 0, node_id=self.node.node_id if mine else None,
+                object_id=n.object_id if mine else None)
             rows.append(values)
             answers.append(loops.loop_of_values(values) if mine else None)
         await loops.insert_created(tx, rows)
@@ -518,6 +533,7 @@ class _NewLoop:
     config: dict[str, Any]
     caps: Any
     creator: str
+    object_id: str | None = None  # the object loaded for it (``Node.preload``): attached by its insert when begun
 
 
 # ids are strings of at most 40 characters (schema.Id); anything else never reaches a query

@@ -54,6 +54,7 @@ def test_harness_smoke_run_is_correct(tmp_path: Path) -> None:
             assert steps["ingest"]["commits"] > 0 and steps["ingest"]["commits_per_event"] is not None
             assert steps["ingest"]["node_cpu_ms_per_event"] > 0
             assert isinstance(steps["idle"]["commits"], int)
+            assert steps["create"]["node_cpu_s"] > 0 and steps["create"]["node_cpu_ms_per_create"] > 0
         assert steps["wake"]["samples"] == 3
         assert steps["restart"]["kill9_all_running_s"] is not None
         assert steps["restart"]["sigterm_all_running_s"] is not None

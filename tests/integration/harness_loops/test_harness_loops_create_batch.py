@@ -18,7 +18,7 @@ from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
 from wakeful.harness.errors import AgentArchived, QuotaExceeded
-from wakeful.harness.store import agents, loops, schema
+from wakeful.harness.store import agents, loops, quota, schema
 from wakeful.harness.tools import CREATE_KIND
 
 
@@ -27,8 +27,16 @@ async def _loop_rows(h: Harness) -> int:
         return int((await tx.execute(sa.select(sa.func.count()).select_from(schema.loop))).scalar_one())
 
 
+async def _lease(h: Harness, agent: str) -> None:
+    """PostgreSQL: the node holds the agent's lease (else the first create claims it, and that claim's COMMIT is
+    the one a gate holds)."""
+    if h.node.placement is not None:
+        assert await h.node.placement.claim(agent)
+
+
 async def _held_batch(h: Harness, agent: str, session: str, art: str, n: int) -> tuple[Gate, Any, list[Any]]:
     """One create whose insert is held at its COMMIT, and ``n`` more queued behind it (not yet started)."""
+    await _lease(h, agent)
     gate = Gate()
     h.store.before_commit.append(gate)
 
@@ -63,14 +71,10 @@ async def test_creates_waiting_on_a_commit_are_inserted_by_one_transaction_and_a
         assert len(inserts) == 2  # the held create alone, then the seven queued behind it in one statement
         if h.store.dialect == "sqlite":  # (PostgreSQL adds the placement's lease claim and reads)
             assert h.store.commits - commits < 8  # inserts and the loads' incarnation and attach steps, shared
-        # §4.3 step 1 of a created Loop is its insert's (the row written at incarnation 1 with this node), and
-        # step 4 of the loads waiting together is one statement for all of them, not one per Loop
-        # (PostgreSQL: the Loops inserted before the first load claimed the agent's lease take step 1 in their loads)
+        # §4.3 steps 1 and 4 of a created Loop are its insert's (the row written at incarnation 1 with this node and
+        # the object loaded for it): no load updates a row
         updates = [s.upper() for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
-        step1 = [s for s in updates if "(LOOP.INCARNATION +" in s]
-        if h.store.dialect == "sqlite":
-            assert step1 == [], step1
-        assert 1 <= len(updates) - len(step1) < 8, updates  # step 4 (attach)
+        assert updates == [], updates
         assert all(m["incarnation"] == 1 for m in made)
         for m in made:  # each is loaded and running, as a create alone is
             assert h.node.resident(m["id"]) is not None
@@ -88,6 +92,7 @@ async def test_a_batch_of_creates_admits_exactly_the_quota_in_arrival_order(
         a2 = await h.create_agent(group.id, "a2")
         s1, s2 = await h.create_session(a1.id, "inbox"), await h.create_session(a2.id, "inbox")
         art = await driver(h, a1.id, compile_c)
+        await _lease(h, a2.id)
         gate, first, rest = await _held_batch(h, a1.id, s1.id, art, 4)  # a1: 1 held + 4 queued (limit 4)
         more = [asyncio.create_task(h.create_loop(agent_id=a2.id, session_id=s2.id, artifact=art, name=f"b{i}"))
                 for i in range(3)]  # a2 after them: the group's 5th and two over
@@ -109,6 +114,40 @@ async def test_a_batch_of_creates_admits_exactly_the_quota_in_arrival_order(
         else:
             raise AssertionError("an archived agent's create was admitted")
         assert len(await h.list_loops(group_id=group.id)) == 5  # the refusals wrote nothing
+    finally:
+        await h.stop()
+
+
+async def test_a_created_loops_object_is_attached_by_its_insert_and_a_refused_create_leaves_none(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """§4.3 steps 2–4 of a create run around its insert: the object is loaded before it and the row is written with
+    its ``object_id`` (no attach statement), started only after the commit; a create that is refused (quota) or not
+    begun here unloads the object it loaded, so the runtime holds exactly the Loops that run."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group = await h.create_group("g-pre", limits={"loops_per_group": 3, "loops_per_agent": 3})
+        agent = await h.create_agent(group.id, "a1")
+        session = await h.create_session(agent.id, "inbox")
+        art = await driver(h, agent.id, compile_c)
+        inserted: list[dict[str, Any]] = []
+
+        async def seen_at_commit(tx: Any) -> None:  # the rows as the insert's transaction wrote them
+            rows = await tx.execute(sa.select(schema.loop.c.id, schema.loop.c.object_id))
+            inserted.extend({"id": r.id, "object_id": r.object_id} for r in rows)
+
+        with counting_statements(h.store) as sql:
+            h.store.before_commit.append(seen_at_commit)
+            made = await asyncio.gather(*[h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art,
+                                                        name=f"p{i}") for i in range(5)], return_exceptions=True)
+            h.store.before_commit.remove(seen_at_commit)
+        ok = [m for m in made if isinstance(m, dict)]
+        assert len(ok) == 3 and all(isinstance(m, QuotaExceeded) for m in made if m not in ok), made
+        objects = {h.node.resident(m["id"]).object_id for m in ok}  # type: ignore[union-attr]
+        committed = {r["id"]: r["object_id"] for r in inserted}
+        assert {committed[m["id"]] for m in ok} == objects  # the insert wrote the object the Loop runs
+        assert not [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
+        assert h.node.runtime.stats_nowait(extensions=False)["objects"] == 3  # the refused creates' are gone
     finally:
         await h.stop()
 
@@ -197,9 +236,10 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
         assert counts == []  # no pending count of its own: the replay's rows were counted
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
                  and ("loop.id = " in s or "loop.id IN " in s)]
-        assert len(by_id) == 1 and "loop.id IN " in by_id[0], by_id  # the replay's read of the row, nothing else
+        batch_form = ("loop.id IN ", "loop.id = ANY (")  # (PostgreSQL: a key list is one array parameter)
+        assert len(by_id) == 1 and any(f in by_id[0] for f in batch_form), by_id  # the replay's read of the row
         steps = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ")]
-        assert len(steps) == 1, steps  # step 4 (attach): step 1 was the insert's
+        assert steps == [], steps  # steps 1 and 4 (attach) were the insert's
         assert made["name"] == "answered" and made["state"] == "active" and made["incarnation"] == 1
         assert made["pending_count"] == 0 and made["runtime"] == "resident", made
         assert made == await h.get_loop(made["id"])  # the answer is what a read sees
@@ -210,9 +250,10 @@ async def test_a_create_is_answered_from_the_rows_its_load_read(
 async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_other_node(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
-    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first load claims it and
-    adopts the agent once; the creates tell no other node (each transition is reported after its load here), and
-    no load reads the row of a Loop created here to learn its agent."""
+    """PostgreSQL (§19): concurrent creates of an agent whose lease nobody holds yet — the first create claims it
+    before its insert and adopts the agent once, so every insert begins its Loop here (§4.3 step 1 in the insert:
+    no load's step-1 update); the creates tell no other node (each transition is reported after its load here),
+    and no load reads the row of a Loop created here to learn its agent."""
     h = await started(store_url, store_clock, tmp_path / "data")
     try:
         if h.store.dialect != "postgresql":
@@ -230,9 +271,12 @@ async def test_creates_of_an_agent_nobody_holds_claim_it_once_and_signal_no_othe
         claims = [s for s in sql if s.lstrip().upper().startswith("INSERT INTO AGENT_LEASE")]
         adoptions = [s for s in sql if "loop.agent_id IN" in s and "count(" not in s]  # the adoption's list
         assert len(claims) == 1 and len(adoptions) == 1, (claims, adoptions)
+        step1 = [s for s in sql if s.lstrip().upper().startswith("UPDATE LOOP ") and "(loop.incarnation +" in s]
+        assert step1 == [], step1  # (claimed by the first load instead, the Loops inserted before it took step 1)
+        assert all(m["incarnation"] == 1 for m in made)
         by_id = [s for s in sql if s.lstrip().upper().startswith("SELECT") and "FROM loop \n" in s
-                 and "loop.id = " in s]
-        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id IN``)
+                 and "loop.id = " in s and "loop.id = ANY (" not in s]
+        assert by_id == []  # no placement read of a row (the replays read theirs together: ``loop.id = ANY``)
     finally:
         await h.stop()
 
@@ -255,6 +299,34 @@ async def test_batches_of_similar_sizes_run_one_statement_text(
         assert owners == [{}, {}]
         texts = {s for s in sql if "FROM agent" in s}
         assert len(texts) == 1 and len({s for s in sql if "FROM session" in s}) == 1
+    finally:
+        await h.stop()
+
+
+async def test_postgresql_runs_a_batchs_key_lists_as_one_array_parameter(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path,
+) -> None:
+    """PostgreSQL: the key lists of a create batch's statements are one array parameter (``= ANY``), not an IN list
+    SQLAlchemy renders into the statement at every execution — one text for any batch size, and the same rows."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("arrays are PostgreSQL's (SQLite pads its IN lists)")
+        group = await h.create_group("g-any")
+        made = [await h.create_agent(group.id, f"p{i}") for i in range(20)]
+        ids = [a.id for a in made]
+        sizes = (1, 2, 3, 9, 20)
+        with counting_statements(h.store) as sql:
+            async with h.store.tx() as tx:
+                found = [await agents.find_agents(tx, ids[:n]) for n in sizes]
+                by_agent = [await quota.count_active_by_agent(tx, ids[:n]) for n in sizes]
+                owners = [await loops.session_owners(tx, ids[:n]) for n in sizes]
+                rows = [await loops.find_loops(tx, ids[:n]) for n in sizes]
+        assert [sorted(f) for f in found] == [sorted(ids[:n]) for n in sizes]
+        assert by_agent == [{}] * len(sizes) and owners == [{}] * len(sizes) and rows == [{}] * len(sizes)
+        for table in ("FROM agent", "FROM session", "FROM loop \nWHERE loop.id", "GROUP BY loop.agent_id"):
+            texts = {s for s in sql if table in s}
+            assert len(texts) == 1 and "= ANY (" in next(iter(texts)), (table, texts)
     finally:
         await h.stop()
 
@@ -307,19 +379,19 @@ async def test_a_created_loop_is_loaded_at_the_incarnation_its_insert_began_what
         await h.create_loop(agent_id=agent, session_id=session, artifact=art)  # the agent's lease, the digest
         node = h.node
         held, go = asyncio.Event(), asyncio.Event()
-        real = node._load_begun
+        real = node._start_created
 
         async def slow(row: Any, seen: Any) -> Any:
             held.set()
             await go.wait()
             return await real(row, seen)
 
-        node._load_begun = slow  # type: ignore[method-assign]
+        node._start_created = slow  # type: ignore[method-assign]
         create = asyncio.create_task(h.create_loop(agent_id=agent, session_id=session, artifact=art, name="held"))
         await held.wait()  # the row is committed, the create's load has not run
         async with h.store.tx(readonly=True) as tx:
             row = (await tx.execute(sa.select(schema.loop).where(schema.loop.c.name == "held"))).one()
-        assert (row.incarnation, row.node_id) == (1, node.node_id)
+        assert (row.incarnation, row.node_id) == (1, node.node_id) and row.object_id is not None
         assert await node.load_many([row.id]) == 0  # the adoption path leaves it to the create
         sweep = asyncio.create_task(node.try_load(row.id, if_absent=True))  # the reconcile waits for the create
         go.set()

@@ -123,6 +123,29 @@ async def test_attach_objects_that_all_match_is_one_statement(store: Any) -> Non
         assert {(await loops.get_loop(tx, r.id)).object_id for r in rows} == {f"o-{r.id}" for r in rows}
 
 
+async def test_a_read_of_several_loops_finds_the_column_positions_once(store: Any, monkeypatch: Any) -> None:
+    """issue 16 (a create burst's replay and bridge reads): ``find_loops`` finds where each column is in its result
+    once, not once per row (a row's ``_fields`` builds a key view each time), and answers the same Loops."""
+    first = await _loop(store)
+    async with store.tx() as tx:
+        more = [await loops.insert_loop(
+            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+            artifact_sha256=first.artifact_sha256, config={"n": n}, creator=first.creator) for n in range(2)]
+    ids = [first.id, *(r.id for r in more)]
+    found_by: list[Any] = []
+    real = loops._getter
+
+    def counted(row: Any) -> Any:
+        found_by.append(row)
+        return real(row)
+
+    monkeypatch.setattr(loops, "_getter", counted)
+    async with store.tx(readonly=True) as tx:
+        found = await loops.find_loops(tx, ids)
+    assert len(found_by) == 1
+    assert found == {r.id: r for r in (first, *more)}
+
+
 async def test_conditional_update_and_json_columns(store: Any, store_clock: Any) -> None:
     loop = await _loop(store)
     store_clock.advance(s=2)

@@ -30,7 +30,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import padded
+from wakeful.harness.store.reads import one_of
 from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -214,6 +214,24 @@ class Placement:
             await signals.notify(self.store, signals.LOOPS, f"{loop_id} {self.node_id}")
         return False
 
+    async def claim_for_create(self, agent_id: str) -> None:
+        """§19.2 before a create of the agent's Loop is inserted (``LoopTools.create_full``): claim the agent's
+        lease when nobody holds it, as its load would (``before_load``), so that the insert's transaction already
+        begins the Loop here (§4.3 step 1 in the insert, ``agents_held``).
+
+        issue 16 (creates/s on PostgreSQL): claimed by the first load instead, every create of a new agent that
+        reached its insert before that claim committed — with 16 creates in flight, 20 Loops per agent, 44 % of
+        the harness bench's creates — was inserted at incarnation 0 and took step 1 in a load-steps unit of its
+        own, behind the claim's transaction. The creates of one agent wait for one claim (``_take``)."""
+        if self.state != "alive" or self.holds(agent_id):
+            return
+        try:
+            taken = await self._take(agent_id)
+        except StoreUnavailable:
+            return  # the insert and the load decide (each answers or retries as before)
+        if taken:  # claimed by this call: the agent's other Loops are adopted, as after a load
+            self.node.spawn(self.adopt_agent(agent_id))
+
     async def agents_held(self, tx: Tx, agent_ids: list[str]) -> set[str]:
         """§4.3 step 1's lease check for the Loops a batch of creates inserts (``LoopTools._insert_many``), in its
         transaction and one statement: those of ``agent_ids`` whose lease this node holds at the epoch it
@@ -223,7 +241,7 @@ class Placement:
         mine = sorted({a for a in agent_ids if self.book.epoch(a) is not None})
         if not mine:
             return set()
-        stmt = sa.select(A.c.agent_id, A.c.epoch).where(A.c.agent_id.in_(padded(mine)), A.c.node_id == self.node_id)
+        stmt = sa.select(A.c.agent_id, A.c.epoch).where(one_of(tx.dialect, A.c.agent_id, mine), A.c.node_id == self.node_id)
         if tx.dialect == "postgresql":
             stmt = stmt.with_for_update(read=True)
         return {r.agent_id for r in await tx.execute(stmt) if self.book.epoch(r.agent_id) == int(r.epoch)}

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import NotFound, QuotaExceeded
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import likely, padded
+from wakeful.harness.store.reads import likely, one_of
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
            "lock_group_quota"]
@@ -70,7 +70,7 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
 async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
     """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
     stmt = (sa.select(L.c.agent_id, sa.func.count().label("n")).where(likely(L.c.state == "active"),
-            L.c.agent_id.in_(padded(sorted(set(agent_ids))))).group_by(L.c.agent_id))
+            one_of(tx.dialect, L.c.agent_id, sorted(set(agent_ids)))).group_by(L.c.agent_id))
     return {r.agent_id: int(r.n) for r in await tx.execute(stmt)}
 
 
