@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.calls import record_calls
 from support.ingress_harness import counting_statements
 from support.store_rows import loop_row
 
@@ -132,14 +133,7 @@ async def test_a_read_of_several_loops_finds_the_column_positions_once(store: An
             tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
             artifact_sha256=first.artifact_sha256, config={"n": n}, creator=first.creator) for n in range(2)]
     ids = [first.id, *(r.id for r in more)]
-    found_by: list[Any] = []
-    real = loops._getter
-
-    def counted(row: Any) -> Any:
-        found_by.append(row)
-        return real(row)
-
-    monkeypatch.setattr(loops, "_getter", counted)
+    found_by = record_calls(monkeypatch, loops, "_getter")
     async with store.tx(readonly=True) as tx:
         found = await loops.find_loops(tx, ids)
     assert len(found_by) == 1

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.calls import record_calls
 
 from wakeful.runtime import jsonval
 from wakeful.runtime.jsonval import (
@@ -298,13 +299,6 @@ def test_a_constant_part_is_boxed_without_the_encoder(monkeypatch: pytest.Monkey
     """issue 16: every guest of a restart reads its config's ``"state": null`` at its start; null, true and false
     are boxed as the encoder would box them (size, nodes, depth, cost) without running it."""
     expected = {value: jsonval._box(value, jsonval._encode_checked(value)) for value in (None, True, False)}
-    encoded: list[object] = []
-    real = jsonval._encode_checked
-
-    def counted(value: object) -> bytes:
-        encoded.append(value)
-        return real(value)
-
-    monkeypatch.setattr(jsonval, "_encode_checked", counted)
+    encoded = record_calls(monkeypatch, jsonval, "_encode_checked")
     assert {value: jsonval.part_of(value) for value in (None, True, False)} == expected
     assert encoded == []
