@@ -24,7 +24,6 @@ from wakeful.harness.checkpoint import (
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
 from wakeful.harness.store import jsontext, loops, schema, sessions
-from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
@@ -313,31 +312,9 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
-    if store.singles and store.lane(ACK_LANE).idle and await _ack_single(store, loop_id, incarnation, event_id):
-        return {"status": "acked", "event_id": event_id, "duplicate": False}
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
                                                      lock_of=_ack_loop, lane=ACK_LANE)
     return answer
-
-
-# issue 16 (event → wake on PostgreSQL): the guest takes its next event only after the ack of the one before has
-# committed, so that ack is on the path of the next event's wake; as a batch unit alone it was BEGIN, the fenced
-# share of the Loop row with the clock, the UPDATE and COMMIT — four round trips. When the ack lane is idle, a lone
-# ack is one statement that commits as it runs (``Store.single``): the UPDATE of the pending event, made only while
-# its Loop row (shared, as by the batch) has the acking incarnation and is active. True: acked. Anything else (a
-# refusal, a duplicate, an unknown event) writes nothing and the batch unit answers it as before.
-async def _ack_single(store: Store, loop_id: str, incarnation: int, event_id: str) -> bool:
-    async def work(tx: Tx) -> bool:
-        fence = (sa.select(L.c.id).where(L.c.id == loop_id, L.c.incarnation == incarnation, L.c.state == lc.ACTIVE)
-                 .with_for_update(read=True).cte("wakeful_fence"))
-        clock = tx.clock_column()
-        now: Any = await tx.now_ms() if clock is None else sa.literal_column(STORE_MS_SQL, sa.BigInteger)
-        stmt = (sa.update(E).where(E.c.loop_id == loop_id, E.c.event_id == event_id, E.c.status == "pending",
-                                   sa.exists(sa.select(fence.c.id)))
-                .values(status="acked", acked_ms=now, acked_incarnation=incarnation).returning(E.c.event_id))
-        return (await tx.execute(stmt.add_cte(fence))).first() is not None
-
-    return await store.single(work)
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,12 +200,6 @@ class GroupCommit:
         return 0 if coll is None or coll.task.done() else len(coll.items)
 
     @property
-    def idle(self) -> bool:
-        """No batch committing, none queued and no batch unit collecting items."""
-        return ((self._task is None or self._task.done()) and not self._queue
-                and all(c.task.done() for c in self._collecting.values()))
-
-    @property
     def queued(self) -> int:
         """Units waiting for the next batch (not counting the one committing)."""
         return len(self._queue)
