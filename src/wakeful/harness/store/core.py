@@ -123,19 +123,6 @@ class Tx:
         stmt = sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n")).add_cte(upd)
         return bool((await self.conn.execute(stmt)).scalar_one() == 1)
 
-    async def _insert_after(self, dialect_mod: Any, table: sa.Table, values: Mapping[str, Any],
-                            first: sa.Update) -> bool:
-        if self.dialect != "postgresql":
-            raise ValueError("insert_if_absent(first=) is one statement on PostgreSQL only")
-        first_key = next(iter(table.primary_key.columns))
-        upd = first.returning(sa.literal(1).label("wakeful_one")).cte("wakeful_first")
-        names = list(values)
-        row = sa.select(*(sa.literal(values[n], table.c[n].type).label(n) for n in names))
-        ins = (dialect_mod.insert(table).from_select(names, row.where(sa.exists(sa.select(upd.c.wakeful_one))))
-               .on_conflict_do_nothing().returning(first_key).cte("wakeful_inserted"))
-        stmt = sa.select(sa.func.count()).select_from(ins).add_cte(upd)
-        return bool((await self.conn.execute(stmt)).scalar_one() == 1)
-
     def for_update(self, stmt: sa.Select[Any]) -> sa.Select[Any]:
         """Row lock on PostgreSQL (``SELECT … FOR UPDATE``); SQLite already holds the write lock."""
         return stmt.with_for_update() if self.dialect == "postgresql" else stmt
