@@ -75,6 +75,9 @@ def test_kill9_before_ack_redelivers_once(store_url: str, tmp_path: Path, compil
         secret = hook["url"].rsplit("/", 1)[1]
         assert c.post(serve.url + hook["url"], json={"ping": 1}).status_code == 202  # acked at once (not "work")
         wait_for(lambda: len(checkpoint().get("got", [])) == 3)
+        # the guest writes its checkpoint before it acks (held_ack.c): wait for the webhook event's own ack, or the
+        # kill below may come first and the restarted node delivers it again (CI at c864d87 saw exactly that)
+        wait_for(lambda: [e["status"] for e in listed() if e["event_id"].startswith("sha256:")] == ["acked"])
         r = c.post(f"{g}/loops/{loop_id}/events", headers=auth(t["gkey"]), json={"topic": "note", "event_id": "x1"})
         assert r.status_code == 202
         serve.kill9()  # right after a 202 (x1 may not be delivered yet); w1 and w2 woke the agent, never acked
