@@ -209,11 +209,12 @@ class Node:
         unavailable store defers the batch's Loops to the next tick. Returns how many were loaded."""
         if not loop_ids:
             return 0
-        self.runtime.scheduler.hold_hygiene()  # one collection after the whole burst (vm.md §7), not per batch
+        # one collection after the whole burst (vm.md §7), not per batch; a large burst without the collector
+        self.runtime.scheduler.hold_hygiene(len(loop_ids))
         try:
             return await self._load_batches(loop_ids)
         finally:
-            self.runtime.scheduler.release_hygiene()
+            self.runtime.scheduler.release_hygiene(len(loop_ids))
 
     # issue 16 (a restart at N = 10,000 on PostgreSQL: the server's time for the batches' statements was half of a
     # start's wall): there the batches are a pipeline of two — the next batch's Loops are locked and its step 1 runs
