@@ -190,6 +190,8 @@ class Node:
         await self.settle()
 
     async def _adopt_all(self) -> None:
+        if self.placement is not None and not len(self.placement.book):
+            return  # §19: no lease held yet (a cluster node's start) — its placement adopts its agents' Loops
         L = schema.loop
         async with self.store.tx(readonly=True) as tx:  # oldest first; only the columns the choice needs
             rows = list(await tx.execute(sa.select(L.c.id, L.c.agent_id).where(L.c.state == lc.ACTIVE)
