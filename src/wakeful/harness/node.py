@@ -301,9 +301,13 @@ class Node:
         made = await self._load_runtime_many(loadable)  # step 3
         if not made:
             return 0
-        try:
-            async with self.store.tx() as tx:  # step 4, for the batch
-                attached = await loops.attach_objects(tx, [(r.id, r.incarnation, o) for r, o in made])
+        triples = [(r.id, r.incarnation, o) for r, o in made]
+        try:  # step 4, for the batch: on PostgreSQL one statement committing by itself (no BEGIN, no COMMIT)
+            if self.store.singles:
+                attached = await self.store.single(lambda tx: loops.attach_objects(tx, triples))
+            else:
+                async with self.store.tx() as tx:
+                    attached = await loops.attach_objects(tx, triples)
         except BaseException:
             for _, object_id in made:
                 await self.runtime.unload(object_id)

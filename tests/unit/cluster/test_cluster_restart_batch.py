@@ -297,6 +297,25 @@ async def test_a_cluster_node_does_not_read_every_active_loop_before_it_holds_a_
         await h.stop()
 
 
+async def test_on_postgresql_a_start_attaches_each_batch_in_a_statement_that_commits_by_itself(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL: BEGIN, the clock, the UPDATE and COMMIT were 4 round trips
+    a batch on the load's chain): step 4 runs through ``Store.single`` there; SQLite keeps its transaction."""
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    singles: list[int] = []
+    real_single = Store.single
+
+    async def single(self: Store, work: Any) -> Any:
+        singles.append(1)
+        return await real_single(self, work)
+
+    await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [(Store, "single", single)])
+    assert len(singles) == (1 if store_url.startswith("postgresql") else 0), singles  # previously 0 on both
+
+
 async def test_on_postgresql_the_next_batch_begins_while_a_batch_is_attached(
     harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
     monkeypatch: pytest.MonkeyPatch,
