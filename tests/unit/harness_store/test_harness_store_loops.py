@@ -152,6 +152,7 @@ async def test_attach_objects_on_postgresql_reads_the_store_clock_in_its_one_sta
             after = {r.id: await loops.get_loop(tx, r.id) for r in rows}
         assert {a.object_id for a in after.values()} == {f"o-{r.id}" for r in rows}
         assert all(after[i].updated_ms >= before[i] for i in before)
+        assert len({a.updated_ms for a in after.values()}) == 1  # one clock reading for the statement
     finally:
         await store.close()
 

@@ -465,7 +465,8 @@ def _attach_many_pg(now: Any) -> Any:
 _ATTACH_MANY_PG = _attach_many_pg(sa.bindparam("b_now"))
 # issue 16: with the store clock read in the statement (a transaction that has not read it yet), step 4 is one
 # statement, which the node runs without BEGIN and COMMIT (``Store.single``): 1 round trip a batch, not 4
-_ATTACH_MANY_PG_CLOCK = _attach_many_pg(sa.literal_column(STORE_MS_SQL))
+# (an uncorrelated subquery: one reading for the statement, as a transaction's one reading — not one per row)
+_ATTACH_MANY_PG_CLOCK = _attach_many_pg(sa.select(sa.literal_column(STORE_MS_SQL)).scalar_subquery())
 
 
 # step 4 for many Loops: each ``(loop_id, incarnation, object_id)`` attached only where id, incarnation and
