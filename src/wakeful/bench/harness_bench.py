@@ -53,8 +53,8 @@ class HarnessOptions:
             raise BenchError("--peer on needs DBOS Transact: pip install 'wakeful[peers]'")
         if self.nodes < 1 or (self.nodes > 1 and self.store != "postgresql"):
             raise BenchError("--nodes K above 1 needs --store postgresql (a SQLite store has one node)")
-        if self.seconds <= 0 or self.idle_seconds < 0 or self.wakes < 0:
-            raise BenchError("--seconds must be positive, --idle-seconds and --wakes not negative")
+        if self.seconds < 0 or self.idle_seconds < 0 or self.wakes < 0:
+            raise BenchError("--seconds, --idle-seconds and --wakes must not be negative")
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -120,7 +120,7 @@ async def _steps(steps: NodeSteps, options: HarnessOptions) -> dict[str, Any]:
     await asyncio.sleep(1.0)  # let the burst's garbage go before the memory snapshot
     out["memory"] = steps.memory()
     out["idle"] = await steps.idle(options.idle_seconds) if options.idle_seconds else None
-    out["ingest"] = await steps.ingest(options.seconds)
+    out["ingest"] = await steps.ingest(options.seconds) if options.seconds else None  # 0: create + restart only
     out["wake"] = await steps.wake(options.wakes) if options.wakes else None
     out["restart"] = await steps.restart()
     return out

@@ -185,7 +185,7 @@ def _steps(peer: _Peer, store: TestStore, options: Any, progress: Progress,
     out["idle"] = _idle(peer, store, options.idle_seconds, progress) if options.idle_seconds else None
     client = DBOSClient(system_database_url=store.url)
     try:
-        out["ingest"] = _ingest(peer, store, client, n, options.seconds, progress, failures)
+        out["ingest"] = _ingest(peer, store, client, n, options.seconds, progress, failures) if options.seconds else None
         out["wake"] = _wake(peer, client, n, options.wakes, progress, failures) if options.wakes else None
     finally:
         client.destroy()

@@ -114,7 +114,7 @@ def harness_command(
     count: Annotated[int, typer.Option("--count", help="Durable Loops (default 10,000).")] = 10_000,
     loops_per_agent: Annotated[int, typer.Option("--loops-per-agent", help="Loops per agent.")] = 20,
     store: Annotated[str, typer.Option("--store", help="sqlite, postgresql or both.")] = "both",
-    seconds: Annotated[float, typer.Option("--seconds", help="Ingest duration.")] = 20.0,
+    seconds: Annotated[float, typer.Option("--seconds", help="Ingest duration; 0 skips.")] = 20.0,
     idle_seconds: Annotated[float, typer.Option("--idle-seconds", help="Idle window; 0 skips.")] = 60.0,
     wakes: Annotated[int, typer.Option("--wakes", help="Wake-latency samples at 5/s; 0 skips.")] = 200,
     repeat: Annotated[int, typer.Option("--repeat", help="Rounds; systems alternate, judged on the median.")] = 1,

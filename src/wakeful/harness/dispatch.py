@@ -9,7 +9,7 @@ import asyncio
 import inspect
 import logging
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,9 @@ class Dispatch:
         self._log_times: dict[str, deque[int]] = {}
         self.decider = Decider(node.config.decide, monotonic_ns=node.clock.monotonic_ns)  # §16
         self._web: WebClient | None = None  # §17, made on first use (loads httpcore)
+        # harness.md §14 cluster: the web bucket's shared rows, handed to the client when it is made (issue 16: a
+        # cluster node's start made the client only to set this — its imports and TLS context, ~0.1–0.3 s)
+        self.web_shared: Callable[[str, float, float], Awaitable[float | None]] | None = None
 
     @property
     def web(self) -> WebClient:
@@ -58,6 +61,7 @@ class Dispatch:
             from wakeful.harness.web import WebClient
 
             self._web = WebClient(self.node.config.web, monotonic_ns=self.node.clock.monotonic_ns)
+            self._web.shared = self.web_shared
         return self._web
 
     # §9.3 order: map object → Loop and incarnation → fence → per-Loop concurrency → arguments → handler

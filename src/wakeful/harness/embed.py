@@ -118,7 +118,7 @@ class Harness:
             shared = self.limiter or _shared_limiter(self._store)
             if shared is not None:  # harness.md §14 cluster: the decide and web buckets in the shared rows too
                 self._node.dispatch.decider.shared = shared.take
-                self._node.dispatch.web.shared = shared.take
+                self._node.dispatch.web_shared = shared.take
             if self._store.dialect == "postgresql":  # harness.md §19: one node of a cluster
                 from wakeful.harness.placement import Placement
 

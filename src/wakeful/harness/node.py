@@ -190,6 +190,8 @@ class Node:
         await self.settle()
 
     async def _adopt_all(self) -> None:
+        if self.placement is not None and not len(self.placement.book):
+            return  # §19: no lease held yet (a cluster node's start) — its placement adopts its agents' Loops
         L = schema.loop
         async with self.store.tx(readonly=True) as tx:  # oldest first; only the columns the choice needs
             rows = list(await tx.execute(sa.select(L.c.id, L.c.agent_id).where(L.c.state == lc.ACTIVE)
@@ -209,11 +211,12 @@ class Node:
         unavailable store defers the batch's Loops to the next tick. Returns how many were loaded."""
         if not loop_ids:
             return 0
-        self.runtime.scheduler.hold_hygiene()  # one collection after the whole burst (vm.md §7), not per batch
+        # one collection after the whole burst (vm.md §7), not per batch; a large burst without the collector
+        self.runtime.scheduler.hold_hygiene(len(loop_ids))
         try:
             return await self._load_batches(loop_ids)
         finally:
-            self.runtime.scheduler.release_hygiene()
+            self.runtime.scheduler.release_hygiene(len(loop_ids))
 
     # issue 16 (a restart at N = 10,000 on PostgreSQL: the server's time for the batches' statements was half of a
     # start's wall): there the batches are a pipeline of two — the next batch's Loops are locked and its step 1 runs
@@ -298,9 +301,13 @@ class Node:
         made = await self._load_runtime_many(loadable)  # step 3
         if not made:
             return 0
-        try:
-            async with self.store.tx() as tx:  # step 4, for the batch
-                attached = await loops.attach_objects(tx, [(r.id, r.incarnation, o) for r, o in made])
+        triples = [(r.id, r.incarnation, o) for r, o in made]
+        try:  # step 4, for the batch: on PostgreSQL one statement committing by itself (no BEGIN, no COMMIT)
+            if self.store.singles:
+                attached = await self.store.single(lambda tx: loops.attach_objects(tx, triples))
+            else:
+                async with self.store.tx() as tx:
+                    attached = await loops.attach_objects(tx, triples)
         except BaseException:
             for _, object_id in made:
                 await self.runtime.unload(object_id)

@@ -93,3 +93,24 @@ def test_harness_two_nodes_share_the_loops(tmp_path: Path) -> None:
     assert sum(n["loops"] for n in per_node) == 20  # each Loop resident on exactly one node (the split is placement's)
     assert len(run["steps"]["ingest"]["per_node_cpu_s"]) == 2
     assert run["steps"]["ingest"]["drained"] and run["steps"]["restart"]["kill9_all_running_s"] is not None
+
+
+def test_harness_with_no_ingest_runs_create_and_restart_only(tmp_path: Path) -> None:
+    """issue 16: ``--seconds 0 --idle-seconds 0 --wakes 0`` measures a restart without the ingest (the restart
+    figures at N = 10,000 in a few minutes, not 20); the document still validates, the ingest step is null."""
+    env = dict(os.environ, PYTHONPATH=str(SRC), WAKEFUL_HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "bench", "harness", "--count", "20", "--loops-per-agent", "10",
+         "--seconds", "0", "--idle-seconds", "0", "--wakes", "0", "--store", "sqlite", "--peer", "off",
+         "--json", "-"],
+        env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]  # previously: "--seconds must be positive"
+    doc = json.loads(done.stdout)
+    validate_harness(doc)
+    (run,) = doc["runs"]
+    assert run["failures"] == [], run["failures"]
+    steps = run["steps"]
+    assert steps["ingest"] is None and steps["idle"] is None and steps["wake"] is None
+    assert steps["create"]["created"] == 20
+    assert steps["restart"]["kill9_all_running_s"] is not None
+    assert steps["restart"]["sigterm_all_running_s"] is not None

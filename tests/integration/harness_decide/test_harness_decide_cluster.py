@@ -72,3 +72,23 @@ async def test_a_failing_shared_limiter_fails_closed(harness_runner: Any) -> Non
     web.shared = broken
     assert (await web.request({"url": "http://example.com/"}, loop_id="lp"))["error"]["code"] == "rate_limited"
     assert web.connects == 0
+
+
+async def test_a_cluster_node_hands_the_shared_web_bucket_to_its_client_when_it_makes_it(
+    harness_runner: Any, pg_schema: str, tmp_path: Any,
+) -> None:
+    """issue 16 (a restart at N = 10,000): a PostgreSQL node's start does not make its web client (httpcore's
+    imports and a TLS context, ~0.1–0.3 s of a start) only to give it the shared bucket; the client made later
+    takes the bucket all the same."""
+    require_pg()
+    from wakeful.harness.config import Config
+    from wakeful.harness.embed import Harness
+
+    h = Harness(Config(data_dir=tmp_path / "node", store_url=pg_url_with_schema(pg_schema)), sweeps=False)
+    await h.start()
+    try:
+        assert h.node.dispatch._web is None  # previously: made by the start
+        assert h.node.dispatch.web_shared is not None
+        assert h.node.dispatch.web.shared is h.node.dispatch.web_shared
+    finally:
+        await h.stop()

@@ -85,3 +85,37 @@ def test_a_serve_that_fails_to_start_waits_for_the_warm_imports_before_it_return
     assert not isinstance(failed.value, AssertionError)
     assert not [t for t in threading.enumerate() if t.name == "wakeful-warm-imports" and t.is_alive()]
     sys.modules.pop("wakeful_slow_import_probe", None)
+
+
+def test_a_serve_starts_with_the_collector_off_and_serves_with_it_on(tmp_path: Path, monkeypatch: Any) -> None:
+    """issue 16 (a restart at N = 10,000): the start's imports, store open and Loop load run without the cyclic
+    collector's automatic runs (~0.3 s of CPU there), and the collector is on again before the server serves."""
+    import gc
+
+    import uvicorn
+
+    from wakeful.cli import serve_cmd
+    from wakeful.cli.output import Unavailable
+    from wakeful.control import Harness
+
+    seen: dict[str, bool] = {}
+    real_start = Harness.start
+
+    async def start(self: Harness) -> None:
+        seen["start"] = gc.isenabled()
+        await real_start(self)
+
+    async def serve(self: uvicorn.Server, sockets: Any = None) -> None:  # ends at once: the serve stops unserved
+        seen["serve"] = gc.isenabled()
+        for sock in sockets or ():
+            sock.close()
+
+    monkeypatch.setattr(Harness, "start", start)
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
+    assert gc.isenabled()
+    with pytest.raises(Unavailable):
+        serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{tmp_path / 'node.db'}",
+                                node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
+    assert seen == {"start": False, "serve": True}  # previously: the start ran with the collector on
+    assert gc.isenabled()

@@ -247,6 +247,71 @@ async def test_a_start_loads_the_objects_of_one_artifact_in_one_runtime_call_per
     assert many == few, f"4 Loops: {few}, 24 Loops: {many}"
 
 
+async def test_a_start_of_many_loops_loads_them_without_the_collector(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000: the collector's automatic runs were ~0.2 s of the load's ~1.1 s of CPU):
+    a start whose Loops reach the hygiene's burst size loads them with the collector off (the one collection after
+    the burst remains), and turns it back on when the load ends. The burst size is made 4 here."""
+    import gc
+
+    from wakeful.runtime import Runtime
+    from wakeful.runtime import scheduler as scheduler_module
+
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 3)
+    seen: list[bool] = []
+    real_many = Runtime.load_many
+
+    async def load_many(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return await real_many(self, *args, **kwargs)
+
+    try:
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [
+            (Runtime, "load_many", load_many), (scheduler_module, "HYGIENE_LOADS", 4)])
+        assert seen and not any(seen), seen  # previously: [True]
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+async def test_a_cluster_node_does_not_read_every_active_loop_before_it_holds_a_lease(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL): the node's open read the id and agent of every active Loop
+    (10,000 rows) to keep those of agents it leased — none yet, its placement starts after it; the placement's
+    adoption loads them. A SQLite node (no leases) reads them as before."""
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    with _statements() as seen:  # (the stop reads no such list)
+        await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [])
+    every = [s for s in seen if "ORDER BY loop.created_ms" in s and "loop.agent_id" in s]
+    assert len(every) == (0 if store_url.startswith("postgresql") else 1), every  # previously 1 on both
+
+
+async def test_on_postgresql_a_start_attaches_each_batch_in_a_statement_that_commits_by_itself(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL: BEGIN, the clock, the UPDATE and COMMIT were 4 round trips
+    a batch on the load's chain): step 4 runs through ``Store.single`` there; SQLite keeps its transaction."""
+    home = tmp_path / "node"
+    fleet = await _made(store_url, store_clock, home, compile_c, 0, 2)
+    singles: list[int] = []
+    real_single = Store.single
+
+    async def single(self: Store, work: Any) -> Any:
+        singles.append(1)
+        return await real_single(self, work)
+
+    await _start_patched(store_url, store_clock, home, fleet, monkeypatch, [(Store, "single", single)])
+    assert len(singles) == (1 if store_url.startswith("postgresql") else 0), singles  # previously 0 on both
+
+
 async def test_on_postgresql_the_next_batch_begins_while_a_batch_is_attached(
     harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
     monkeypatch: pytest.MonkeyPatch,

@@ -124,6 +124,39 @@ async def test_attach_objects_that_all_match_is_one_statement(store: Any) -> Non
         assert {(await loops.get_loop(tx, r.id)).object_id for r in rows} == {f"o-{r.id}" for r in rows}
 
 
+async def test_attach_objects_on_postgresql_reads_the_store_clock_in_its_one_statement(
+    harness_runner: Any, store_url: str,
+) -> None:
+    """issue 16 (a restart at N = 10,000 on PostgreSQL): with the store clock not injected and not yet read by the
+    transaction, step 4 for a batch is still one statement — the clock read in the UPDATE, not a SELECT before it —
+    so the node can run it without BEGIN and COMMIT (``Store.single``): 1 round trip a batch, not 4."""
+    from wakeful.harness.store.core import Store
+
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's statement")
+    store = await Store.open(store_url)  # the real store clock
+    try:
+        first = await loop_row(store)
+        async with store.tx() as tx:
+            rows = [first, await loops.insert_loop(
+                tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+                artifact_sha256=first.artifact_sha256, config={}, creator=first.creator)]
+            began = await loops.begin_incarnations(tx, [r.id for r in rows], node_id="node_a")
+        before = {r.id: r.updated_ms for r in began}
+        with counting_statements(store) as sql:
+            attached = await store.single(
+                lambda tx: loops.attach_objects(tx, [(r.id, r.incarnation, f"o-{r.id}") for r in began]))
+        assert attached == {r.id for r in rows}
+        assert len(sql) == 1, sql  # previously 2: the clock's SELECT, then the UPDATE
+        async with store.tx(readonly=True) as tx:
+            after = {r.id: await loops.get_loop(tx, r.id) for r in rows}
+        assert {a.object_id for a in after.values()} == {f"o-{r.id}" for r in rows}
+        assert all(after[i].updated_ms >= before[i] for i in before)
+        assert len({a.updated_ms for a in after.values()}) == 1  # one clock reading for the statement
+    finally:
+        await store.close()
+
+
 async def test_a_read_of_several_loops_finds_the_column_positions_once(store: Any, monkeypatch: Any) -> None:
     """issue 16 (a create burst's replay and bridge reads): ``find_loops`` finds where each column is in its result
     once, not once per row (a row's ``_fields`` builds a key view each time), and answers the same Loops."""

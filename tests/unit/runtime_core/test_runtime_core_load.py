@@ -200,6 +200,50 @@ def test_memory_hygiene_collects_once_after_a_held_burst(exit_elf: bytes) -> Non
         gc.unfreeze()
 
 
+def test_a_held_burst_of_many_loads_runs_without_the_collector(exit_elf: bytes) -> None:
+    """issue 16 (a restart at N = 10,000: ~480 young, ~36 middle and one full automatic collection, ~0.2 s of the
+    load's ~1.1 s of CPU): a held burst announced with at least ``HYGIENE_LOADS`` loads turns the collector off
+    until its release, and the hygiene's one collection after it still runs; a smaller burst leaves it on, and a
+    collector the embedder had turned off stays off."""
+    import gc
+
+    from wakeful.runtime.scheduler import HYGIENE_LOADS
+
+    collections: list[int] = []
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    clock = ManualClock()
+    rt = g.make_runtime(clock, max_objects=3_000)
+    gc.callbacks.append(counted)
+    try:
+        rt.scheduler.hold_hygiene(10)  # a small burst: the collector stays on
+        assert gc.isenabled()
+        rt.scheduler.release_hygiene(10)
+        rt.scheduler.hold_hygiene(2 * HYGIENE_LOADS)
+        assert not gc.isenabled()
+        collections.clear()
+        for _ in range(2 * HYGIENE_LOADS):
+            rt.load_nowait(exit_elf)
+        rt.run_batch()
+        assert collections == []  # previously: young and middle collections during the loads
+        rt.scheduler.release_hygiene(2 * HYGIENE_LOADS)
+        assert gc.isenabled()
+        clock.advance(ms=120)
+        rt.run_batch()
+        assert rt.scheduler.gc_freezes == 1 and 2 in collections  # the one full collection after the burst
+        gc.disable()  # the embedder's own choice survives a held burst
+        rt.scheduler.hold_hygiene(HYGIENE_LOADS)
+        rt.scheduler.release_hygiene(HYGIENE_LOADS)
+        assert not gc.isenabled()
+    finally:
+        gc.callbacks.remove(counted)
+        gc.enable()
+        gc.unfreeze()
+
+
 def test_memory_hygiene_waits_for_the_started_guests(exit_elf: bytes) -> None:
     """vm.md §7 "so idle instances are not rescanned": at the quiet point the burst's started guests have not
     run yet, so the collect + freeze waits (10 ms steps) until the run queue has drained."""

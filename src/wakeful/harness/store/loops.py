@@ -15,6 +15,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
+from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
@@ -448,9 +449,9 @@ async def begin_incarnations(tx: Tx, loop_ids: Sequence[str], *, node_id: str) -
     return rows
 
 
-def _attach_many_pg() -> Any:
+def _attach_many_pg(now: Any) -> Any:
     """PostgreSQL's step 4 for many Loops: the triples as three arrays, one statement text whatever their number
-    (one prepared statement per pooled connection), the ids attached returned."""
+    (one prepared statement per pooled connection), the ids attached returned; ``now``: the time it writes."""
     v = sa.func.unnest(
         sa.bindparam("b_ids", type_=pg_dialect.ARRAY(sa.String)),
         sa.bindparam("b_incarnations", type_=pg_dialect.ARRAY(sa.BigInteger)),
@@ -458,10 +459,14 @@ def _attach_many_pg() -> Any:
     ).table_valued("id", "incarnation", "object_id").render_derived(name="v")
     # (the state test by the key alone, as begin_incarnations: no state index on a store without statistics)
     return (L.update().where(L.c.id == v.c.id, L.c.incarnation == v.c.incarnation, (L.c.state == "active").is_(True))
-            .values(object_id=v.c.object_id, updated_ms=sa.bindparam("b_now")).returning(L.c.id))
+            .values(object_id=v.c.object_id, updated_ms=now).returning(L.c.id))
 
 
-_ATTACH_MANY_PG = _attach_many_pg()
+_ATTACH_MANY_PG = _attach_many_pg(sa.bindparam("b_now"))
+# issue 16: with the store clock read in the statement (a transaction that has not read it yet), step 4 is one
+# statement, which the node runs without BEGIN and COMMIT (``Store.single``): 1 round trip a batch, not 4
+# (an uncorrelated subquery: one reading for the statement, as a transaction's one reading — not one per row)
+_ATTACH_MANY_PG_CLOCK = _attach_many_pg(sa.select(sa.literal_column(STORE_MS_SQL)).scalar_subquery())
 
 
 # step 4 for many Loops: each ``(loop_id, incarnation, object_id)`` attached only where id, incarnation and
@@ -475,12 +480,14 @@ async def attach_objects(tx: Tx, objects: Sequence[tuple[str, int, str]]) -> set
         return set()
     if len(objects) > BATCH:
         raise ValueError(f"at most {BATCH} Loops per statement")
-    now = await tx.now_ms()
-    if tx.dialect == "postgresql":
+    if tx.dialect == "postgresql":  # one statement, its clock read in it unless injected or already read
         ids, incarnations, object_ids = (list(column) for column in zip(*objects, strict=True))
-        found = await tx.execute(_ATTACH_MANY_PG, {"b_ids": ids, "b_incarnations": incarnations,
-                                                   "b_objects": object_ids, "b_now": now})
+        params: dict[str, Any] = {"b_ids": ids, "b_incarnations": incarnations, "b_objects": object_ids}
+        if tx.clock_column() is not None:
+            return {r.id for r in await tx.execute(_ATTACH_MANY_PG_CLOCK, params)}
+        found = await tx.execute(_ATTACH_MANY_PG, {**params, "b_now": await tx.now_ms()})
         return {r.id for r in found}
+    now = await tx.now_ms()
     stmt = (
         L.update()
         .where(L.c.id == sa.bindparam("b_id"), L.c.incarnation == sa.bindparam("b_incarnation"),
