@@ -43,6 +43,7 @@ from wakeful.harness.ratelimit import (
 )
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
 
@@ -549,12 +550,18 @@ _KNOWN, _PENDING, _BACKLOG, _LAST = 0, 1, 2, 3
 
 
 def _figures_stmt() -> sa.Select[Any]:
-    """``_batch_figures``'s statement, built once (issue 16: built per batch it was 7 % of a node's samples in the
-    bench's wake step); the pairs, Loops and groups are expanding parameters."""
+    """``_batch_figures``'s statement on SQLite, built once (issue 16: built per batch it was 7 % of a node's
+    samples in the bench's wake step). The pairs, Loops and groups are each one JSON array parameter read with
+    ``json_each`` (issue 16, ingest): as expanding lists, ``(loop_id, event_id) IN (VALUES (?, ?), …)`` was
+    planned as a scan of every stored event (SQLite uses no index for a row value IN a VALUES list) — an
+    admission batch's cost grew with the store — and SQLAlchemy rendered the statement's text again on every
+    execution; now each read searches the primary key or ``loop_event_pending``. The groups stay an expanding
+    list (one group, mostly): as a ``json_each`` the backlog read was planned over every active Loop."""
     text, num = sa.String, sa.BigInteger
-    pairs: Any = sa.bindparam("pairs", expanding=True)
-    live: Any = sa.bindparam("live", expanding=True)
-    groups: Any = sa.bindparam("groups", expanding=True)
+    pairs: Any = json_rows("pairs", 0, 1)
+    live: Any = json_rows("live")
+    groups: Any = sa.bindparam("groups", expanding=True)  # (one group, mostly; as a json_each the backlog read
+    # was planned over every active Loop of the store)
 
     def tagged(kind: int, loop_id: Any, event_id: Any, label: Any, n: Any) -> sa.Select[Any]:
         columns: list[Any] = [sa.literal_column(str(kind), sa.Integer).label("kind"),
@@ -589,7 +596,8 @@ async def _batch_figures(tx: Tx, pairs: list[tuple[str, str]], group_ids: list[s
     known: dict[tuple[str, str], str] = {}
     backlog: dict[str, int] = {}
     last: dict[str, int] = {}
-    for r in await tx.execute(_FIGURES, {"pairs": pairs, "live": sorted(pending), "groups": group_ids}):
+    params = {"pairs": json_list(pairs), "live": json_list(sorted(pending)), "groups": group_ids}
+    for r in await tx.execute(_FIGURES, params):
         if r.kind == _KNOWN:
             known[(r.loop_id, r.event_id)] = r.label
         elif r.kind == _PENDING:
