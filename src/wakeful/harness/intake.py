@@ -612,15 +612,14 @@ async def _batch_figures(tx: Tx, pairs: list[tuple[str, str]], group_ids: list[s
 async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
     """The batch's Loop rows, locked in id order (PostgreSQL: shared, with the Loop's intake lock, as
     ``_lock_for_admission`` says), read with the transaction's store clock
-    (``Tx.clock_column``: no statement of its own for it); on PostgreSQL the ids are one array parameter, so the
-    statement has one text whatever the batch's size and its prepared statement is reused (issue 16)."""
+    (``Tx.clock_column``: no statement of its own for it); the ids are one array parameter on PostgreSQL and one
+    JSON parameter on SQLite, so the statement has one text whatever the batch's size, its prepared statement is
+    reused, and it is built once (issue 16)."""
     clock = tx.clock_column()
     if tx.dialect == "postgresql":
         rows = list(await tx.execute(_lock_stmt_pg(tx, clock), {"ids": loop_ids}))
-    else:
-        columns = [*_LOCK_COLUMNS, *([] if clock is None else [clock])]
-        rows = list(await tx.execute(_lock_for_admission(tx, sa.select(*columns).where(L.c.id.in_(loop_ids))
-                                                         .order_by(L.c.id))))
+    else:  # (SQLite: no clock column, no row lock; the ids one JSON parameter, the statement built once)
+        rows = list(await tx.execute(_LOCK_SQLITE, {"ids": json_list(loop_ids)}))
     if rows:
         tx.seed_now(rows[0])
     return {r.id: r for r in rows}
@@ -629,6 +628,7 @@ async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
 _TEXTS = pg_dialect.ARRAY(sa.String)
 _LOCK_COLUMNS = (L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
                  L.c.incarnation)
+_LOCK_SQLITE = sa.select(*_LOCK_COLUMNS).where(L.c.id.in_(json_rows("ids"))).order_by(L.c.id)
 # issue 16 (ingest on PostgreSQL): the batch's statements are built once and run with their bind values — built per
 # batch, they and the cache keys SQLAlchemy derives from each new statement object were ~8 % of the node's CPU in
 # the bench's ingest step (the lock, the reads with the bucket CTEs, the insert)

@@ -2,7 +2,9 @@
 by an index, never by a scan of every stored event. SQLite plans a row value ``IN`` a ``VALUES`` list — what
 ``tuple_(loop_id, event_id).in_([...])`` rendered — as a scan of ``loop_event``, so each batch's cost grew with
 the store (1.7 ms per admission batch at 6,000 stored events); the pairs are now one JSON parameter read with
-``json_each`` (``store/each.py``). Checked with SQLite's own ``EXPLAIN QUERY PLAN`` of the statements as run."""
+``json_each`` (``store/each.py``). Checked with SQLite's own ``EXPLAIN QUERY PLAN`` of the statements as run;
+and the batches' Loop-row read and ack UPDATE are statements built once (fixed texts: no cache key derived, no
+list rendered per batch)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 from support.commit_gate import Gate
-from support.ingress_harness import counter_loop
+from support.ingress_harness import counter_loop, executed_statements
 from support.loops_harness import started
 
+from wakeful.harness import intake as intake_module
 from wakeful.harness import selfcalls
 from wakeful.harness.config import Limits
 from wakeful.harness.intake import Intake
@@ -85,7 +88,7 @@ async def test_on_sqlite_admission_and_ack_batches_scan_no_stored_events(
 
         gate = Gate()  # the first unit held at its commit: what arrives meanwhile is one batch per kind
         store.before_commit.append(gate)
-        with _run(store) as statements:
+        with _run(store) as statements, executed_statements(store) as objects:
             first = admit("new0")
             await gate.entered.wait()
             admissions = [admit("new1"), admit("new2"), admit("old5")]
@@ -103,5 +106,8 @@ async def test_on_sqlite_admission_and_ack_batches_scan_no_stored_events(
         touching = [sql for sql, _ in statements if "loop_event" in sql]
         assert len(touching) >= 4
         assert _event_scans(Path(store.engine.url.database or ""), statements) == []
+        # the batches' Loop rows and their ack UPDATE: statements built once, the lists their JSON parameters
+        assert sum(o is intake_module._LOCK_SQLITE for o in objects) == 2  # (the held batch's, the batch's)
+        assert any(o is selfcalls._ACK_SQLITE for o in objects)
     finally:
         await store.close()
