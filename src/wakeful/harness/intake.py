@@ -43,7 +43,7 @@ from wakeful.harness.ratelimit import (
 )
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.each import json_list, json_rows
+from wakeful.harness.store.each import json_list, json_rows, json_table
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
 
@@ -556,8 +556,12 @@ def _figures_stmt() -> sa.Select[Any]:
     planned as a scan of every stored event (SQLite uses no index for a row value IN a VALUES list) — an
     admission batch's cost grew with the store — and SQLAlchemy rendered the statement's text again on every
     execution; now each read searches the primary key or ``loop_event_pending``. The groups stay an expanding
-    list (one group, mostly): as a ``json_each`` the backlog read was planned over every active Loop."""
+    list (one group, mostly): as a ``json_each`` the backlog read was planned over every active Loop. A Loop's
+    newest received_ms is one row per Loop, the largest of three ``max`` (one index probe per status: SQLite's
+    min/max optimisation; NULL without events), not a ``GROUP BY`` per status, which walked every acked event
+    of each Loop."""
     text, num = sa.String, sa.BigInteger
+    each = json_table("live")
     pairs: Any = json_rows("pairs", 0, 1)
     live: Any = json_rows("live")
     groups: Any = sa.bindparam("groups", expanding=True)  # (one group, mostly; as a json_each the backlog read
@@ -577,9 +581,9 @@ def _figures_stmt() -> sa.Select[Any]:
         tagged(_BACKLOG, None, None, E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0)).select_from(
             E.join(L, L.c.id == E.c.loop_id)).where(
             E.c.group_id.in_(groups), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id),
-        *(tagged(_LAST, E.c.loop_id, None, None, sa.func.max(E.c.received_ms)).where(
-            E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
-          for status in ("pending", "acked", "discarded")),
+        tagged(_LAST, each.c.value, None, None, sa.func.nullif(sa.func.max(*(sa.func.coalesce(
+            sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == each.c.value, E.c.status == status)
+            .scalar_subquery(), -1) for status in ("pending", "acked", "discarded"))), -1)).select_from(each),
     ]
     union = sa.union_all(*reads).subquery("figures")
     return sa.select(union).order_by(union.c.kind, union.c.loop_id, union.c.n, union.c.event_id)

@@ -13,14 +13,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["json_list", "json_rows"]
+__all__ = ["json_list", "json_rows", "json_table"]
+
+
+def json_table(name: str) -> Any:
+    """The JSON array parameter ``name`` as a table of one column, ``value`` (its elements)."""
+    return sa.func.json_each(sa.bindparam(name, type_=sa.Text)).table_valued("value").alias(f"each_{name}")
 
 
 def json_rows(name: str, *items: int) -> sa.Select[Any]:
     """The elements of the JSON array parameter ``name`` as rows: the element itself, or with ``items`` the
     members of each element (an array) at those indexes, as columns."""
-    each = sa.func.json_each(sa.bindparam(name, type_=sa.Text)).table_valued("value").alias(f"each_{name}")
-    value = each.c.value
+    value = json_table(name).c.value
     return sa.select(*([value.op("->>")(k) for k in items] if items else [value]))
 
 
