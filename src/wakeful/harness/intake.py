@@ -551,7 +551,7 @@ _KNOWN, _PENDING, _BACKLOG, _LAST = 0, 1, 2, 3
 
 def _figures_stmt() -> sa.Select[Any]:
     """``_batch_figures``'s statement on SQLite, built once (issue 16: built per batch it was 7 % of a node's
-    samples in the bench's wake step). The pairs, Loops and groups are each one JSON array parameter read with
+    samples in the bench's wake step). The pairs and the Loops are each one JSON array parameter read with
     ``json_each`` (issue 16, ingest): as expanding lists, ``(loop_id, event_id) IN (VALUES (?, ?), …)`` was
     planned as a scan of every stored event (SQLite uses no index for a row value IN a VALUES list) — an
     admission batch's cost grew with the store — and SQLAlchemy rendered the statement's text again on every

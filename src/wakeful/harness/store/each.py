@@ -3,7 +3,7 @@
 issue 16 (ingest): SQLite plans a row value ``IN`` a ``VALUES`` list — what SQLAlchemy renders for
 ``tuple_(a, b).in_([...])`` — as a scan of the whole table, and an expanding list makes SQLAlchemy render the
 statement's text again on every execution. ``(a, b) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))``
-searches the index of ``(a, b)`` and has one text whatever the list's length; ``json_params`` gives the value.
+searches the index of ``(a, b)`` and has one text whatever the list's length; ``json_list`` gives the value.
 """
 
 from __future__ import annotations
