@@ -43,6 +43,7 @@ from wakeful.harness.ratelimit import (
 )
 from wakeful.harness.store import jsontext, loops, schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.each import json_list, json_rows, json_table
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
 
@@ -549,12 +550,22 @@ _KNOWN, _PENDING, _BACKLOG, _LAST = 0, 1, 2, 3
 
 
 def _figures_stmt() -> sa.Select[Any]:
-    """``_batch_figures``'s statement, built once (issue 16: built per batch it was 7 % of a node's samples in the
-    bench's wake step); the pairs, Loops and groups are expanding parameters."""
+    """``_batch_figures``'s statement on SQLite, built once (issue 16: built per batch it was 7 % of a node's
+    samples in the bench's wake step). The pairs and the Loops are each one JSON array parameter read with
+    ``json_each`` (issue 16, ingest): as expanding lists, ``(loop_id, event_id) IN (VALUES (?, ?), …)`` was
+    planned as a scan of every stored event (SQLite uses no index for a row value IN a VALUES list) — an
+    admission batch's cost grew with the store — and SQLAlchemy rendered the statement's text again on every
+    execution; now each read searches the primary key or ``loop_event_pending``. The groups stay an expanding
+    list (one group, mostly): as a ``json_each`` the backlog read was planned over every active Loop. A Loop's
+    newest received_ms is one row per Loop, the largest of three ``max`` (one index probe per status: SQLite's
+    min/max optimisation; NULL without events), not a ``GROUP BY`` per status, which walked every acked event
+    of each Loop."""
     text, num = sa.String, sa.BigInteger
-    pairs: Any = sa.bindparam("pairs", expanding=True)
-    live: Any = sa.bindparam("live", expanding=True)
-    groups: Any = sa.bindparam("groups", expanding=True)
+    each = json_table("live")
+    pairs: Any = json_rows("pairs", 0, 1)
+    live: Any = json_rows("live")
+    groups: Any = sa.bindparam("groups", expanding=True)  # (one group, mostly; as a json_each the backlog read
+    # was planned over every active Loop of the store)
 
     def tagged(kind: int, loop_id: Any, event_id: Any, label: Any, n: Any) -> sa.Select[Any]:
         columns: list[Any] = [sa.literal_column(str(kind), sa.Integer).label("kind"),
@@ -570,9 +581,9 @@ def _figures_stmt() -> sa.Select[Any]:
         tagged(_BACKLOG, None, None, E.c.group_id, sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0)).select_from(
             E.join(L, L.c.id == E.c.loop_id)).where(
             E.c.group_id.in_(groups), E.c.status == "pending", L.c.state == lc.ACTIVE).group_by(E.c.group_id),
-        *(tagged(_LAST, E.c.loop_id, None, None, sa.func.max(E.c.received_ms)).where(
-            E.c.loop_id.in_(live), E.c.status == status).group_by(E.c.loop_id)
-          for status in ("pending", "acked", "discarded")),
+        tagged(_LAST, each.c.value, None, None, sa.func.nullif(sa.func.max(*(sa.func.coalesce(
+            sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == each.c.value, E.c.status == status)
+            .scalar_subquery(), -1) for status in ("pending", "acked", "discarded"))), -1)).select_from(each),
     ]
     union = sa.union_all(*reads).subquery("figures")
     return sa.select(union).order_by(union.c.kind, union.c.loop_id, union.c.n, union.c.event_id)
@@ -589,7 +600,8 @@ async def _batch_figures(tx: Tx, pairs: list[tuple[str, str]], group_ids: list[s
     known: dict[tuple[str, str], str] = {}
     backlog: dict[str, int] = {}
     last: dict[str, int] = {}
-    for r in await tx.execute(_FIGURES, {"pairs": pairs, "live": sorted(pending), "groups": group_ids}):
+    params = {"pairs": json_list(pairs), "live": json_list(sorted(pending)), "groups": group_ids}
+    for r in await tx.execute(_FIGURES, params):
         if r.kind == _KNOWN:
             known[(r.loop_id, r.event_id)] = r.label
         elif r.kind == _PENDING:
@@ -604,15 +616,14 @@ async def _batch_figures(tx: Tx, pairs: list[tuple[str, str]], group_ids: list[s
 async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
     """The batch's Loop rows, locked in id order (PostgreSQL: shared, with the Loop's intake lock, as
     ``_lock_for_admission`` says), read with the transaction's store clock
-    (``Tx.clock_column``: no statement of its own for it); on PostgreSQL the ids are one array parameter, so the
-    statement has one text whatever the batch's size and its prepared statement is reused (issue 16)."""
+    (``Tx.clock_column``: no statement of its own for it); the ids are one array parameter on PostgreSQL and one
+    JSON parameter on SQLite, so the statement has one text whatever the batch's size, its prepared statement is
+    reused, and it is built once (issue 16)."""
     clock = tx.clock_column()
     if tx.dialect == "postgresql":
         rows = list(await tx.execute(_lock_stmt_pg(tx, clock), {"ids": loop_ids}))
-    else:
-        columns = [*_LOCK_COLUMNS, *([] if clock is None else [clock])]
-        rows = list(await tx.execute(_lock_for_admission(tx, sa.select(*columns).where(L.c.id.in_(loop_ids))
-                                                         .order_by(L.c.id))))
+    else:  # (SQLite: no clock column, no row lock; the ids one JSON parameter, the statement built once)
+        rows = list(await tx.execute(_LOCK_SQLITE, {"ids": json_list(loop_ids)}))
     if rows:
         tx.seed_now(rows[0])
     return {r.id: r for r in rows}
@@ -621,6 +632,7 @@ async def _lock_loops(tx: Tx, loop_ids: list[str]) -> dict[str, Any]:
 _TEXTS = pg_dialect.ARRAY(sa.String)
 _LOCK_COLUMNS = (L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
                  L.c.incarnation)
+_LOCK_SQLITE = sa.select(*_LOCK_COLUMNS).where(L.c.id.in_(json_rows("ids"))).order_by(L.c.id)
 # issue 16 (ingest on PostgreSQL): the batch's statements are built once and run with their bind values — built per
 # batch, they and the cache keys SQLAlchemy derives from each new statement object were ~8 % of the node's CPU in
 # the bench's ingest step (the lock, the reads with the bucket CTEs, the insert)

@@ -25,6 +25,7 @@ from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
 from wakeful.harness.store import jsontext, loops, schema, sessions
 from wakeful.harness.store.core import Store, Tx
+from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.loops import Loop
 from wakeful.runtime import jsonval
 
@@ -425,12 +426,15 @@ async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[
     if tx.dialect == "postgresql":
         params = {**_pairs_params("w", keys, [fenced[k] for k in keys]), "ack_ms": await tx.now_ms()}
         return {(r.loop_id, r.event_id) for r in await tx.execute(_ack_pending_pg(), params)}
-    incarnations = {loop_id: inc for (loop_id, _), inc in fenced.items()}
-    stmt = sa.update(E).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(keys)).values(acked_incarnation=(
-        next(iter(incarnations.values())) if len(set(incarnations.values())) == 1
-        else sa.case(incarnations, value=E.c.loop_id)))
-    stmt = stmt.where(E.c.status == "pending").values(status="acked", acked_ms=await tx.now_ms())
-    return {(r.loop_id, r.event_id) for r in await tx.execute(stmt.returning(E.c.loop_id, E.c.event_id))}
+    incarnations = set(fenced.values())
+    params = {"keys": json_list(keys), "ack_ms": await tx.now_ms()}
+    if len(incarnations) == 1:  # (the statement built once, the incarnation a parameter)
+        stmt = _ACK_SQLITE
+        params["inc"] = next(iter(incarnations))
+    else:
+        stmt = _ACK_SQLITE.values(acked_incarnation=sa.case(
+            {loop_id: inc for (loop_id, _), inc in fenced.items()}, value=E.c.loop_id))
+    return {(r.loop_id, r.event_id) for r in await tx.execute(stmt, params)}
 
 
 async def _statuses(tx: Tx, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -444,8 +448,17 @@ async def _statuses(tx: Tx, pairs: list[tuple[str, str]]) -> dict[tuple[str, str
                 E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
         rows = await tx.execute(stmt, _pairs_params("u", pairs))
     else:
-        rows = await tx.execute(sa.select(*columns).where(sa.tuple_(E.c.loop_id, E.c.event_id).in_(pairs)))
+        rows = await tx.execute(_STATUSES_SQLITE, {"pairs": json_list(pairs)})
     return {(r.loop_id, r.event_id): r.status for r in rows}
+
+
+# SQLite: the batch's pairs as one JSON parameter (``store.each``: a row value IN a VALUES list scanned every stored
+# event, per ack batch)
+_PAIR = sa.tuple_(E.c.loop_id, E.c.event_id)
+_ACK_SQLITE = sa.update(E).where(_PAIR.in_(json_rows("keys", 0, 1)), E.c.status == "pending").values(
+    status="acked", acked_ms=sa.bindparam("ack_ms", type_=sa.BigInteger),
+    acked_incarnation=sa.bindparam("inc", type_=sa.BigInteger)).returning(E.c.loop_id, E.c.event_id)
+_STATUSES_SQLITE = sa.select(E.c.loop_id, E.c.event_id, E.c.status).where(_PAIR.in_(json_rows("pairs", 0, 1)))
 
 
 def _ack_loop(a: _Ack) -> str:

@@ -150,3 +150,46 @@ async def test_on_postgresql_an_ack_batch_is_two_statements_of_one_text_whatever
     finally:
         await store.close()
 
+
+
+async def test_one_ack_batch_over_loops_of_different_incarnations_stores_each_its_own(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """An ack batch records each event's acking incarnation, also when the batch's Loops are at different ones
+    (on SQLite the batch's UPDATE takes one incarnation as a parameter when all agree — issue 16 — and a CASE over
+    the Loops otherwise)."""
+    h = await started(store_url, store_clock, tmp_path / "data", limits=Limits(pending_events=64))
+    try:
+        _, _, _, first = await counter_loop(h, compile_c, name="a1")
+        _, _, _, second = await counter_loop(h, compile_c, name="a2")
+    finally:
+        await h.stop()
+    store = await Store.open(store_url, clock=store_clock)
+    intake = Intake(Node(store, h.config))
+    try:
+        async with store.tx() as tx:
+            await tx.execute(sa.update(L).where(L.c.id == second).values(incarnation=L.c.incarnation + 4))
+        incs = {first: await _incarnation(store, first), second: await _incarnation(store, second)}
+        assert incs[first] != incs[second]
+        for target in (first, second):
+            for n in range(3):
+                await intake.admit(loop_id=target, topic="t", payload=n, event_id=f"e{n}", source="api")
+        gate = Gate()
+        store.before_commit.append(gate)
+        held = asyncio.create_task(selfcalls.ack(store, first, incs[first], {"event_id": "e0"}))
+        await gate.entered.wait()
+        batch = [asyncio.create_task(selfcalls.ack(store, loop, incs[loop], {"event_id": f"e{n}"}))
+                 for loop in (first, second) for n in (1, 2)]
+        acks = store.lane(selfcalls.ACK_LANE)
+        while acks.collecting("loop.ack") + acks.queued < len(batch):
+            await asyncio.sleep(0.005)  # polling for a scheduler state, not a timing assertion
+        gate.release.set()
+        await held
+        assert [a["duplicate"] for a in await asyncio.gather(*batch)] == [False] * 4
+        for loop in (first, second):
+            rows = {r.event_id: r for r in await event_rows(store, loop)}
+            assert {i for i, r in rows.items() if r.status == "acked"} == ({"e0", "e1", "e2"} if loop == first
+                                                                             else {"e1", "e2"})
+            assert {r.acked_incarnation for r in rows.values() if r.status == "acked"} == {incs[loop]}
+    finally:
+        await store.close()
