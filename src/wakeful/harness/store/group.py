@@ -56,6 +56,7 @@ _PAUSE_POLL_S = 0.02
 
 
 ItemT = TypeVar("ItemT")  # an item of a batch unit
+T = TypeVar("T")
 BatchWork = Callable[["Tx", list[Any]], Awaitable[list[Any]]]  # items → one answer (or HarnessError) per item
 Locks = Callable[[], Iterable[str]]  # the ids of the Loop rows a unit will lock (asked right before the batch runs)
 
@@ -130,6 +131,7 @@ class GroupCommit:
         self.units = 0  # units answered from a committed batch (refusals included)
         self.largest = 0  # the largest batch so far
         self.joined = 0  # units that joined a batch while it ran (SQLite, ``_late``)
+        self.singles = 0  # statements of ``single`` in flight (each occupies the lane as a batch would)
         self._queue: list[_Unit] = []
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -198,6 +200,24 @@ class GroupCommit:
         """Items collected for the next batch unit of ``kind`` (not counting one committing)."""
         coll = self._collecting.get(kind)
         return 0 if coll is None or coll.task.done() else len(coll.items)
+
+    @property
+    def idle(self) -> bool:
+        """No batch committing or queued, no batch unit collecting items and no ``single`` in flight."""
+        return (not self.singles and (self._task is None or self._task.done()) and not self._queue
+                and all(c.task.done() for c in self._collecting.values()))
+
+    # issue 16 (event → wake on PostgreSQL): a request alone on an idle lane may be one statement that commits as it
+    # runs (``Store.single``: no BEGIN, no COMMIT) instead of a batch of one. While it runs it occupies the lane:
+    # callers that find the lane not ``idle`` batch as before, so under load they still share commits (session
+    # 10's single acks did not count themselves, every ack found the lane idle and was a commit of its own).
+    async def single(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """``store.single(work)``, counted as the lane's work in flight while it runs."""
+        self.singles += 1
+        try:
+            return await self.store.single(work)
+        finally:
+            self.singles -= 1
 
     @property
     def queued(self) -> int:
