@@ -158,6 +158,43 @@ async def test_concurrent_acks_share_commits_while_a_lone_ack_is_in_flight(
         await store.close()
 
 
+async def test_acks_that_come_while_a_single_ack_runs_batch_after_it_on_postgresql(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """issue 16: the acks that come while a single-statement ack is in flight are collected, and their batch unit
+    starts only when the single has answered — so the lane stays busy from then on while acks keep coming (one
+    single per quiet spell), instead of a single beside every batch (PostgreSQL ingest at N = 1,000 went from 0.08
+    to 0.12–0.36 commits per event with the batch running beside the single)."""
+    if "postgresql" not in store_url:
+        pytest.skip("SQLite: acks are never single statements")
+    store, intake, loop_id, inc = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    try:
+        for n in range(3):
+            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
+        lane = store.lane(selfcalls.ACK_LANE)
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def held(tx: Any) -> bool:  # a single ack in flight that has not answered yet
+            entered.set()
+            await release.wait()
+            return await selfcalls._ack_single(tx, loop_id, inc, "e0")
+
+        first = asyncio.ensure_future(lane.single(held))
+        await entered.wait()
+        commits = store.commits
+        later = [asyncio.ensure_future(selfcalls.ack(store, loop_id, inc, {"event_id": i})) for i in ("e1", "e2")]
+        for _ in range(10):  # scheduler turns: the acks collect; a batch beside the single would be queued by now
+            await asyncio.sleep(0)
+        assert lane.collecting(selfcalls.ACK_LANE) == 2 and not lane.batching and store.commits == commits
+        release.set()
+        assert await first is True
+        assert await asyncio.gather(*later) == [{"status": "acked", "event_id": i, "duplicate": False}
+                                                for i in ("e1", "e2")]
+        assert store.commits == commits + 2 and lane.idle
+    finally:
+        await store.close()
+
+
 async def _until(check: Any) -> bool:
     for _ in range(2000):  # polling for a scheduler state (a guard against a hang, not a timing assertion)
         if await check():
