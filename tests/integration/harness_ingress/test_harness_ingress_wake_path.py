@@ -105,6 +105,18 @@ async def test_a_lone_ack_is_two_statements_and_a_repeat_three(
         await store.close()
 
 
+async def _with_pending(store_url: str, clock: Any, data: Path, compile_c: Any, n: int) -> tuple[Store, str, int]:
+    """``_detached``'s store, Loop id and incarnation, with the events e0 … e<n - 1> admitted."""
+    store, intake, loop_id, inc = await _detached(store_url, clock, data, compile_c)
+    try:
+        for i in range(n):
+            await intake.admit(loop_id=loop_id, topic="t", payload=i, event_id=f"e{i}", source="api")
+    except BaseException:
+        await store.close()
+        raise
+    return store, loop_id, inc
+
+
 async def test_a_lone_ack_is_one_round_trip_and_one_commit_on_postgresql(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
@@ -114,10 +126,8 @@ async def test_a_lone_ack_is_one_round_trip_and_one_commit_on_postgresql(
     writes nothing and is refused."""
     if "postgresql" not in store_url:
         pytest.skip("SQLite: no round trips to the server")
-    store, intake, loop_id, inc = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    store, loop_id, inc = await _with_pending(store_url, store_clock, tmp_path / "data", compile_c, 2)
     try:
-        for n in range(2):
-            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
         commits = store.commits
         with round_trips(store) as sql:
             answer = await selfcalls.ack(store, loop_id, inc, {"event_id": "e0"})
@@ -167,10 +177,8 @@ async def test_acks_that_come_while_a_single_ack_runs_batch_after_it_on_postgres
     to 0.12–0.36 commits per event with the batch running beside the single)."""
     if "postgresql" not in store_url:
         pytest.skip("SQLite: acks are never single statements")
-    store, intake, loop_id, inc = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    store, loop_id, inc = await _with_pending(store_url, store_clock, tmp_path / "data", compile_c, 3)
     try:
-        for n in range(3):
-            await intake.admit(loop_id=loop_id, topic="t", payload=n, event_id=f"e{n}", source="api")
         lane = store.lane(selfcalls.ACK_LANE)
         entered, release = asyncio.Event(), asyncio.Event()
 
