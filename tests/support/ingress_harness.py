@@ -57,6 +57,38 @@ def counting_statements(store: Store) -> AbstractContextManager[list[str]]:
     return _recording(store, "before_cursor_execute", 2)
 
 
+@contextmanager
+def round_trips(store: Store) -> Iterator[list[str]]:
+    """Every message round trip of the store's PostgreSQL sessions inside the block: the statements SQLAlchemy sends
+    (``before_cursor_execute``) and the ones the asyncpg adapter sends itself (BEGIN, COMMIT, ROLLBACK: asyncpg's
+    query logger sees its simple queries)."""
+    seen_sql: list[str] = []
+    logged: set[int] = set()
+
+    def statement(conn: Any, cursor: Any, text: str, *rest: Any) -> None:
+        seen_sql.append(text)
+
+    def simple(query: Any) -> None:
+        if active:
+            seen_sql.append(query.query)
+
+    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        driver = record.driver_connection
+        if id(driver) not in logged:
+            logged.add(id(driver))
+            driver.add_query_logger(simple)
+
+    active = True
+    event.listen(store.engine.sync_engine, "before_cursor_execute", statement)
+    event.listen(store.engine.sync_engine, "checkout", checkout)
+    try:
+        yield seen_sql
+    finally:
+        active = False
+        event.remove(store.engine.sync_engine, "before_cursor_execute", statement)
+        event.remove(store.engine.sync_engine, "checkout", checkout)
+
+
 def executed_statements(store: Store) -> AbstractContextManager[list[Any]]:
     """The statement objects (SQLAlchemy constructs, before compiling) the store's engine runs inside the block."""
     return _recording(store, "before_execute", 1)

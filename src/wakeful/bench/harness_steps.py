@@ -426,10 +426,6 @@ class NodeSteps:
                         break
                 if key in seen:
                     samples.append(seen[key] - sent)
-                    import os as _os
-                    if _os.environ.get("WP3_TRACE"):
-                        with open(_os.environ["WP3_TRACE"] + "/client.log", "a") as _f:
-                            _f.write(f"{sent:.6f} {seen[key]:.6f}\n")
                 self.progress.advance(i + 1)
                 await asyncio.sleep(max(0.0, slot - time.monotonic()))
         finally:

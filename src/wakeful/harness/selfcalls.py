@@ -24,6 +24,7 @@ from wakeful.harness.checkpoint import (
 from wakeful.harness.config import Limits
 from wakeful.harness.errors import HostCallRefused
 from wakeful.harness.store import jsontext, loops, schema, sessions
+from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.loops import Loop
@@ -313,9 +314,39 @@ async def _apply_verdict(
 # §9.6 loop.ack: fenced; acked → duplicate; unknown or discarded → unknown_event
 async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[str, Any]:
     event_id = wake_args.ack_event_id(args)
+    lane = store.lane(ACK_LANE)
+    if store.singles and lane.idle and await lane.single(lambda tx: _ack_single(tx, loop_id, incarnation, event_id)):
+        return {"status": "acked", "event_id": event_id, "duplicate": False}
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
                                                      lock_of=_ack_loop, lane=ACK_LANE)
     return answer
+
+
+# issue 16 (event → wake on PostgreSQL): the guest takes its next event only after the ack of the one before has
+# committed, so that ack is on the next wake's path; as a batch unit alone it is BEGIN, the fenced share of the Loop
+# row with the clock, the UPDATE and COMMIT (four round trips). On an idle ack lane it is one statement that commits
+# as it runs (``GroupCommit.single``, which keeps the lane busy meanwhile so concurrent acks still batch): the
+# UPDATE of the pending event, made only while its Loop row (shared, as by the batch) has the acking incarnation and
+# is active. True: acked. Anything else (a refusal, a duplicate, an unknown event) wrote nothing, and the batch unit
+# answers it as before. Built once per clock kind (the store's, or an injected one as a parameter).
+async def _ack_single(tx: Tx, loop_id: str, incarnation: int, event_id: str) -> bool:
+    injected = tx.clock_column() is None
+    key = "single+ms" if injected else "single"
+    stmt = _PG_STATEMENTS.get(key)
+    if stmt is None:
+        fence = tx.for_share(sa.select(L.c.id).where(
+            L.c.id == sa.bindparam("loop"), L.c.incarnation == sa.bindparam("inc"), L.c.state == lc.ACTIVE,
+        )).cte("wakeful_fence")
+        now: Any = (sa.bindparam("ack_ms", type_=sa.BigInteger) if injected
+                    else sa.literal_column(STORE_MS_SQL, sa.BigInteger))
+        stmt = _PG_STATEMENTS[key] = sa.update(E).where(
+            E.c.loop_id == sa.bindparam("loop"), E.c.event_id == sa.bindparam("event"), E.c.status == "pending",
+            sa.exists(sa.select(fence.c.id)),
+        ).values(status="acked", acked_ms=now, acked_incarnation=sa.bindparam("inc")).returning(E.c.event_id)
+    params: dict[str, Any] = {"loop": loop_id, "inc": incarnation, "event": event_id}
+    if injected:
+        params["ack_ms"] = await tx.now_ms()
+    return (await tx.execute(stmt, params)).first() is not None
 
 
 @dataclass(frozen=True, slots=True)

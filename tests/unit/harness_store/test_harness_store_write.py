@@ -6,14 +6,11 @@ them instead of queueing for the writer turn and committing alone; on PostgreSQL
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 from support.commit_gate import Gate
-from support.ingress_harness import counting_statements
+from support.ingress_harness import counting_statements, round_trips
 from support.store_rows import loop_row
 
 from wakeful.harness import selfcalls
@@ -260,38 +257,6 @@ async def test_a_state_put_refused_by_its_fence_or_by_the_load_config_writes_not
     assert row.checkpoint == {"n": 1}
 
 
-@contextlib.contextmanager
-def _round_trips(store: Store) -> Iterator[list[str]]:
-    """Every message round trip of the store's PostgreSQL sessions inside the block: the statements SQLAlchemy sends
-    (``before_cursor_execute``) and the ones the asyncpg adapter sends itself (BEGIN, COMMIT, ROLLBACK: asyncpg's
-    query logger sees its simple queries)."""
-    seen_sql: list[str] = []
-    logged: set[int] = set()
-
-    def statement(conn: Any, cursor: Any, text: str, *rest: Any) -> None:
-        seen_sql.append(text)
-
-    def simple(query: Any) -> None:
-        if active:
-            seen_sql.append(query.query)
-
-    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
-        driver = record.driver_connection
-        if id(driver) not in logged:
-            logged.add(id(driver))
-            driver.add_query_logger(simple)
-
-    active = True
-    event.listen(store.engine.sync_engine, "before_cursor_execute", statement)
-    event.listen(store.engine.sync_engine, "checkout", checkout)
-    try:
-        yield seen_sql
-    finally:
-        active = False
-        event.remove(store.engine.sync_engine, "before_cursor_execute", statement)
-        event.remove(store.engine.sync_engine, "checkout", checkout)
-
-
 async def test_a_state_put_a_read_and_a_wake_skip_begin_and_commit_on_postgresql(
         harness_runner: asyncio.Runner, store_url: str) -> None:
     """issue 16 (event → wake on PostgreSQL): the guest's state.put of an event holds the Loop row the next event's
@@ -311,18 +276,18 @@ async def test_a_state_put_a_read_and_a_wake_skip_begin_and_commit_on_postgresql
         loop = await _loop(store)
         await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 0}})  # keeps the config
         commits = store.commits
-        with _round_trips(store) as sql:
+        with round_trips(store) as sql:
             put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 1}})
         assert put["status"] == "stored"
         assert len(sql) == 1 and sql[0].lstrip().upper().startswith("WITH"), sql  # was BEGIN, UPDATE, COMMIT
         assert store.commits == commits + 1
-        with _round_trips(store) as sql:
+        with round_trips(store) as sql:
             async with store.tx(readonly=True) as tx:
                 row = await loops.get_loop(tx, loop.id)
         assert len(sql) == 1, sql  # was BEGIN, SELECT, COMMIT
         assert row.checkpoint == {"n": 1}  # committed: read on another session
         commits = store.commits
-        with _round_trips(store) as sql:
+        with round_trips(store) as sql:
             wake = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation,
                                           {"content": "cpu 95", "dedup_key": "k1"})
         assert wake.result is not None and wake.result["status"] == "queued"
@@ -340,7 +305,7 @@ async def test_a_state_put_a_read_and_a_wake_skip_begin_and_commit_on_postgresql
         assert refused.value.code == "checkpoint_too_large"
         async with store.tx() as tx:  # a new config under the kept one: the single UPDATE finds no row
             await loops.update_loop(tx, loop.id, config={"grown": "x" * 64})
-        with _round_trips(store) as sql:
+        with round_trips(store) as sql:
             again = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"n": 2}})
         assert again["status"] == "stored" and len(sql) == 4, sql  # the UPDATE, then BEGIN, UPDATE, COMMIT
         with pytest.raises(HostCallRefused) as stale:

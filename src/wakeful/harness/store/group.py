@@ -56,6 +56,7 @@ _PAUSE_POLL_S = 0.02
 
 
 ItemT = TypeVar("ItemT")  # an item of a batch unit
+T = TypeVar("T")
 BatchWork = Callable[["Tx", list[Any]], Awaitable[list[Any]]]  # items → one answer (or HarnessError) per item
 Locks = Callable[[], Iterable[str]]  # the ids of the Loop rows a unit will lock (asked right before the batch runs)
 
@@ -130,6 +131,8 @@ class GroupCommit:
         self.units = 0  # units answered from a committed batch (refusals included)
         self.largest = 0  # the largest batch so far
         self.joined = 0  # units that joined a batch while it ran (SQLite, ``_late``)
+        self.singles = 0  # statements of ``single`` in flight (each occupies the lane as a batch would)
+        self._quiet: list[asyncio.Future[None]] = []  # batch units waiting for the singles in flight to end
         self._queue: list[_Unit] = []
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -138,9 +141,7 @@ class GroupCommit:
         self._pause_dir = Path(pause) if pause else None
 
     async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "", locks: Locks | None = None) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
-            self._queue, self._task, self._loop, self._collecting = [], None, loop, {}
+        loop = self._bind()
         unit = _Unit(work, key, loop.create_future(), locks)
         self._queue.append(unit)
         if self._task is None or self._task.done():
@@ -152,8 +153,7 @@ class GroupCommit:
         """``item`` joins the next batch unit of ``kind`` (at most ``limit`` items; more start another unit);
         returns its own answer after that unit's transaction committed (``Store.grouped_batch``). ``lock_of``:
         the id of the Loop row the unit locks for an item."""
-        if self._loop is not asyncio.get_running_loop():
-            self._collecting = {}  # (submit resets the rest)
+        self._bind()  # (bound here too: a batch unit may be submitted later, after the singles in flight)
         coll = self._collecting.get(kind)
         if coll is None or coll.task.done() or len(coll.items) >= limit:  # (done: failed before it ran)
             items: list[Any] = []
@@ -172,7 +172,8 @@ class GroupCommit:
                 assert lock_of is not None
                 return [lock_of(i) for i in items]
 
-            coll = _Collection(asyncio.ensure_future(self.submit(unit, kind, locks if lock_of else None)), items)
+            coll = _Collection(asyncio.ensure_future(self._after_singles(
+                lambda: self.submit(unit, kind, locks if lock_of else None))), items)
             self._collecting[kind] = coll
         index = len(coll.items)
         coll.items.append(item)
@@ -194,10 +195,53 @@ class GroupCommit:
             raise answer
         return answer
 
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
+            self._queue, self._task, self._loop, self._collecting, self._quiet = [], None, loop, {}, []
+        return loop
+
     def collecting(self, kind: str) -> int:
         """Items collected for the next batch unit of ``kind`` (not counting one committing)."""
         coll = self._collecting.get(kind)
         return 0 if coll is None or coll.task.done() else len(coll.items)
+
+    @property
+    def batching(self) -> bool:
+        """A batch committing or queued."""
+        return bool(self._queue) or (self._task is not None and not self._task.done())
+
+    @property
+    def idle(self) -> bool:
+        """No batch committing or queued, no batch unit collecting items and no ``single`` in flight."""
+        return (not self.singles and not self.batching
+                and all(c.task.done() for c in self._collecting.values()))
+
+    # issue 16 (event → wake on PostgreSQL): a request alone on an idle lane may be one statement that commits as it
+    # runs (``Store.single``: no BEGIN, no COMMIT) instead of a batch of one. While it runs it occupies the lane:
+    # callers that find the lane not ``idle`` batch as before, so under load they still share commits (session
+    # 10's single acks did not count themselves, every ack found the lane idle and was a commit of its own). The
+    # batch unit of the items that come meanwhile starts only when the single has ended (``_after_singles``), so the
+    # lane stays busy from then on as long as items keep coming — one single per quiet spell, not one per batch.
+    async def single(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """``store.single(work)``, counted as the lane's work in flight while it runs."""
+        self.singles += 1
+        try:
+            return await self.store.single(work)
+        finally:
+            self.singles -= 1
+            if not self.singles:
+                quiet, self._quiet = self._quiet, []
+                for future in quiet:
+                    if not future.done():
+                        future.set_result(None)
+
+    async def _after_singles(self, submit: Callable[[], Awaitable[T]]) -> T:
+        while self.singles:
+            future = asyncio.get_running_loop().create_future()
+            self._quiet.append(future)
+            await future
+        return await submit()
 
     @property
     def queued(self) -> int:
