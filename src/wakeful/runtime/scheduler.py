@@ -532,6 +532,11 @@ class Scheduler:
         quiet that ends the burst, so the collection runs once after it, not once per 1,000 loads."""
         self._bursts += 1
 
+    @property
+    def hygiene_held(self) -> bool:
+        """Whether an embedder's burst is held (``hold_hygiene`` not yet released)."""
+        return self._bursts > 0
+
     def release_hygiene(self) -> None:
         """The burst ended: the 100 ms of quiet count from now."""
         self._bursts = max(0, self._bursts - 1)

@@ -401,3 +401,40 @@ async def test_a_created_loop_is_loaded_at_the_incarnation_its_insert_began_what
         assert (await h.get_loop(row.id))["incarnation"] == 1
     finally:
         await h.stop()
+
+
+async def test_a_create_waiting_on_its_commit_holds_the_runtimes_load_burst(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vm.md §7 hygiene (issue 16, creates at N = 10,000): a create burst whose creates all wait on a lifecycle
+    commit is not quiet — each such pause had ended the burst with a collection of the whole heap, once per 1,000
+    creates. Here the burst is one load (the create's preload): 100 ms of the scheduler clock pass while the create's
+    insert is held at its COMMIT and no collection runs; once the create is done, the quiet ends the burst."""
+    import gc
+
+    from wakeful.runtime import scheduler as sched
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        runtime = h.node.runtime.scheduler
+        monkeypatch.setattr(sched, "HYGIENE_LOADS", 1)
+        freezes = runtime.gc_freezes
+        gate, first, _ = await _held_batch(h, agent, session, art, 0)
+        assert runtime.hygiene_held
+        store_clock.advance(ms=200)  # the burst's quiet period, twice over, while the commit is held
+        for _ in range(40):  # the hygiene's timer runs meanwhile (a real 100 ms; scheduler state, no timing)
+            await asyncio.sleep(0.005)
+        assert runtime.gc_freezes == freezes  # the wait on the commit did not end the burst
+        gate.release.set()
+        made = await first
+        assert h.node.resident(made["id"]) is not None
+        assert not runtime.hygiene_held
+        store_clock.advance(ms=200)
+        while runtime.gc_freezes == freezes:  # the burst's one collection, after the create
+            await asyncio.sleep(0.005)
+    finally:
+        gc.unfreeze()
+        await h.stop()
