@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
-from support.ingress_harness import counting_statements
+from support.ingress_harness import counting_statements, executed_statements
 from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
@@ -327,6 +327,40 @@ async def test_postgresql_runs_a_batchs_key_lists_as_one_array_parameter(
         for table in ("FROM agent", "FROM session", "FROM loop \nWHERE loop.id", "GROUP BY loop.agent_id"):
             texts = {s for s in sql if table in s}
             assert len(texts) == 1 and "= ANY (" in next(iter(texts)), (table, texts)
+    finally:
+        await h.stop()
+
+
+async def test_postgresql_runs_a_create_batchs_statements_built_once(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """PostgreSQL (issue 16): the statements of a create's read and insert batch with key lists or the quota's
+    counts are built once — a second create runs the very statement objects of the first (SQLAlchemy derived the
+    cache key of each new object by walking it) — and the quotas still count right."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("SQLite pads its IN lists into the statement (built per batch)")
+        group = await h.create_group("g-once", limits={"loops_per_group": 3, "loops_per_agent": 2})
+        agent = await h.create_agent(group.id, "o1")
+        session = await h.create_session(agent.id, "inbox")
+        art = await driver(h, agent.id, compile_c)
+        await _lease(h, agent.id)
+
+        def keyed(ran: list[Any]) -> list[Any]:
+            texts = [(s, str(s.compile(dialect=h.store.engine.dialect))) for s in ran if isinstance(s, sa.Select)]
+            return [s for s, text in texts if "ANY (" in text or "count(" in text or "agent_group.limits" in text]
+
+        built = []
+        for i in range(2):
+            with executed_statements(h.store) as ran:
+                await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name=f"o{i}")
+            built.append(keyed(ran))
+        # the agents (read, then locked), sessions (read, owners), limits, both counts and the lease
+        assert len(built[0]) >= 8 and len(built[0]) == len(built[1]), built
+        assert all(a is b for a, b in zip(*built)), [str(a)[:90] for a, b in zip(*built) if a is not b]
+        with pytest.raises(QuotaExceeded):  # the built-once counts count: the agent's third is refused
+            await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name="o2")
     finally:
         await h.stop()
 
