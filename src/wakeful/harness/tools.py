@@ -40,7 +40,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
-from wakeful.harness.store.reads import SharedRead, one_of
+from wakeful.harness.store.reads import SharedRead, by_keys
 from wakeful.harness.store.sessions import Session
 from wakeful.harness.views import loop_view, runtime_view
 
@@ -240,8 +240,9 @@ class LoopTools:
         for group_id in groups:  # the store's lock order: group locks (in id order) before rows
             await quota.lock_group_quota(tx, group_id)
         A = schema.agent
-        stmt = sa.select(A.c.id, A.c.status).where(one_of(tx.dialect, A.c.id, sorted({n.agent_id for n in items}))).order_by(A.c.id)
-        status = {r.id: r.status for r in await tx.execute(tx.for_update(stmt))}
+        stmt, params = by_keys(tx.dialect, "tools.agents_for_update", lambda keys: tx.for_update(
+            sa.select(A.c.id, A.c.status).where(keys).order_by(A.c.id)), A.c.id, sorted({n.agent_id for n in items}))
+        status = {r.id: r.status for r in await tx.execute(stmt, params)}
         defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
         limits: dict[str, quota.QuotaLimits | HarnessError] = {}
         group_active: dict[str, int] = {}

@@ -544,6 +544,11 @@ class Scheduler:
                 gc.disable()
             self._gc_holds += 1
 
+    @property
+    def hygiene_held(self) -> bool:
+        """Whether an embedder's burst is held (``hold_hygiene`` not yet released)."""
+        return self._bursts > 0
+
     def release_hygiene(self, loads: int = 0) -> None:
         """The burst ended (``loads`` as given to ``hold_hygiene``): the 100 ms of quiet count from now."""
         self._bursts = max(0, self._bursts - 1)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
-from support.ingress_harness import counting_statements
+from support.ingress_harness import counting_statements, executed_statements
 from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
@@ -331,6 +331,40 @@ async def test_postgresql_runs_a_batchs_key_lists_as_one_array_parameter(
         await h.stop()
 
 
+async def test_postgresql_runs_a_create_batchs_statements_built_once(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """PostgreSQL (issue 16): the statements of a create's read and insert batch with key lists or the quota's
+    counts are built once — a second create runs the very statement objects of the first (SQLAlchemy derived the
+    cache key of each new object by walking it) — and the quotas still count right."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("SQLite pads its IN lists into the statement (built per batch)")
+        group = await h.create_group("g-once", limits={"loops_per_group": 3, "loops_per_agent": 2})
+        agent = await h.create_agent(group.id, "o1")
+        session = await h.create_session(agent.id, "inbox")
+        art = await driver(h, agent.id, compile_c)
+        await _lease(h, agent.id)
+
+        def keyed(ran: list[Any]) -> list[Any]:
+            texts = [(s, str(s.compile(dialect=h.store.engine.dialect))) for s in ran if isinstance(s, sa.Select)]
+            return [s for s, text in texts if "ANY (" in text or "count(" in text or "agent_group.limits" in text]
+
+        built = []
+        for i in range(2):
+            with executed_statements(h.store) as ran:
+                await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name=f"o{i}")
+            built.append(keyed(ran))
+        # the agents (read, then locked), sessions (read, owners), limits, both counts and the lease
+        assert len(built[0]) >= 8 and len(built[0]) == len(built[1]), built
+        assert all(a is b for a, b in zip(*built)), [str(a)[:90] for a, b in zip(*built) if a is not b]
+        with pytest.raises(QuotaExceeded):  # the built-once counts count: the agent's third is refused
+            await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name="o2")
+    finally:
+        await h.stop()
+
+
 async def test_the_replays_of_loads_waiting_meanwhile_share_one_read(
     harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
 ) -> None:
@@ -400,4 +434,41 @@ async def test_a_created_loop_is_loaded_at_the_incarnation_its_insert_began_what
         assert made["incarnation"] == 1 and made["runtime"] == "resident", made
         assert (await h.get_loop(row.id))["incarnation"] == 1
     finally:
+        await h.stop()
+
+
+async def test_a_create_waiting_on_its_commit_holds_the_runtimes_load_burst(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vm.md §7 hygiene (issue 16, creates at N = 10,000): a create burst whose creates all wait on a lifecycle
+    commit is not quiet — each such pause had ended the burst with a collection of the whole heap, once per 1,000
+    creates. Here the burst is one load (the create's preload): 100 ms of the scheduler clock pass while the create's
+    insert is held at its COMMIT and no collection runs; once the create is done, the quiet ends the burst."""
+    import gc
+
+    from wakeful.runtime import scheduler as sched
+
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        _, agent, session = await tenant(h)
+        art = await driver(h, agent, compile_c)
+        runtime = h.node.runtime.scheduler
+        monkeypatch.setattr(sched, "HYGIENE_LOADS", 1)
+        freezes = runtime.gc_freezes
+        gate, first, _ = await _held_batch(h, agent, session, art, 0)
+        assert runtime.hygiene_held
+        store_clock.advance(ms=200)  # the burst's quiet period, twice over, while the commit is held
+        for _ in range(40):  # the hygiene's timer runs meanwhile (a real 100 ms; scheduler state, no timing)
+            await asyncio.sleep(0.005)
+        assert runtime.gc_freezes == freezes  # the wait on the commit did not end the burst
+        gate.release.set()
+        made = await first
+        assert h.node.resident(made["id"]) is not None
+        assert not runtime.hygiene_held
+        store_clock.advance(ms=200)
+        while runtime.gc_freezes == freezes:  # the burst's one collection, after the create
+            await asyncio.sleep(0.005)
+    finally:
+        gc.unfreeze()
         await h.stop()

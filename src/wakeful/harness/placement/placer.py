@@ -30,7 +30,7 @@ from wakeful.harness.placement.book import LeaseBook
 from wakeful.harness.placement.renewer import Renewer
 from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import one_of
+from wakeful.harness.store.reads import by_keys
 from wakeful.harness.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -241,10 +241,10 @@ class Placement:
         mine = sorted({a for a in agent_ids if self.book.epoch(a) is not None})
         if not mine:
             return set()
-        stmt = sa.select(A.c.agent_id, A.c.epoch).where(one_of(tx.dialect, A.c.agent_id, mine), A.c.node_id == self.node_id)
-        if tx.dialect == "postgresql":
-            stmt = stmt.with_for_update(read=True)
-        return {r.agent_id for r in await tx.execute(stmt) if self.book.epoch(r.agent_id) == int(r.epoch)}
+        stmt, params = by_keys(tx.dialect, "placement.agents_held", lambda keys: tx.for_share(sa.select(
+            A.c.agent_id, A.c.epoch).where(keys, A.c.node_id == sa.bindparam("node_id"))), A.c.agent_id, mine)
+        rows = await tx.execute(stmt, {**(params or {}), "node_id": self.node_id})
+        return {r.agent_id for r in rows if self.book.epoch(r.agent_id) == int(r.epoch)}
 
     async def leases_ok_many(self, tx: Tx, loop_ids: list[str]) -> list[str]:
         """§4.3 step 1 for a batch of Loops (``Node.load_many``, ``Node._load_steps``), in its transaction and one

@@ -16,7 +16,7 @@ from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name, get_group
 from wakeful.harness.store.ids import lookup_text, new_id, shown
-from wakeful.harness.store.reads import one_of
+from wakeful.harness.store.reads import by_keys
 
 __all__ = ["Agent", "create_agent", "find_agent", "find_agents", "get_agent", "list_agents", "set_status"]
 
@@ -96,7 +96,8 @@ async def find_agents(tx: Tx, agent_ids: Iterable[str]) -> dict[str, Agent]:
     ids = sorted({i for i in agent_ids if lookup_text(i) is not None})
     if not ids:
         return {}
-    return {r.id: _agent(r) for r in await tx.execute(sa.select(A).where(one_of(tx.dialect, A.c.id, ids)))}
+    stmt, params = by_keys(tx.dialect, "agents.find", sa.select(A).where, A.c.id, ids)
+    return {r.id: _agent(r) for r in await tx.execute(stmt, params)}
 
 
 async def get_agent(tx: Tx, agent_id: str, *, for_update: bool = False) -> Agent:

@@ -19,7 +19,7 @@ from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
-from wakeful.harness.store.reads import likely, one_of, padded
+from wakeful.harness.store.reads import by_keys, likely, padded
 
 __all__ = [
     "BATCH",
@@ -266,7 +266,9 @@ async def insert_created(tx: Tx, rows: Sequence[dict[str, Any]]) -> None:
 async def session_owners(tx: Tx, session_ids: Sequence[str]) -> dict[str, str]:
     """Session id → its agent id, for the sessions that exist (§2.5: the session must belong to the agent)."""
     S = schema.session
-    found = await tx.execute(sa.select(S.c.id, S.c.agent_id).where(one_of(tx.dialect, S.c.id, sorted(set(session_ids)))))
+    stmt, params = by_keys(tx.dialect, "loops.session_owners", sa.select(S.c.id, S.c.agent_id).where, S.c.id,
+                           sorted(set(session_ids)))
+    found = await tx.execute(stmt, params)
     return {r.id: r.agent_id for r in found}
 
 
@@ -294,7 +296,8 @@ async def find_loops(tx: Tx, loop_ids: Sequence[str]) -> dict[str, Loop]:
         return {}
     # the column positions found once per result (``loops_from_rows``): a row's ``_fields`` builds a key view each
     # time (issue 16: 3 % of a node's CPU during a create burst on PostgreSQL, the replays' and the bridge's reads)
-    found = loops_from_rows(await tx.execute(sa.select(L).where(one_of(tx.dialect, L.c.id, ids))))
+    stmt, params = by_keys(tx.dialect, "loops.find", sa.select(L).where, L.c.id, ids)
+    found = loops_from_rows(await tx.execute(stmt, params))
     return {loop.id: loop for loop in found}
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from wakeful.harness.errors import NotFound, QuotaExceeded
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.core import Tx
-from wakeful.harness.store.reads import likely, one_of
+from wakeful.harness.store.reads import built_once, by_keys, likely
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
            "lock_group_quota"]
@@ -48,7 +49,8 @@ async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None =
     """The defaults with the group's overrides applied (operator-set ``limits`` JSON)."""
     base = defaults or QuotaLimits()
     G = schema.agent_group
-    row = (await tx.execute(sa.select(G.c.limits).where(G.c.id == group_id))).first()
+    stmt = built_once("quota.limits", lambda: sa.select(G.c.limits).where(G.c.id == sa.bindparam("group_id")))
+    row = (await tx.execute(stmt, {"group_id": group_id})).first()
     if row is None:
         raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
     overrides = jsontext.decode(row.limits) or {}
@@ -58,7 +60,15 @@ async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None =
     )
 
 
+def _count_by(column: str) -> sa.Select[Any]:
+    return built_once(f"quota.count.{column}", lambda: sa.select(sa.func.count()).select_from(L).where(
+        likely(L.c.state == "active"), L.c[column] == sa.bindparam("key")))
+
+
 async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | None = None) -> int:
+    if (agent_id is None) != (group_id is None):  # one key: the statement built once (a create batch's group count)
+        column, key = ("agent_id", agent_id) if group_id is None else ("group_id", group_id)
+        return int((await tx.execute(_count_by(column), {"key": key})).scalar_one())
     stmt = sa.select(sa.func.count()).select_from(L).where(likely(L.c.state == "active"))
     if agent_id is not None:
         stmt = stmt.where(L.c.agent_id == agent_id)
@@ -69,9 +79,10 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
 
 async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
     """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
-    stmt = (sa.select(L.c.agent_id, sa.func.count().label("n")).where(likely(L.c.state == "active"),
-            one_of(tx.dialect, L.c.agent_id, sorted(set(agent_ids)))).group_by(L.c.agent_id))
-    return {r.agent_id: int(r.n) for r in await tx.execute(stmt)}
+    stmt, params = by_keys(tx.dialect, "quota.count_by_agent", lambda keys: sa.select(
+        L.c.agent_id, sa.func.count().label("n")).where(likely(L.c.state == "active"), keys).group_by(L.c.agent_id),
+        L.c.agent_id, sorted(set(agent_ids)))
+    return {r.agent_id: int(r.n) for r in await tx.execute(stmt, params)}
 
 
 # §15: count and write in the same transaction under the group lock, so concurrent entries never overshoot

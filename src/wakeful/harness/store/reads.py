@@ -21,7 +21,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["SharedRead", "likely", "one_of", "padded"]
+__all__ = ["SharedRead", "any_param", "built_once", "by_keys", "likely", "one_of", "padded"]
 
 I = TypeVar("I")  # noqa: E741 - the item type
 R = TypeVar("R")
@@ -47,6 +47,37 @@ def one_of(dialect: str, column: sa.ColumnElement[Any], values: Sequence[Any]) -
     if dialect == "postgresql":
         return column == sa.any_(sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(column.type)))
     return column.in_(padded(values))
+
+
+def any_param(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+    """PostgreSQL's ``column = ANY(:name)`` with the array bound at execution (``{name: [values]}``): the form of
+    ``one_of`` for a statement built once (``built_once``)."""
+    return column == sa.any_(sa.bindparam(name, type_=pg_dialect.ARRAY(column.type)))
+
+
+_BUILT: dict[str, Any] = {}
+
+
+def built_once(key: str, build: Callable[[], T]) -> T:
+    """The statement ``build()`` makes, built at its first use and the same object at every later one (issue 16:
+    a create batch on PostgreSQL built its statements anew each time, and SQLAlchemy derived each new object's
+    cache key by walking it — a tenth of the node's CPU in a create burst; a statement object keeps its key)."""
+    found = _BUILT.get(key)
+    if found is None:
+        found = _BUILT[key] = build()
+    return found  # type: ignore[no-any-return]
+
+
+S = TypeVar("S")
+
+
+def by_keys(dialect: str, key: str, build: Callable[[sa.ColumnElement[bool]], S], column: sa.ColumnElement[Any],
+            values: Sequence[Any]) -> tuple[S, dict[str, Any] | None]:
+    """The statement ``build(column in values)`` and its parameters for ``tx.execute``: on PostgreSQL built once
+    under ``key`` with ``any_param`` (the values are its parameter), elsewhere built now with ``one_of``."""
+    if dialect == "postgresql":
+        return built_once(key, lambda: build(any_param(column, "ids"))), {"ids": list(values)}
+    return build(one_of(dialect, column, values)), None
 
 
 class likely(FunctionElement[bool]):  # noqa: N801 - named as the SQL function it compiles to

@@ -18,7 +18,7 @@ from wakeful.harness.store.agents import get_agent
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import refuse_controls
 from wakeful.harness.store.ids import lookup_text, new_id, shown
-from wakeful.harness.store.reads import one_of
+from wakeful.harness.store.reads import by_keys
 
 __all__ = [
     "Message",
@@ -118,7 +118,8 @@ async def find_sessions(tx: Tx, session_ids: Iterable[str]) -> dict[str, Session
     ids = sorted({i for i in session_ids if lookup_text(i) is not None})
     if not ids:
         return {}
-    return {r.id: _session(r) for r in await tx.execute(sa.select(S).where(one_of(tx.dialect, S.c.id, ids)))}
+    stmt, params = by_keys(tx.dialect, "sessions.find", sa.select(S).where, S.c.id, ids)
+    return {r.id: _session(r) for r in await tx.execute(stmt, params)}
 
 
 async def get_session(tx: Tx, session_id: str) -> Session:
