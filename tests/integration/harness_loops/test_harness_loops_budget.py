@@ -45,9 +45,9 @@ async def test_seventh_wake_is_refused_and_an_hour_of_limiting_pauses_the_loop(
         await send(h, loop_id, "w6-e6", "call", {"cap": "agent.notify",
                                                 "args": {"content": "wake", "dedup_key": "w6-k6"}})
 
-        async def paused() -> bool:
+        async def paused() -> bool:  # the row commits paused first; the object is stopped after that commit
             await h.settle()
-            return (await loop_row(h, loop_id)).state == "paused"
+            return (await loop_row(h, loop_id)).state == "paused" and h.node.resident(loop_id) is None
 
         await until(paused)
         row = await loop_row(h, loop_id)
