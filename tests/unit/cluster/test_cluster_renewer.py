@@ -13,7 +13,9 @@ from support.loops_harness import call, driver
 from wakeful.harness.config import Config, Placement
 from wakeful.harness.embed import Harness
 
-SHORT = Placement(lease_ttl_s=3, renew_s=1, heartbeat_s=1, dead_after_s=3, tick_s=1, reconcile_s=2)
+# TTL 5 s, renew 1 s: the fence period (TTL − renew) is 4 s and the node's statement timeout 2 s — with TTL 3 s it
+# was 1 s, and CI at 4a72fbd saw a one-row session read of the create below cancelled by it
+SHORT = Placement(lease_ttl_s=5, renew_s=1, heartbeat_s=1, dead_after_s=3, tick_s=1, reconcile_s=2)
 
 
 async def test_renewals_continue_while_the_event_loop_is_blocked_past_the_fence_period(
@@ -27,7 +29,7 @@ async def test_renewals_continue_while_the_event_loop_is_blocked_past_the_fence_
         placement = h.node.placement
         assert placement is not None
         before = placement.renewer.renewals
-        time.sleep(3.5)  # holds the event loop (and the GIL between bytecodes) longer than TTL − renew = 2 s
+        time.sleep(4.5)  # holds the event loop (and the GIL between bytecodes) longer than TTL − renew = 4 s
         blocked.append((before, placement.renewer.renewals))
         return {"ok": True}
 
@@ -43,7 +45,7 @@ async def test_renewals_continue_while_the_event_loop_is_blocked_past_the_fence_
         assert placement is not None and placement.holds(agent.id)
         assert await call(h, loop_id, "e1", "slow.read", {}) == "call slow.read -> 1"
         ((before, after),) = blocked
-        assert after - before >= 2  # the thread renewed about once a second while the loop was blocked
+        assert after - before >= 3  # the thread renewed about once a second while the loop was blocked
         assert placement.holds(agent.id) and placement.fenced_loops == 0 and h.node.resident(loop_id) is not None
         # and the same call right after still counts as this node's: the lease was proven throughout
         assert await call(h, loop_id, "e2", "loop.state.put", {"state": {"n": 1}}) == "call loop.state.put -> 1"
