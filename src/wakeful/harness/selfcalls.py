@@ -28,6 +28,7 @@ from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Store, Tx
 from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.loops import Loop
+from wakeful.harness.store.reads import built_once
 from wakeful.runtime import jsonval
 
 __all__ = ["ACK_LANE", "NotifyOutcome", "ack", "get_state", "notify", "put_state", "write_log"]
@@ -331,18 +332,19 @@ async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[s
 # answers it as before. Built once per clock kind (the store's, or an injected one as a parameter).
 async def _ack_single(tx: Tx, loop_id: str, incarnation: int, event_id: str) -> bool:
     injected = tx.clock_column() is None
-    key = "single+ms" if injected else "single"
-    stmt = _PG_STATEMENTS.get(key)
-    if stmt is None:
+
+    def build() -> Any:
         fence = tx.for_share(sa.select(L.c.id).where(
             L.c.id == sa.bindparam("loop"), L.c.incarnation == sa.bindparam("inc"), L.c.state == lc.ACTIVE,
         )).cte("wakeful_fence")
         now: Any = (sa.bindparam("ack_ms", type_=sa.BigInteger) if injected
                     else sa.literal_column(STORE_MS_SQL, sa.BigInteger))
-        stmt = _PG_STATEMENTS[key] = sa.update(E).where(
+        return sa.update(E).where(
             E.c.loop_id == sa.bindparam("loop"), E.c.event_id == sa.bindparam("event"), E.c.status == "pending",
             sa.exists(sa.select(fence.c.id)),
         ).values(status="acked", acked_ms=now, acked_incarnation=sa.bindparam("inc")).returning(E.c.event_id)
+
+    stmt = built_once("selfcalls.ack.single+ms" if injected else "selfcalls.ack.single", build)
     params: dict[str, Any] = {"loop": loop_id, "inc": incarnation, "event": event_id}
     if injected:
         params["ack_ms"] = await tx.now_ms()
@@ -407,20 +409,18 @@ def _ack_answers(acks: list[_Ack], rows: dict[str, Any],
 
 _TEXTS = pg_dialect.ARRAY(sa.String)
 _ACK_LOCK_COLUMNS = (L.c.id, L.c.incarnation, L.c.state)
-# issue 16 (ingest on PostgreSQL): an ack batch's statements are built once and run with their bind values — built
-# per batch, they and the cache keys SQLAlchemy derives from each new statement object were ~4 % of the node's CPU
-# in the bench's ingest step
-_PG_STATEMENTS: dict[str, Any] = {}
+# issue 16 (ingest on PostgreSQL): an ack batch's statements are built once (``reads.built_once``) and run with their
+# bind values — built per batch, they and the cache keys SQLAlchemy derives from each new statement object were ~4 %
+# of the node's CPU in the bench's ingest step
 
 
 def _ack_lock_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> Any:
     """The batch's Loop rows shared in id order (ids: the array parameter ``ids``), with the store clock or not."""
-    key = "lock" if clock is None else "lock+clock"
-    stmt = _PG_STATEMENTS.get(key)
-    if stmt is None:
+    def build() -> Any:
         lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))).order_by(L.c.id)
-        stmt = _PG_STATEMENTS[key] = tx.for_share(lock if clock is None else lock.add_columns(clock))
-    return stmt
+        return tx.for_share(lock if clock is None else lock.add_columns(clock))
+
+    return built_once("selfcalls.ack.lock" if clock is None else "selfcalls.ack.lock+clock", build)
 
 
 def _pairs_table(name: str, incarnations: bool = False) -> Any:
@@ -442,13 +442,13 @@ def _pairs_params(name: str, pairs: list[tuple[str, str]], incarnations: list[in
 
 
 def _ack_pending_pg() -> Any:
-    stmt = _PG_STATEMENTS.get("ack")
-    if stmt is None:
+    def build() -> Any:
         w = _pairs_table("w", incarnations=True)
-        stmt = _PG_STATEMENTS["ack"] = sa.update(E).where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(
+        return sa.update(E).where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(
             acked_incarnation=w.c.i, status="acked", acked_ms=sa.bindparam("ack_ms", type_=sa.BigInteger),
         ).where(E.c.status == "pending").returning(E.c.loop_id, E.c.event_id)
-    return stmt
+
+    return built_once("selfcalls.ack.pending", build)
 
 
 async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
@@ -472,11 +472,11 @@ async def _statuses(tx: Tx, pairs: list[tuple[str, str]]) -> dict[tuple[str, str
     """The stored status of each (Loop id, event id) pair that has an event."""
     columns = (E.c.loop_id, E.c.event_id, E.c.status)
     if tx.dialect == "postgresql":
-        stmt = _PG_STATEMENTS.get("statuses")
-        if stmt is None:
+        def build() -> Any:
             u = _pairs_table("u")
-            stmt = _PG_STATEMENTS["statuses"] = sa.select(*columns).select_from(
-                E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
+            return sa.select(*columns).select_from(E.join(u, sa.and_(E.c.loop_id == u.c.l, E.c.event_id == u.c.e)))
+
+        stmt = built_once("selfcalls.ack.statuses", build)
         rows = await tx.execute(stmt, _pairs_params("u", pairs))
     else:
         rows = await tx.execute(_STATUSES_SQLITE, {"pairs": json_list(pairs)})
