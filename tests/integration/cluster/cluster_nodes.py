@@ -229,6 +229,7 @@ class Sender:
     by_node: dict[str, list[float]] = field(default_factory=dict)  # node name → admission times (loop clock)
     refused: list[tuple[str, int, str]] = field(default_factory=list)
     unreachable: dict[str, int] = field(default_factory=dict)
+    unanswered: dict[tuple[str, str], str] = field(default_factory=dict)  # (loop, event) → node: no answer came
     skip: set[str] = field(default_factory=set)
     seq: int = 0
 
@@ -260,6 +261,7 @@ class Sender:
             )
         except httpx.TransportError:
             self.unreachable[node.name] = self.unreachable.get(node.name, 0) + 1
+            self.unanswered[(loop_id, event_id)] = node.name  # (committed or not: its answer was lost)
             return 0
         if resp.status_code == 202 and resp.json().get("duplicate") is False:
             self.admitted[(loop_id, event_id)] = node.name

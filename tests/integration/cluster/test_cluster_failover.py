@@ -112,7 +112,11 @@ async def test_kill_9_of_one_node_loses_nothing_and_everything_runs_again(
         twice = [key for key, count in per_event.items() if count > 1]
         missing_wake = [key for key in sender.admitted if per_event[key] != 1]
         assert lost == [] and twice == [] and missing_wake == []
-        assert len(wakes) == len(sender.admitted)  # one wake per admitted event, none from elsewhere
+        # one wake per admitted event; any other only of a request to the victim whose answer the kill lost (it may
+        # have committed before the kill: durable, delivered once — a run under load saw 85 wakes for 84 admitted)
+        extra = [key for key in per_event if key not in sender.admitted]
+        assert all(sender.unanswered.get(key) == victim.name for key in extra), (extra, sender.unanswered)
+        assert len(wakes) == len(sender.admitted) + len(extra)
         # the killed node's leases all moved to survivors at a higher epoch
         leases = await probe.leases()
         assert all(node != victim.node_id for node, _, _ in leases.values())
