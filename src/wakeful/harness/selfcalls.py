@@ -319,7 +319,7 @@ async def ack(store: Store, loop_id: str, incarnation: int, args: Any) -> dict[s
     if store.singles and lane.idle and await lane.single(lambda tx: _ack_single(tx, loop_id, incarnation, event_id)):
         return {"status": "acked", "event_id": event_id, "duplicate": False}
     answer: dict[str, Any] = await store.grouped_batch("loop.ack", _Ack(loop_id, incarnation, event_id), _ack_many,
-                                                     lock_of=_ack_loop, lane=ACK_LANE, single=True)
+                                                     lock_of=_ack_loop, lane=ACK_LANE)
     return answer
 
 
@@ -368,11 +368,16 @@ class _Ack:
 # On PostgreSQL the lists are array parameters, so each statement has one text (and prepared statement) whatever
 # the batch's size.
 async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
-    if tx.dialect == "postgresql":
-        return await _ack_many_pg(tx, acks)
     loop_ids = sorted({a.loop_id for a in acks})
-    lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
-    rows = {r.id: r for r in await tx.execute(lock)}
+    clock = tx.clock_column()
+    if tx.dialect == "postgresql":
+        found = list(await tx.execute(_ack_lock_pg(tx, clock), {"ids": loop_ids}))
+    else:
+        lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id.in_(loop_ids)).order_by(L.c.id)
+        found = list(await tx.execute(lock if clock is None else lock.add_columns(clock)))
+    if found:
+        tx.seed_now(found[0])
+    rows = {r.id: r for r in found}
     fenced: dict[tuple[str, str], int] = {}  # each fenced event → the incarnation acking it
     for a in acks:
         if _fence_refusal(rows.get(a.loop_id), a) is None:
@@ -383,85 +388,6 @@ async def _ack_many(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallR
     if rest:  # acked earlier, discarded or unknown: the answer says which (nothing to write)
         status.update(await _statuses(tx, rest))
     return _ack_answers(acks, rows, status)
-
-
-# issue 16 (ingest on PostgreSQL, ingest-2k2): an ack batch is **one** statement — the Loop rows shared in id order
-# (the fence), the UPDATE of the pending events whose Loop row is active at the acking incarnation, returning the
-# fence's rows and the pairs it acked — so that a batch unit alone on the ack lane commits as it runs
-# (``GroupCommit``: ``single`` units; one round trip instead of BEGIN, the rows, the UPDATE and COMMIT). The rows
-# are shared, not locked, as before; an event acked or discarded by a transaction this statement waited for is
-# re-checked by PostgreSQL before it is updated (READ COMMITTED), as in the previous UPDATE. The store clock is one
-# reading of the statement (a CTE of its own), or the transaction's reading as a parameter when it has one (an
-# injected clock, or a batch of several units that read it already).
-async def _ack_many_pg(tx: Tx, acks: list[_Ack]) -> list[dict[str, Any] | HostCallRefused]:
-    triples = sorted({(a.loop_id, a.event_id, a.incarnation) for a in acks})
-    params: dict[str, Any] = {"ids": sorted({a.loop_id for a in acks}),
-                              **_pairs_params("w", [(t[0], t[1]) for t in triples], [t[2] for t in triples])}
-    clocked = tx.clock_column() is not None
-    if not clocked:
-        params["ack_ms"] = await tx.now_ms()
-    rows: dict[str, Any] = {}
-    acked: set[tuple[str, str]] = set()
-    for r in await tx.execute(_ack_batch_pg(tx, clocked), params):
-        if r.kind == 0:
-            rows[r.a] = _Fence(r.a, int(r.n), r.b)
-        elif r.kind == 1:
-            acked.add((r.a, r.b))
-        else:
-            tx.seed_now(_Clock(int(r.n)))
-    fenced: dict[tuple[str, str], int] = {}
-    for a in acks:
-        if _fence_refusal(rows.get(a.loop_id), a) is None:
-            fenced.setdefault((a.loop_id, a.event_id), a.incarnation)
-    status: dict[tuple[str, str], str] = {pair: "pending" for pair in acked}  # (as read before the UPDATE)
-    rest = sorted(set(fenced) - acked)
-    if rest:  # acked earlier, discarded or unknown: the answer says which (nothing to write)
-        status.update(await _statuses(tx, rest))
-    return _ack_answers(acks, rows, status)
-
-
-@dataclass(frozen=True, slots=True)
-class _Fence:
-    id: str
-    incarnation: int
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Clock:
-    wakeful_store_ms: int
-
-
-def _ack_batch_pg(tx: Tx, clocked: bool) -> Any:
-    """``_ack_many_pg``'s statement: rows ``kind, a, b, n`` — 0: a fenced Loop row (id, state, incarnation); 1: an
-    acked pair (Loop id, event id); 2: the store clock it acked at (``clocked``: read by the statement; otherwise
-    the bind parameter ``ack_ms``, and no such row). Parameters ``ids`` (the batch's Loops) and ``w_*``
-    (``_pairs_params``: Loop id, event id, acking incarnation)."""
-    def build() -> Any:
-        fence = tx.for_share(sa.select(*_ACK_LOCK_COLUMNS).where(
-            L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))).order_by(L.c.id)).cte("wakeful_fence")
-        w = _pairs_table("w", incarnations=True)
-        clock: Any = None
-        now: Any = sa.bindparam("ack_ms", type_=sa.BigInteger)
-        if clocked:
-            clock = sa.select(sa.literal_column(STORE_MS_SQL, sa.BigInteger).label("ms")).cte("wakeful_clock")
-            now = sa.select(clock.c.ms).scalar_subquery()  # (one reading: the CTE is evaluated once)
-        acked = sa.update(E).where(
-            E.c.loop_id == w.c.l, E.c.event_id == w.c.e, E.c.status == "pending",
-            fence.c.id == w.c.l, fence.c.incarnation == w.c.i, fence.c.state == lc.ACTIVE,
-        ).values(acked_incarnation=w.c.i, status="acked", acked_ms=now).returning(
-            E.c.loop_id, E.c.event_id).cte("wakeful_acked")
-        no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
-        members: list[Any] = [
-            sa.select(sa.literal(0).label("kind"), fence.c.id.label("a"), fence.c.state.label("b"),
-                      sa.cast(fence.c.incarnation, sa.BigInteger).label("n")),
-            sa.select(sa.literal(1), acked.c.loop_id, acked.c.event_id, no_int),
-        ]
-        if clocked:
-            members.append(sa.select(sa.literal(2), no_text, no_text, clock.c.ms))
-        return sa.union_all(*members)
-
-    return built_once("selfcalls.ack.batch+clock" if clocked else "selfcalls.ack.batch", build)
 
 
 def _ack_answers(acks: list[_Ack], rows: dict[str, Any],
@@ -488,6 +414,15 @@ _ACK_LOCK_COLUMNS = (L.c.id, L.c.incarnation, L.c.state)
 # of the node's CPU in the bench's ingest step
 
 
+def _ack_lock_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> Any:
+    """The batch's Loop rows shared in id order (ids: the array parameter ``ids``), with the store clock or not."""
+    def build() -> Any:
+        lock = sa.select(*_ACK_LOCK_COLUMNS).where(L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))).order_by(L.c.id)
+        return tx.for_share(lock if clock is None else lock.add_columns(clock))
+
+    return built_once("selfcalls.ack.lock" if clock is None else "selfcalls.ack.lock+clock", build)
+
+
 def _pairs_table(name: str, incarnations: bool = False) -> Any:
     """PostgreSQL: (Loop id, event id[, incarnation]) triples as a derived table ``l, e[, i]`` of the array
     parameters ``<name>_loops``, ``<name>_events`` (and ``<name>_incs``): ``_pairs_params`` gives their values."""
@@ -506,10 +441,22 @@ def _pairs_params(name: str, pairs: list[tuple[str, str]], incarnations: list[in
     return params
 
 
+def _ack_pending_pg() -> Any:
+    def build() -> Any:
+        w = _pairs_table("w", incarnations=True)
+        return sa.update(E).where(E.c.loop_id == w.c.l, E.c.event_id == w.c.e).values(
+            acked_incarnation=w.c.i, status="acked", acked_ms=sa.bindparam("ack_ms", type_=sa.BigInteger),
+        ).where(E.c.status == "pending").returning(E.c.loop_id, E.c.event_id)
+
+    return built_once("selfcalls.ack.pending", build)
+
+
 async def _ack_pending(tx: Tx, fenced: dict[tuple[str, str], int]) -> set[tuple[str, str]]:
-    """The fenced acks' events that were pending, acked by one UPDATE (at the acking incarnation) → their pairs
-    (SQLite; PostgreSQL's batch is ``_ack_batch_pg``)."""
+    """The fenced acks' events that were pending, acked by one UPDATE (at the acking incarnation) → their pairs."""
     keys = sorted(fenced)
+    if tx.dialect == "postgresql":
+        params = {**_pairs_params("w", keys, [fenced[k] for k in keys]), "ack_ms": await tx.now_ms()}
+        return {(r.loop_id, r.event_id) for r in await tx.execute(_ack_pending_pg(), params)}
     incarnations = set(fenced.values())
     params = {"keys": json_list(keys), "ack_ms": await tx.now_ms()}
     if len(incarnations) == 1:  # (the statement built once, the incarnation a parameter)

@@ -220,16 +220,13 @@ class Store:
         return found
 
     async def grouped_batch(self, kind: str, item: Any, work: BatchWork,
-                            lock_of: Callable[[Any], str] | None = None, *, lane: str = "",
-                            single: bool = False) -> Any:
+                            lock_of: Callable[[Any], str] | None = None, *, lane: str = "") -> Any:
         """``item`` answered by one ``work(tx, items)`` with the other items of ``kind`` submitted meanwhile, as a
         unit of the group commit: ``work`` returns one answer per item, in order, a ``HarnessError`` in the place
         of an item it refuses (raised to that caller alone), and writes nothing for a refused item. Returns the
         item's answer only after the transaction committed (see ``store.group``). ``lock_of``: the id of the Loop
-        row ``work`` locks for an item (as ``locks`` of ``grouped``). ``lane``: the committer (``lane``).
-        ``single``: ``work`` writes with one statement, so a unit alone in its batch may commit as it runs
-        (``GroupCommit.submit_batch``)."""
-        return await self.lane(lane).submit_batch(kind, item, work, lock_of=lock_of, single=single)
+        row ``work`` locks for an item (as ``locks`` of ``grouped``). ``lane``: the committer (``lane``)."""
+        return await self.lane(lane).submit_batch(kind, item, work, lock_of=lock_of)
 
     async def write(self, work: Callable[[Tx], Awaitable[T]], *, key: str = "") -> T:
         """``work(tx)`` as one small write: on SQLite a unit of the group commit (``grouped``: one writer per

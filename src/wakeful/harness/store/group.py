@@ -22,9 +22,7 @@ id order, and every batch of every node then takes its Loop rows in one order.
 ``await store.grouped_batch(kind, item, work)`` goes one step further for many small requests of one kind (acks):
 the items submitted while the previous ones wait form one unit, ``work(tx, items)``, which answers every item with
 a fixed number of statements for the whole batch; each item gets its own answer (a ``HarnessError`` in its place
-is raised to that caller alone). A batch unit that fails otherwise is retried item by item. A batch unit whose
-``work`` runs one statement (``single=True``) and is alone in its batch commits as it runs (``Store.single``: on
-PostgreSQL no BEGIN and no COMMIT, one round trip), as long as no test hook or pause point must see its commit.
+is raised to that caller alone). A batch unit that fails otherwise is retried item by item.
 """
 
 from __future__ import annotations
@@ -122,7 +120,6 @@ class _Unit:
     key: str
     future: asyncio.Future[Any] = field(repr=False)
     locks: Locks | None = None
-    single: bool = False  # ``work`` runs one statement: alone in its batch, it may commit as it runs
 
 
 class GroupCommit:
@@ -143,21 +140,19 @@ class GroupCommit:
         pause = os.environ.get(PAUSE_ENV)
         self._pause_dir = Path(pause) if pause else None
 
-    async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "", locks: Locks | None = None,
-                     single: bool = False) -> Any:
+    async def submit(self, work: Callable[[Tx], Awaitable[Any]], key: str = "", locks: Locks | None = None) -> Any:
         loop = self._bind()
-        unit = _Unit(work, key, loop.create_future(), locks, single)
+        unit = _Unit(work, key, loop.create_future(), locks)
         self._queue.append(unit)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
         return await unit.future
 
     async def submit_batch(self, kind: str, item: Any, work: BatchWork, *, limit: int = MAX_BATCH,
-                           lock_of: Callable[[Any], str] | None = None, single: bool = False) -> Any:
+                           lock_of: Callable[[Any], str] | None = None) -> Any:
         """``item`` joins the next batch unit of ``kind`` (at most ``limit`` items; more start another unit);
         returns its own answer after that unit's transaction committed (``Store.grouped_batch``). ``lock_of``:
-        the id of the Loop row the unit locks for an item. ``single``: ``work`` writes with one statement (and
-        may read after it), so a unit alone in its batch commits as it runs (module docstring)."""
+        the id of the Loop row the unit locks for an item."""
         self._bind()  # (bound here too: a batch unit may be submitted later, after the singles in flight)
         coll = self._collecting.get(kind)
         if coll is None or coll.task.done() or len(coll.items) >= limit:  # (done: failed before it ran)
@@ -178,7 +173,7 @@ class GroupCommit:
                 return [lock_of(i) for i in items]
 
             coll = _Collection(asyncio.ensure_future(self._after_singles(
-                lambda: self.submit(unit, kind, locks if lock_of else None, single))), items)
+                lambda: self.submit(unit, kind, locks if lock_of else None))), items)
             self._collecting[kind] = coll
         index = len(coll.items)
         coll.items.append(item)
@@ -269,9 +264,6 @@ class GroupCommit:
                     raise
 
     async def _commit(self, batch: list[_Unit]) -> None:
-        if len(batch) == 1 and batch[0].single and self.store.singles and self._pause_dir is None:
-            await self._single(batch[0])
-            return
         outcomes: list[tuple[bool, Any]] = []
         try:
             async with self.store.tx() as tx:
@@ -315,29 +307,6 @@ class GroupCommit:
         late, self._queue = self._queue[:room], self._queue[room:]
         self.joined += sum(1 for u in late if not u.future.done())
         return sorted((u for u in late if not u.future.done()), key=lambda u: u.key)
-
-    # issue 16 (ingest on PostgreSQL, ingest-2k2): a batch unit of one statement alone in its batch (the ack lane's
-    # batches) commits as it runs — one round trip instead of four (BEGIN, its statement, COMMIT and the statement
-    # its transaction needed before). Its answers, refusals and failures are those of ``_commit`` for a batch of one.
-    async def _single(self, unit: _Unit) -> None:
-        try:
-            value = await self.store.single(unit.work)
-        except StoreUnavailable as exc:
-            if exc.lost_uncommitted:
-                await self._alone(unit)
-            else:
-                _settle(unit, exc, failed=True)
-            return
-        except HarnessError as exc:  # the unit's typed refusal (it wrote nothing)
-            _settle(unit, exc, failed=True)
-            return
-        except Exception as exc:
-            _settle(unit, exc, failed=True)
-            return
-        self.batches += 1
-        self.units += 1
-        self.largest = max(self.largest, 1)
-        _settle(unit, value, failed=False)
 
     async def _alone(self, unit: _Unit) -> None:
         if unit.future.done():
