@@ -46,6 +46,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.each import json_list, json_rows, json_table
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
+from wakeful.harness.store.reads import built_once
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node, Resident
@@ -633,23 +634,21 @@ _TEXTS = pg_dialect.ARRAY(sa.String)
 _LOCK_COLUMNS = (L.c.id, L.c.group_id, L.c.agent_id, L.c.webhook_secret_sha256, L.c.state, L.c.pause_reason,
                  L.c.incarnation)
 _LOCK_SQLITE = sa.select(*_LOCK_COLUMNS).where(L.c.id.in_(json_rows("ids"))).order_by(L.c.id)
-# issue 16 (ingest on PostgreSQL): the batch's statements are built once and run with their bind values — built per
-# batch, they and the cache keys SQLAlchemy derives from each new statement object were ~8 % of the node's CPU in
-# the bench's ingest step (the lock, the reads with the bucket CTEs, the insert)
-_PG_STATEMENTS: dict[tuple[Any, ...], Any] = {}
-_PG_STATEMENTS_MAX = 32
+# issue 16 (ingest on PostgreSQL): the batch's statements are built once (``reads.built_once``) and run with their
+# bind values — built per batch, they and the cache keys SQLAlchemy derives from each new statement object were ~8 %
+# of the node's CPU in the bench's ingest step (the lock, the reads with the bucket CTEs, the insert)
 
 
 def _lock_stmt_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> sa.Select[Any]:
     """``_lock_loops``'s statement on PostgreSQL (ids: the array parameter ``ids``), one per form
     ``_lock_for_admission`` gives it (the batch's rows locked ahead or not) and per clock column (or none)."""
-    key = ("lock", clock is not None, bool(tx.shared.get(LOCKED_AHEAD)))
-    stmt = _PG_STATEMENTS.get(key)
-    if stmt is None:
+    def build() -> sa.Select[Any]:
         columns = [*_LOCK_COLUMNS, *([] if clock is None else [clock])]
         where = L.c.id == sa.any_(sa.bindparam("ids", type_=_TEXTS))
-        stmt = _PG_STATEMENTS[key] = _lock_for_admission(tx, sa.select(*columns).where(where).order_by(L.c.id))
-    return stmt
+        return _lock_for_admission(tx, sa.select(*columns).where(where).order_by(L.c.id))
+
+    clocked, ahead = "+clock" if clock is not None else "", "+ahead" if tx.shared.get(LOCKED_AHEAD) else ""
+    return built_once(f"intake.lock{clocked}{ahead}", build)
 
 
 _INSERTS: dict[str, Any] = {"postgresql": pg_dialect.insert(E).on_conflict_do_nothing(),
@@ -694,10 +693,11 @@ async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str],
 def _reads_stmt_pg(parts: tuple[Any, Any] | None) -> Any:
     """``_batch_reads_pg``'s statement (bind parameters ``pair_loops``, ``pair_events``, ``live``, ``groups`` and
     the parts' own), built once per bucket statement (the limiter builds its parts once)."""
-    key = ("reads", None if parts is None else (id(parts[0]), id(parts[1])))
-    stmt = _PG_STATEMENTS.get(key)
-    if stmt is not None:
-        return stmt[0]
+    key = "intake.reads" if parts is None else f"intake.reads+parts.{id(parts[0])}.{id(parts[1])}"
+    return built_once(key, lambda: (_build_reads_pg(parts), parts))[0]  # (the parts kept: their ids stay theirs)
+
+
+def _build_reads_pg(parts: tuple[Any, Any] | None) -> Any:
     live_p = sa.bindparam("live", type_=_TEXTS)
     no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
     no_float = sa.cast(sa.null(), sa.Float)
@@ -728,10 +728,7 @@ def _reads_stmt_pg(parts: tuple[Any, Any] | None) -> Any:
         created, taken = parts[0].cte("bucket_new"), parts[1].cte("buckets")
         members.append(sa.select(sa.literal(4), taken.c.key, no_text, no_text, no_int, taken.c.level))
         members.append(sa.select(sa.literal(4), created.c.key, no_text, no_text, no_int, no_float))
-    stmt = sa.union_all(*members)
-    if len(_PG_STATEMENTS) < _PG_STATEMENTS_MAX:  # (a limiter's parts are built once: a few keys in all)
-        _PG_STATEMENTS[key] = (stmt, parts)  # (the parts kept: their ids stay theirs)
-    return stmt
+    return sa.union_all(*members)
 
 
 # the newest received_ms of the Loop's events in any status (one index probe per status)

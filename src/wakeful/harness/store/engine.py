@@ -141,6 +141,10 @@ def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -
         isolation_level="READ COMMITTED",
         pool_size=10,
         max_overflow=10,
+        # issue 16 (ingest-2k2): the session used most recently goes out first, so a steady load runs on the few
+        # sessions it needs — their prepared statements and type caches warm — instead of rotating through every
+        # session of the pool (FIFO), which prepared each batch statement once per session
+        pool_use_lifo=True,
         connect_args={"server_settings": settings, "timeout": 10},
     )
     _install_pg_hooks(engine)
