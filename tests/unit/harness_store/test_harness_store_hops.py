@@ -73,6 +73,34 @@ async def test_group_commit_units_add_no_round_trips(harness_runner: asyncio.Run
         await store.close()
 
 
+async def test_a_batch_right_behind_another_begins_on_the_thread(
+        harness_runner: asyncio.Runner, tmp_path: Path) -> None:
+    """The first group-commit batch after an idle spell begins inline (one round trip: its COMMIT); a batch queued
+    while another ran begins on the thread (BEGIN IMMEDIATE and COMMIT), so the callers the batch before answered
+    run before its statements: here the first caller resumes before the second unit's statements run."""
+    store = await _open(tmp_path)
+    try:
+        order: list[str] = []
+
+        async def unit(name: str) -> None:
+            async def work(tx: Tx) -> None:
+                order.append(f"unit {name}")
+                await groups.create_group(tx, name=name)
+            await store.grouped(work)
+            order.append(f"answered {name}")
+
+        async def both() -> None:
+            first = asyncio.ensure_future(unit("a"))
+            await asyncio.sleep(0)  # (a's batch begins)
+            await asyncio.gather(first, unit("b"))  # b queues behind it
+
+        assert await _round_trips(both) == 3  # a: COMMIT; b: BEGIN IMMEDIATE, COMMIT
+        assert order == ["unit a", "answered a", "unit b", "answered b"]
+        assert await _round_trips(lambda: unit("c")) == 1  # idle again: inline
+    finally:
+        await store.close()
+
+
 async def test_begin_immediate_waits_on_the_thread_while_another_connection_writes(
         harness_runner: asyncio.Runner, tmp_path: Path) -> None:
     """The inline ``BEGIN IMMEDIATE`` never waits: while another process's connection holds the write lock it goes

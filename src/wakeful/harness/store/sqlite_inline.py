@@ -14,7 +14,8 @@ whatever its statements; a read transaction none (its ``COMMIT`` only ends the r
 ``BEGIN IMMEDIATE`` is first tried inline with a busy timeout of 0 (``InlineConnection._begin_now``): when no other
 connection holds the write lock — the node is the store's one writer, so almost always — it takes the lock at
 once and the write transaction is one round trip (its ``COMMIT``); only a lock held elsewhere sends it to the
-thread, where it waits ``busy_timeout`` as before.
+thread, where it waits ``busy_timeout`` as before — and a group-commit batch that starts right behind another
+(``BEGIN_ON_THREAD``).
 
 The two threads never use the connection at once: every call is awaited before the next one starts (one task
 holds a pooled connection), and ``sqlite3`` is opened with ``check_same_thread=False`` (SQLAlchemy's setting).
@@ -31,13 +32,17 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["InlineConnection", "connect", "thread_calls"]
+__all__ = ["BEGIN_ON_THREAD", "InlineConnection", "connect", "thread_calls"]
 
 # statements that never wait for a lock or the disk: plain DML (in WAL mode a reader does not block, and a write
 # statement runs inside a write transaction that already holds the lock) and a deferred BEGIN
 _INLINE_SQL = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE", "BEGIN DEFERRED", "SAVEPOINT", "RELEASE")
 _INLINE_CURSOR = frozenset({"fetchone", "fetchmany", "fetchall", "close"})
 _BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+# the ``wakeful_begin`` mode of a write transaction whose BEGIN IMMEDIATE goes to the thread all the same: a group-
+# commit batch that starts right behind another (``GroupCommit._run``) — run inline, its statements would run before
+# the callers the batch before answered (their answers, the guests they resume), as the round trip let them first
+BEGIN_ON_THREAD = "IMMEDIATE /* behind a batch */"
 _counter = [0]
 
 
