@@ -402,5 +402,11 @@ async def test_a_wake_after_the_first_of_an_incarnation_is_one_round_trip_on_pos
         assert status == "queued" and len(sql) == 1, sql  # rolled in the statement: a new window from its clock
         assert row.notify_window_start_ms == message.created_ms == row.last_notified_ms
         assert row.notify_window_count == 1 and row.notify_limited_since_ms is None
+        full = Limits(notify_per_window=1)  # the kept window is full: the read path refuses, as judge_wake says
+        refused = await selfcalls.notify(store, LimitWatch(), full, 0, loop.id, loop.incarnation,
+                                         {"content": "cpu 95", "dedup_key": "k7"})
+        assert refused.refusal is not None and refused.refusal.code == "rate_limited"
+        row, message = await row_and_message("k7")
+        assert message is None and row.notify_window_count == 2 and row.notify_limited_since_ms is not None
     finally:
         await store.close()
