@@ -1,13 +1,11 @@
-"""Round trips to the SQLite driver's thread (issue 16, event → wake latency): a write transaction is one of them
-(its ``COMMIT``; ``BEGIN IMMEDIATE`` runs inline when the write lock is free, on the thread only when another
-connection holds it) whatever its statements, and a statement adds none — aiosqlite made 3–4 per statement (cursor,
-execute, fetch, close) and three for ``BEGIN``. Counted as the driver thread's hand-backs to the
+"""Round trips to the SQLite driver's thread (issue 16, event → wake latency): a write transaction is two of them
+(``BEGIN IMMEDIATE`` and ``COMMIT``) whatever its statements, and a statement adds none — aiosqlite made 3–4 per
+statement (cursor, execute, fetch, close) and three for ``BEGIN``. Counted as the driver thread's hand-backs to the
 event loop (``call_soon_threadsafe``), which every round trip makes once."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,7 @@ async def _open(tmp_path: Path) -> Store:
     return store
 
 
-async def test_a_write_transaction_is_one_round_trip_whatever_its_statements(
+async def test_a_write_transaction_is_two_round_trips_whatever_its_statements(
         harness_runner: asyncio.Runner, tmp_path: Path) -> None:
     store = await _open(tmp_path)
     try:
@@ -54,8 +52,7 @@ async def test_a_write_transaction_is_one_round_trip_whatever_its_statements(
                 await tx.execute(sa.select(schema.agent_group.c.name))
                 await tx.now_ms()
 
-        # the COMMIT (was 2: BEGIN IMMEDIATE too; before that 3 + 3–4 per statement)
-        assert await _round_trips(write) == 1
+        assert await _round_trips(write) == 2  # BEGIN IMMEDIATE, COMMIT (was 3 + 3–4 per statement)
         async with store.tx(readonly=True) as tx:
             assert len((await tx.execute(sa.select(schema.agent_group.c.name))).all()) == 5  # committed
     finally:
@@ -68,62 +65,8 @@ async def test_group_commit_units_add_no_round_trips(harness_runner: asyncio.Run
         async def unit(tx: Tx) -> None:
             await groups.create_group(tx, name="alone")
 
-        assert await _round_trips(lambda: store.grouped(unit)) == 1
+        assert await _round_trips(lambda: store.grouped(unit)) == 2
     finally:
-        await store.close()
-
-
-async def test_a_batch_right_behind_another_begins_on_the_thread(
-        harness_runner: asyncio.Runner, tmp_path: Path) -> None:
-    """The first group-commit batch after an idle spell begins inline (one round trip: its COMMIT); a batch queued
-    while another ran begins on the thread (BEGIN IMMEDIATE and COMMIT), so the callers the batch before answered
-    run before its statements: here the first caller resumes before the second unit's statements run."""
-    store = await _open(tmp_path)
-    try:
-        order: list[str] = []
-
-        async def unit(name: str) -> None:
-            async def work(tx: Tx) -> None:
-                order.append(f"unit {name}")
-                await groups.create_group(tx, name=name)
-            await store.grouped(work)
-            order.append(f"answered {name}")
-
-        async def both() -> None:
-            first = asyncio.ensure_future(unit("a"))
-            await asyncio.sleep(0)  # (a's batch begins)
-            await asyncio.gather(first, unit("b"))  # b queues behind it
-
-        assert await _round_trips(both) == 3  # a: COMMIT; b: BEGIN IMMEDIATE, COMMIT
-        assert order == ["unit a", "answered a", "unit b", "answered b"]
-        assert await _round_trips(lambda: unit("c")) == 1  # idle again: inline
-    finally:
-        await store.close()
-
-
-async def test_begin_immediate_waits_on_the_thread_while_another_connection_writes(
-        harness_runner: asyncio.Runner, tmp_path: Path) -> None:
-    """The inline ``BEGIN IMMEDIATE`` never waits: while another process's connection holds the write lock it goes
-    to the thread, which waits ``busy_timeout`` for the lock as before; the transaction commits once the lock is
-    free, and the connection's busy timeout is the store's again afterwards."""
-    store = await _open(tmp_path)
-    other = sqlite3.connect(str(tmp_path / "hops.db"), isolation_level=None, check_same_thread=False)
-    try:
-        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
-        loop = asyncio.get_running_loop()
-        loop.call_later(0.3, other.execute, "COMMIT")
-
-        async def write(name: str) -> None:
-            async with store.tx() as tx:
-                await groups.create_group(tx, name=name)
-
-        assert await _round_trips(lambda: write("waited")) == 2  # BEGIN IMMEDIATE on the thread (it waited), COMMIT
-        assert await _round_trips(lambda: write("free")) == 1  # the lock free again: BEGIN inline
-        async with store.tx(readonly=True) as tx:
-            assert (await tx.execute(sa.text("PRAGMA busy_timeout"))).scalar_one() == 5000
-            assert sorted((await tx.execute(sa.select(schema.agent_group.c.name))).scalars()) == ["free", "waited"]
-    finally:
-        other.close()
         await store.close()
 
 

@@ -20,7 +20,6 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from wakeful.harness.errors import HarnessError, InvalidRequest, StoreUnavailable
-from wakeful.harness.store import sqlite_inline
 from wakeful.harness.store.bell import MessageBell
 from wakeful.harness.store.clock import STORE_MS_SQL, WallClock, read_store_ms
 from wakeful.harness.store.engine import (
@@ -256,17 +255,15 @@ class Store:
             return await work(tx)
 
     @asynccontextmanager
-    async def tx(self, *, readonly: bool = False, behind: bool = False) -> AsyncIterator[Tx]:
+    async def tx(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
         """``async with store.tx() as tx:`` — commit on normal exit, roll back on error.
 
         On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (``readonly=True``: deferred), after its
-        turn at the single writer; run inline when the write lock is free (``sqlite_inline``), or on the driver's
-        thread when ``behind`` (a group-commit batch right behind another: that round trip lets the callers the
-        batch before answered run first). On PostgreSQL ``readonly=True`` runs in autocommit (no BEGIN, no
-        COMMIT: each statement reads its own snapshot, as at READ COMMITTED in a transaction); a read must not write.
+        turn at the single writer. On PostgreSQL ``readonly=True`` runs in autocommit (no BEGIN, no COMMIT: each
+        statement reads its own snapshot, as at READ COMMITTED in a transaction); a read must not write.
         """
         if self.dialect == "sqlite" and not readonly:
-            async with self._write_turn(), self._tx(readonly=False, behind=behind) as tx:
+            async with self._write_turn(), self._tx(readonly=False) as tx:
                 yield tx
             return
         async with self._tx(readonly=readonly) as tx:
@@ -316,13 +313,12 @@ class Store:
     # in autocommit (``readonly`` / ``autocommit``), each statement its own transaction — the stream's read after a
     # wake 3 → 1 round trips, a state.put's UPDATE 3 → 1 (``single``).
     @asynccontextmanager
-    async def _tx(self, *, readonly: bool, autocommit: bool = False, behind: bool = False) -> AsyncIterator[Tx]:
+    async def _tx(self, *, readonly: bool, autocommit: bool = False) -> AsyncIterator[Tx]:
         commit_sent = False  # from here on a lost session may have committed
         try:
             async with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
-                    await conn.execution_options(wakeful_begin="DEFERRED" if readonly else (
-                        sqlite_inline.BEGIN_ON_THREAD if behind else "IMMEDIATE"))
+                    await conn.execution_options(wakeful_begin="DEFERRED" if readonly else "IMMEDIATE")
                 elif readonly or autocommit:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
                     commit_sent = autocommit  # (its statement commits as it runs)

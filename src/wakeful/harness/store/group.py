@@ -248,12 +248,7 @@ class GroupCommit:
         """Units waiting for the next batch (not counting the one committing)."""
         return len(self._queue)
 
-    # issue 16 (event → wake p50): on SQLite the first batch after an idle spell begins at once (its BEGIN IMMEDIATE
-    # inline, no round trip to the driver's thread); a batch that follows another (``behind``) keeps that round
-    # trip, during which the callers the batch before answered run (their 202s, the guests their answers resume) —
-    # run inline, the next batch's statements would run before all of them
     async def _run(self) -> None:
-        behind = False
         while self._queue:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             batch = [u for u in batch if not u.future.done()]  # a caller that gave up before its batch began
@@ -261,18 +256,17 @@ class GroupCommit:
                 continue
             batch.sort(key=lambda u: u.key)
             try:
-                await self._commit(batch, behind=behind)  # (units that join it while it runs are added to ``batch``)
-                behind = True
+                await self._commit(batch)  # (units that join it while it runs are added to ``batch``)
             except BaseException as exc:  # never leave a caller waiting (cancellation at shutdown included)
                 for unit in batch:
                     _settle(unit, exc, failed=True)
                 if not isinstance(exc, Exception):
                     raise
 
-    async def _commit(self, batch: list[_Unit], *, behind: bool = False) -> None:
+    async def _commit(self, batch: list[_Unit]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         try:
-            async with self.store.tx(behind=behind) as tx:
+            async with self.store.tx() as tx:
                 await _lock_ahead(tx, batch)
                 ran = 0
                 while ran < len(batch):

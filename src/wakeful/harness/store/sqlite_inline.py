@@ -11,12 +11,6 @@ any statement that is not plain DML or a deferred ``BEGIN`` (``VACUUM INTO``, ``
 connection's opening and closing. A write transaction is then two round trips (``BEGIN IMMEDIATE``, ``COMMIT``)
 whatever its statements; a read transaction none (its ``COMMIT`` only ends the read: ``InlineConnection._note``).
 
-``BEGIN IMMEDIATE`` is first tried inline with a busy timeout of 0 (``InlineConnection._begin_now``): when no other
-connection holds the write lock — the node is the store's one writer, so almost always — it takes the lock at
-once and the write transaction is one round trip (its ``COMMIT``); only a lock held elsewhere sends it to the
-thread, where it waits ``busy_timeout`` as before — and a group-commit batch that starts right behind another
-(``BEGIN_ON_THREAD``).
-
 The two threads never use the connection at once: every call is awaited before the next one starts (one task
 holds a pooled connection), and ``sqlite3`` is opened with ``check_same_thread=False`` (SQLAlchemy's setting).
 ``thread_calls`` counts the round trips of the process (tests count them).
@@ -32,17 +26,12 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["BEGIN_ON_THREAD", "InlineConnection", "connect", "thread_calls"]
+__all__ = ["InlineConnection", "connect", "thread_calls"]
 
 # statements that never wait for a lock or the disk: plain DML (in WAL mode a reader does not block, and a write
 # statement runs inside a write transaction that already holds the lock) and a deferred BEGIN
 _INLINE_SQL = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE", "BEGIN DEFERRED", "SAVEPOINT", "RELEASE")
 _INLINE_CURSOR = frozenset({"fetchone", "fetchmany", "fetchall", "close"})
-_BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
-# the ``wakeful_begin`` mode of a write transaction whose BEGIN IMMEDIATE goes to the thread all the same: a group-
-# commit batch that starts right behind another (``GroupCommit._run``) — run inline, its statements would run before
-# the callers the batch before answered (their answers, the guests they resume), as the round trip let them first
-BEGIN_ON_THREAD = "IMMEDIATE /* behind a batch */"
 _counter = [0]
 
 
@@ -69,7 +58,6 @@ class InlineConnection(aiosqlite.Connection):
         self._thread.daemon = True  # (as SQLAlchemy sets it for aiosqlite: an unclosed connection never blocks exit)
         # the open transaction began deferred and has run only SELECTs: the connection's change count at its BEGIN
         self._reading: int | None = None
-        self._busy_ms: int | None = None  # the connection's busy_timeout (read at the first inline BEGIN IMMEDIATE)
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if _inline(fn, args) or self._ends_a_read(fn):
@@ -78,37 +66,8 @@ class InlineConnection(aiosqlite.Connection):
             self._note(fn, args)
             return fn(*args, **kwargs)
         self._reading = None
-        if self._begin_now(fn, args, kwargs):
-            return None
         _counter[0] += 1
         return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
-
-    # issue 16 (event → wake p50): a write transaction's BEGIN IMMEDIATE was a round trip to the thread of its own —
-    # on the wake's path four of them (the low event's state.put and ack, the high event's admission, the wake), each
-    # two waits for a CPU on a loaded machine. It only ever waits for another connection's write lock, so it is
-    # tried inline with a busy timeout of 0: taken at once it needs no thread; SQLITE_BUSY (a lock held elsewhere:
-    # another process, a checkpoint, a recovery) leaves the transaction unstarted and the caller sends it to the
-    # thread, which waits busy_timeout for the lock as before.
-    def _begin_now(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Ran ``BEGIN IMMEDIATE`` inline (True), or left it to the thread (False: not that statement, or busy)."""
-        conn: sqlite3.Connection | None = self._connection
-        if (conn is None or not self._running or getattr(fn, "__name__", "") != "execute"
-                or not isinstance(getattr(fn, "__self__", None), sqlite3.Cursor) or not args
-                or not isinstance(args[0], str) or args[0].strip().upper() != _BEGIN_IMMEDIATE):
-            return False
-        if self._busy_ms is None:
-            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-        conn.execute("PRAGMA busy_timeout=0")
-        try:
-            fn(*args, **kwargs)
-        except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            if (code & 0xFF if code is not None else None) != sqlite3.SQLITE_BUSY and "locked" not in str(exc):
-                raise
-            return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
-        return True
 
     # issue 16 (creates/s): the COMMIT of a transaction that began deferred and ran only SELECTs (a read
     # transaction) writes nothing and waits for nothing — in WAL mode it ends the read snapshot — so it runs inline
