@@ -49,9 +49,12 @@ class Guard:
 class CoalescingTransport(asyncio.Transport):
     """A connection's transport that sends a response's head together with its body (issue 16): uvicorn's h11
     protocol writes them with two ``write`` calls, two system calls and, on loopback, two wake-ups of the client
-    per answer. A write is held until the next one, which sends both at once (the body after the head; an empty
-    write, such as the end of a body, sends what is held); a write that nothing follows goes out at the end of
-    the event-loop turn (the head of a streamed answer). Nothing waits for a later turn when the response is
+    per answer. A head is held until the next write, which sends both at once (the body after the head; an empty
+    write, such as the end of a body, sends what is held); a head that nothing follows goes out at the end of
+    the event-loop turn (the head of a streamed answer). Any other write with nothing held — a chunk of a streamed
+    answer, such as a session's SSE message — goes out at once: held to the end of the turn, an SSE message waited
+    for every callback queued before it (on the wake's path: the guest resumed by the wake's answer, its next host
+    call, a store read). Nothing waits for a later turn when the response is
     complete, so an answer leaves no later than before. ``close`` and ``write_eof`` send what is held first,
     ``abort`` drops it."""
 
@@ -63,9 +66,11 @@ class CoalescingTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         held = self._held
         if held is None:
-            if data:
+            if data[:5] == b"HTTP/":  # a response's head: held for its body
                 self._held = bytes(data)
                 self._loop.call_soon(self.flush)
+            elif data:  # issue 16 (event → wake p50): a streamed answer's chunk (an SSE message) goes out now
+                self._transport.write(data)
             return
         self._held = None
         self._transport.write(held + bytes(data) if data else held)

@@ -6,7 +6,7 @@ harness.md §6, §9.5, §9.6; each is one transaction fenced by incarnation (§5
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -182,8 +182,11 @@ async def notify(
     content, dedup_key = wake_args.notify_args(args)
     message_id = sessions.wake_message_id(loop_id, dedup_key)
     if store.dialect == "postgresql":
-        admitted = await _notify_single(store, watch, limits, mono_ns, loop_id, incarnation, content, dedup_key,
-                                        message_id)
+        admitted = await _notify_kept(store, watch, limits, mono_ns, loop_id, incarnation, content, dedup_key,
+                                      message_id)
+        if admitted is None:
+            admitted = await _notify_single(store, watch, limits, mono_ns, loop_id, incarnation, content, dedup_key,
+                                            message_id)
         if admitted is not None:
             return admitted
 
@@ -252,7 +255,129 @@ async def _notify_single(
     if not await store.single(work):
         return None
     watch.record(loop_id, window.limited_since_ms, mono_ns)
+    if store.clock is None:  # (the kept wake's statement reads the store's own clock)
+        _WAKES.keep((store.url_text, loop_id), _KeptWake(incarnation, row.session_id, row.agent_id, row.group_id,
+                                                         row.name, window))
     return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
+
+
+# issue 16 (event → wake p50 on PostgreSQL): a wake was two round trips — the unlocked read above (the Loop row, the
+# store clock, the message's existence), then the single statement. What the read gives is, after the first wake of
+# an incarnation, known: the row's session, agent, group and name, and its window as the last wake of this node
+# wrote it. Kept (a bounded LRU), the next wake is one statement: it reads the store clock once, locks the row only
+# while it still has the incarnation, state and kept window, and admits only where the verdict is "admit" whatever
+# the clock reads — inside the kept window with room left (the window counted on), or past it (rolled) with the
+# window before not saturated (a new window from the clock's reading, count 1, no limiting mark): ``judge_wake``'s
+# admissions, the rest (a refusal to make, a saturated window that rolls) left to the read path. The message is
+# inserted only then, its time the clock's reading, the row updated only when it was inserted. A statement that
+# writes nothing (any of those, a duplicate, a row changed by anything else) drops what was kept and the read path
+# decides as before (one round trip more, once).
+@dataclass(frozen=True, slots=True)
+class _KeptWake:
+    incarnation: int
+    session_id: str
+    agent_id: str
+    group_id: str
+    name: str
+    window: WakeWindow  # as the last wake of this node wrote it
+
+
+class _KeptWakes:
+    """(store, Loop) → its last wake on this node (``_KeptWake``): at most ``size`` entries, least recent dropped."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], _KeptWake] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> _KeptWake | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def keep(self, key: tuple[str, str], value: _KeptWake) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def drop(self, key: tuple[str, str]) -> None:
+        self._items.pop(key, None)
+
+
+_WAKES = _KeptWakes(4096)
+
+
+async def _notify_kept(
+    store: Store, watch: LimitWatch, limits: Limits, mono_ns: int, loop_id: str, incarnation: int, content: str,
+    dedup_key: str, message_id: str,
+) -> NotifyOutcome | None:
+    key = (store.url_text, loop_id)
+    kept = _WAKES.get(key)
+    if kept is None or kept.incarnation != incarnation or store.clock is not None or not store.singles:
+        return None
+    read, per = kept.window, limits.notify_per_window
+    span = limits.notify_window_s * 1000
+    message = sessions.message_of(0, session_id=kept.session_id, agent_id=kept.agent_id, group_id=kept.group_id,
+                                  kind="loop", content=content, message_id=message_id, loop_id=loop_id,
+                                  loop_name=kept.name, incarnation=incarnation, dedup_key=dedup_key)
+    params: dict[str, Any] = {f"m_{n}": v for n, v in sessions.inserted_values(message).items() if n != "created_ms"}
+    lo = read.start_ms if read.start_ms is not None else 0
+    params.update(l_id=loop_id, l_inc=incarnation, r_start=read.start_ms, r_count=read.count,
+                  r_limited=read.limited_since_ms, lo=lo, hi=lo + span if read.start_ms is not None else lo,
+                  in_ok=read.count < per, roll_ok=read.count <= per)
+    _WAKES.drop(key)  # (kept again below once written: a failure leaves nothing stale behind)
+    answer: list[Any] = []
+
+    async def work(tx: Tx) -> bool:
+        row = (await tx.execute(_NOTIFY_KEPT, params)).one()
+        if row.n != 1:
+            return False
+        answer.append(row)
+        sessions.ring_after_commit(tx, replace(message, created_ms=int(row.now)))
+        return True
+
+    if not await store.single(work):
+        return None
+    now, inside = int(answer[0].now), bool(answer[0].inside)
+    window = (WakeWindow(read.start_ms, read.count + 1, read.limited_since_ms) if inside
+              else WakeWindow(now, 1, None))
+    watch.record(loop_id, window.limited_since_ms, mono_ns)
+    _WAKES.keep(key, replace(kept, window=window))
+    return NotifyOutcome({"status": "queued", "message_id": message_id}, None, message_id, False)
+
+
+def _notify_kept_stmt() -> sa.Select[Any]:
+    """``_notify_kept``'s statement, built once (parameters: ``m_<column>`` the message but its time, ``l_`` the Loop
+    and its fence, ``r_`` the kept window, ``lo``/``hi`` that window's span (``lo = hi``: no window), ``in_ok`` /
+    ``roll_ok`` whether a wake inside it / after it is admitted)."""
+    P, M, big = sa.bindparam, schema.message, sa.BigInteger
+    clock = sa.select(sa.literal_column(STORE_MS_SQL, big).label("now")).cte("wakeful_clock")
+    now = sa.select(clock.c.now).scalar_subquery()
+    inside = sa.and_(now >= P("lo", type_=big), now < P("hi", type_=big))
+    admit = sa.or_(sa.and_(inside, P("in_ok", type_=sa.Boolean)), sa.and_(sa.not_(inside), P("roll_ok", type_=sa.Boolean)))
+    held = (sa.select(L.c.id).where(
+        L.c.id == P("l_id", type_=sa.String), L.c.incarnation == P("l_inc", type_=big), L.c.state == lc.ACTIVE,
+        L.c.notify_window_start_ms.is_not_distinct_from(P("r_start", type_=big)),
+        L.c.notify_window_count == P("r_count", type_=sa.Integer),
+        L.c.notify_limited_since_ms.is_not_distinct_from(P("r_limited", type_=big)), admit,
+    ).with_for_update().cte("wakeful_guard"))
+    names = list(sessions.INSERTED)
+    row = sa.select(*((now.label(n) if n == "created_ms" else P(f"m_{n}", type_=M.c[n].type).label(n))
+                      for n in names)).where(sa.exists(sa.select(held.c.id)))
+    ins = (pg_dialect.insert(M).from_select(names, row).on_conflict_do_nothing().returning(M.c.id)
+           .cte("wakeful_inserted"))
+    upd = (sa.update(L).where(L.c.id == P("l_id", type_=sa.String), sa.exists(sa.select(ins.c.id)))
+           .values(updated_ms=now, last_notified_ms=now, notified_since_activation=True,
+                   notify_window_start_ms=sa.case((inside, P("lo", type_=big)), else_=now),
+                   notify_window_count=sa.case((inside, P("r_count", type_=sa.Integer) + 1), else_=1),
+                   notify_limited_since_ms=sa.case((inside, P("r_limited", type_=big)), else_=sa.null()))
+           .cte("wakeful_along"))
+    return sa.select(sa.select(sa.func.count()).select_from(ins).scalar_subquery().label("n"), now.label("now"),
+                     inside.label("inside")).add_cte(upd).add_cte(held)
+
+
+_NOTIFY_KEPT = _notify_kept_stmt()
 
 
 def _notify_single_stmt() -> sa.Select[Any]:

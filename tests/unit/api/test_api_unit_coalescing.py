@@ -1,5 +1,6 @@
 """``CoalescingTransport`` (issue 16): a response's head reaches the socket in one ``write`` with its body, at the
-moment the body is written; a write that nothing follows goes out at the end of the turn; ``close``/``write_eof``
+moment the body is written; a head that nothing follows goes out at the end of the turn, a streamed answer's chunk
+at once; ``close``/``write_eof``
 send what is held first, ``abort`` drops it. The socket side here records the
 calls it gets (the transport's contract is the sequence of calls); the server itself is exercised over real
 loopback by tests/integration/api (test_api_slow_clients, test_api_intake)."""
@@ -64,19 +65,42 @@ def test_close_and_eof_send_the_rest_first_and_abort_drops_it() -> None:
         loop = asyncio.get_running_loop()
         sock = _Socket()
         t = CoalescingTransport(sock, loop)
-        t.write(b"a")
+        t.write(b"HTTP/1.1 200 OK\r\n\r\n")  # (a head: held)
         t.write_eof()
-        t.write(b"b")
+        t.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         t.close()
-        assert sock.calls == [("write", b"a"), ("write_eof", None), ("write", b"b"), ("close", None)]
+        assert sock.calls == [("write", b"HTTP/1.1 200 OK\r\n\r\n"), ("write_eof", None),
+                              ("write", b"HTTP/1.1 204 No Content\r\n\r\n"), ("close", None)]
         assert t.is_closing()
         await asyncio.sleep(0)  # the flush scheduled for the turn finds nothing left
         assert len(sock.calls) == 4
         dropped = _Socket()
         u = CoalescingTransport(dropped, loop)
-        u.write(b"never")
+        u.write(b"HTTP/1.1 200 OK\r\n\r\nnever")
         u.abort()
         await asyncio.sleep(0)
         assert dropped.calls == [("abort", None)]
+
+    asyncio.run(main())
+
+
+def test_a_streamed_answers_chunk_goes_out_at_once() -> None:
+    """issue 16 (event → wake p50): once a streamed answer's head is out, each chunk (an SSE message) is written in
+    the call that writes it — no wait for the end of the event-loop turn, behind every callback queued before it."""
+    async def main() -> None:
+        sock = _Socket()
+        t = CoalescingTransport(sock, asyncio.get_running_loop())
+        t.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        await asyncio.sleep(0)  # the head alone: out at the end of the turn, as before
+        assert len(sock.calls) == 1
+        chunk = b"2b\r\nid: 1\nevent: message\ndata: {}\n\n\r\n"
+        t.write(chunk)
+        assert sock.calls[1:] == [("write", chunk)]  # now, in this turn
+        t.write(bytearray(b"0\r\n\r\n"))  # the end of the chunked body
+        assert sock.calls[2:] == [("write", b"0\r\n\r\n")]
+        t.write(b"HTTP/1.1 202 Accepted\r\n\r\n")  # the next answer's head waits for its body again
+        assert len(sock.calls) == 3
+        t.write(b"{}")
+        assert sock.calls[3:] == [("write", b"HTTP/1.1 202 Accepted\r\n\r\n{}")]
 
     asyncio.run(main())

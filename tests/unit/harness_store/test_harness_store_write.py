@@ -118,7 +118,8 @@ async def test_a_wake_and_a_state_put_read_their_loop_clock_and_message_in_one_s
             seen_sql.clear()
             again = await selfcalls.notify(store, LimitWatch(), Limits(), 0, loop.id, loop.incarnation, args)
             assert again.result is not None and again.result["status"] == "duplicate"
-            assert len(_work(seen_sql)) == 1, seen_sql  # the read alone says duplicate
+            # the read alone says duplicate (PostgreSQL: after the kept wake's statement, which wrote nothing)
+            assert len(_work(seen_sql)) == (2 if store.dialect == "postgresql" else 1), seen_sql
             seen_sql.clear()
             put = await selfcalls.put_state(store, loop.id, loop.incarnation, {"state": {"above": True}})
             assert put["status"] == "stored"
@@ -343,5 +344,69 @@ async def test_a_wake_whose_loop_row_changes_after_its_read_is_decided_again_und
             count = (await tx.execute(sa.select(sa.func.count()).select_from(schema.message).where(
                 schema.message.c.loop_id == loop.id))).scalar_one()
         assert row.notify_window_count == 3 and count == 1
+    finally:
+        await store.close()
+
+
+async def test_a_wake_after_the_first_of_an_incarnation_is_one_round_trip_on_postgresql(
+        harness_runner: asyncio.Runner, store_url: str) -> None:
+    """issue 16 (event → wake p50 on PostgreSQL): the first wake of an incarnation is the unlocked read and the single
+    statement (two round trips); the next ones are the single statement alone, its window the one the last wake
+    wrote, the clock read in it once — the message's time, the row's last_notified_ms and a rolled window's start.
+    A row changed by anything else (here the window) makes it write nothing, and the read path decides as before."""
+    import sqlalchemy as sa
+
+    from wakeful.harness.store import schema
+
+    if "postgresql" not in store_url:
+        pytest.skip("SQLite: no round trips to the server")
+    store = await Store.open(store_url)
+    try:
+        loop = await _loop(store)
+
+        async def wake(key: str, limits: Limits | None = None) -> tuple[Any, list[str]]:
+            with round_trips(store) as sql:
+                outcome = await selfcalls.notify(store, LimitWatch(), limits or Limits(), 0, loop.id,
+                                                 loop.incarnation, {"content": "cpu 95", "dedup_key": key})
+            assert outcome.result is not None
+            return outcome.result["status"], sql
+
+        async def row_and_message(key: str) -> tuple[Any, Any]:
+            async with store.tx(readonly=True) as tx:
+                return (await loops.get_loop(tx, loop.id),
+                        await sessions.get_message(tx, sessions.wake_message_id(loop.id, key)))
+
+        assert (await wake("k1"))[0] == "queued"  # the read, the statement
+        commits = store.commits
+        status, sql = await wake("k2")
+        assert status == "queued" and len(sql) == 1, sql  # was 2: the read, the statement
+        assert store.commits == commits + 1
+        row, message = await row_and_message("k2")
+        assert message is not None and row.last_notified_ms == message.created_ms and row.notify_window_count == 2
+        first, _ = await row_and_message("k1")
+        assert row.notify_window_start_ms == first.notify_window_start_ms  # inside the window: counted on
+        assert (await wake("k2"))[0] == "duplicate"  # written nothing: the read path says duplicate
+        assert (await wake("k3"))[0] == "queued"
+        async with store.tx() as tx:  # another writer changes the window under the kept one
+            await tx.execute(sa.update(schema.loop).where(schema.loop.c.id == loop.id).values(notify_window_count=5))
+        status, sql = await wake("k4")
+        assert status == "queued" and len(sql) == 3, sql  # the statement (nothing written), the read, the statement
+        row, _ = await row_and_message("k4")
+        assert row.notify_window_count == 6  # counted once, on the row as it was
+        async with store.tx() as tx:  # the window an hour old, kept as such: the next wake rolls it in the statement
+            await tx.execute(sa.update(schema.loop).where(schema.loop.c.id == loop.id).values(
+                notify_window_start_ms=row.notify_window_start_ms - 3_600_000))
+        assert (await wake("k5"))[0] == "queued"  # (the read path: the row changed; kept again after it)
+        status, sql = await wake("k6", Limits(notify_window_s=0))  # (a window of 0 s: every wake rolls it)
+        row, message = await row_and_message("k6")
+        assert status == "queued" and len(sql) == 1, sql  # rolled in the statement: a new window from its clock
+        assert row.notify_window_start_ms == message.created_ms == row.last_notified_ms
+        assert row.notify_window_count == 1 and row.notify_limited_since_ms is None
+        full = Limits(notify_per_window=1)  # the kept window is full: the read path refuses, as judge_wake says
+        refused = await selfcalls.notify(store, LimitWatch(), full, 0, loop.id, loop.incarnation,
+                                         {"content": "cpu 95", "dedup_key": "k7"})
+        assert refused.refusal is not None and refused.refusal.code == "rate_limited"
+        row, message = await row_and_message("k7")
+        assert message is None and row.notify_window_count == 2 and row.notify_limited_since_ms is not None
     finally:
         await store.close()
