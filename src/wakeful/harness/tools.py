@@ -252,7 +252,7 @@ class LoopTools:
             except HarnessError as exc:
                 limits[group_id] = exc
                 continue
-            group_active[group_id] = await quota.count_active(tx, group_id=group_id)
+            group_active[group_id] = await quota.group_active(tx, group_id)
         agent_active = await quota.count_active_by_agent(tx, [n.agent_id for n in items])
         owners = await loops.session_owners(tx, [n.session_id for n in items])
         begun = await self._begins(tx, items)

@@ -16,9 +16,10 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.reads import built_once, by_keys, likely
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
-           "lock_group_quota"]
+           "group_active", "lock_group_quota"]
 
 L = schema.loop
+C = schema.loop_active_count
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,35 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
     return int((await tx.execute(stmt)).scalar_one())
 
 
+# issue 16: the group's count kept by the store (migration 6, docs/decisions-harness-store.md "The group's active
+# count"): the sum of the group's ``loop_active_count`` rows, which the triggers on ``loop`` append to with every
+# change of a Loop in or out of ``active``. Read under the group's quota lock, after the statement that took it (a
+# PostgreSQL statement's snapshot is taken before the lock is: a count in the locking statement could miss a
+# create committed while it waited), the rows are folded into one so the next read is of a few rows — the creates
+# and moves since — whatever the size of the group (was: ``count(*)`` of every Loop of the group per batch)
+def _fold_pg() -> sa.TextClause:
+    return built_once("quota.group_active.pg", lambda: sa.text(
+        "WITH gone AS (DELETE FROM loop_active_count WHERE group_id = :g RETURNING n), "
+        "total AS (SELECT coalesce(sum(n), 0) AS n FROM gone) "
+        "INSERT INTO loop_active_count (group_id, n) SELECT :g, n FROM total WHERE n <> 0 RETURNING n",
+    ).bindparams(sa.bindparam("g", type_=sa.String)))
+
+
+async def group_active(tx: Tx, group_id: str) -> int:
+    """The group's active Loops, from the store's count; folds its rows into one. The caller holds the group's
+    quota lock (``lock_group_quota``), taken by an earlier statement of this transaction."""
+    if tx.dialect == "postgresql":
+        return int((await tx.execute(_fold_pg(), {"g": group_id})).scalar() or 0)
+    # SQLite: the writer's lock is held; the rows are read as they are deleted, the sum written back as one
+    gone = built_once("quota.group_active.gone", lambda: sa.delete(C).where(
+        C.c.group_id == sa.bindparam("g")).returning(C.c.n))
+    rows = (await tx.execute(gone, {"g": group_id})).all()
+    total = sum(int(r.n) for r in rows)
+    if total:
+        await tx.execute(C.insert().values(group_id=group_id, n=total))
+    return total
+
+
 async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
     """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
     stmt, params = by_keys(tx.dialect, "quota.count_by_agent", lambda keys: sa.select(
@@ -97,5 +127,5 @@ async def admit_active(tx: Tx, *, group_id: str, agent_id: str, defaults: QuotaL
     limits = await effective_limits(tx, group_id, defaults)
     if await count_active(tx, agent_id=agent_id) >= limits.loops_per_agent:
         raise QuotaExceeded("agent", limits.loops_per_agent)
-    if await count_active(tx, group_id=group_id) >= limits.loops_per_group:
+    if await group_active(tx, group_id) >= limits.loops_per_group:
         raise QuotaExceeded("group", limits.loops_per_group)
