@@ -177,3 +177,25 @@ async def test_an_admission_reads_no_loop_row_of_its_group_however_many_it_holds
                                      defaults=quota.QuotaLimits(loops_per_group=1000))
 
         assert await _loop_rows_read(store, tx, admit) == 0
+
+
+async def test_a_keyed_read_prepared_on_a_small_store_reads_only_its_keys_once_the_store_grew(store: Any) -> None:
+    """PostgreSQL keeps a prepared statement's generic plan, made at its sixth run: made while ``loop`` was small,
+    ``id = ANY($1)`` stayed a scan of the table as it grew (issue 16: 14.5 M rows read for 10,000 creates). The
+    node's sessions plan each execution with its parameters (``plan_cache_mode``)."""
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's plan cache")
+    group_id, people, sha = await _tenant(store, agents_n=20)
+    async with store.tx() as tx:  # one session: its prepared statements
+        await loops.insert_created(tx, [_values(group_id, people[n % 20], sha, n) for n in range(20)])
+        first = sorted(r.id for r in await loops.list_loops(tx, group_id=group_id))
+        for _ in range(8):  # past the five custom plans: the plan cache settles on a plan for the small table
+            await loops.find_loops(tx, first[:2])
+            await quota.count_active_by_agent(tx, [people[0][0], people[1][0]])
+        await loops.insert_created(tx, [_values(group_id, people[n % 20], sha, n) for n in range(20, 3000)])
+
+        async def reads() -> None:
+            assert len(await loops.find_loops(tx, first[:2])) == 2
+            assert await quota.count_active_by_agent(tx, [people[0][0]]) == {people[0][0]: 150}
+
+        assert await _loop_rows_read(store, tx, reads) <= 150 + 2
