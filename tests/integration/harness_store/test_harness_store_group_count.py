@@ -181,7 +181,7 @@ async def test_an_admission_reads_no_loop_row_of_its_group_however_many_it_holds
 
 async def test_a_keyed_read_prepared_on_a_small_store_reads_only_its_keys_once_the_store_grew(store: Any) -> None:
     """PostgreSQL keeps a prepared statement's generic plan, made at its sixth run: made while ``loop`` was small,
-    ``id = ANY($1)`` stayed a scan of the table as it grew (issue 16: 14.5 M rows read for 10,000 creates). The
+    ``id = ANY($1)`` stayed a scan of the table as it grew (issue 16: 15.0 M rows read for 10,000 creates). The
     node's sessions plan each execution with its parameters (``plan_cache_mode``)."""
     if store.dialect != "postgresql":
         pytest.skip("PostgreSQL's plan cache")
