@@ -248,11 +248,9 @@ class LoopTools:
         group_active: dict[str, int] = {}
         for group_id in groups:
             try:
-                limits[group_id] = await quota.effective_limits(tx, group_id, defaults)
+                limits[group_id], group_active[group_id] = await quota.limits_and_active(tx, group_id, defaults)
             except HarnessError as exc:
                 limits[group_id] = exc
-                continue
-            group_active[group_id] = await quota.count_active(tx, group_id=group_id)
         agent_active = await quota.count_active_by_agent(tx, [n.agent_id for n in items])
         owners = await loops.session_owners(tx, [n.session_id for n in items])
         begun = await self._begins(tx, items)

@@ -16,9 +16,10 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.reads import built_once, by_keys, likely
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
-           "lock_group_quota"]
+           "group_active", "limits_and_active", "lock_group_quota"]
 
 L = schema.loop
+C = schema.loop_active_count
 
 
 @dataclass(frozen=True)
@@ -47,17 +48,9 @@ async def lock_group_quota(tx: Tx, group_id: str) -> None:
 
 async def effective_limits(tx: Tx, group_id: str, defaults: QuotaLimits | None = None) -> QuotaLimits:
     """The defaults with the group's overrides applied (operator-set ``limits`` JSON)."""
-    base = defaults or QuotaLimits()
     G = schema.agent_group
     stmt = built_once("quota.limits", lambda: sa.select(G.c.limits).where(G.c.id == sa.bindparam("group_id")))
-    row = (await tx.execute(stmt, {"group_id": group_id})).first()
-    if row is None:
-        raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
-    overrides = jsontext.decode(row.limits) or {}
-    return QuotaLimits(
-        loops_per_agent=int(overrides.get("loops_per_agent", base.loops_per_agent)),
-        loops_per_group=int(overrides.get("loops_per_group", base.loops_per_group)),
-    )
+    return _limits_of(group_id, (await tx.execute(stmt, {"group_id": group_id})).first(), defaults)
 
 
 def _count_by(column: str) -> sa.Select[Any]:
@@ -77,6 +70,57 @@ async def count_active(tx: Tx, *, agent_id: str | None = None, group_id: str | N
     return int((await tx.execute(stmt)).scalar_one())
 
 
+# issue 16: the group's count kept by the store (migration 6, docs/decisions-harness-store.md "The group's active
+# count"): the sum of the group's ``loop_active_count`` rows, which the triggers on ``loop`` append to with every
+# change of a Loop in or out of ``active``. Read under the group's quota lock, after the statement that took it (a
+# PostgreSQL statement's snapshot is taken before the lock is: a count in the locking statement could miss a
+# create committed while it waited), the rows are folded into one so the next read is of a few rows — the creates
+# and moves since — whatever the size of the group (was: ``count(*)`` of every Loop of the group per batch)
+def _fold_pg() -> sa.TextClause:
+    # with the group's limits in the same statement: the two reads under the lock are one round trip
+    return built_once("quota.group_active.pg", lambda: sa.text(
+        "WITH gone AS (DELETE FROM loop_active_count WHERE group_id = :g RETURNING n), "
+        "total AS (SELECT coalesce(sum(n), 0) AS n FROM gone), "
+        "kept AS (INSERT INTO loop_active_count (group_id, n) SELECT :g, n FROM total WHERE n <> 0) "
+        "SELECT agent_group.limits, total.n FROM agent_group, total WHERE agent_group.id = :g",
+    ).bindparams(sa.bindparam("g", type_=sa.String)))
+
+
+def _limits_of(group_id: str, row: Any, defaults: QuotaLimits | None) -> QuotaLimits:
+    if row is None:
+        raise NotFound(f"group {group_id} not found", resource="group", id=group_id)
+    base = defaults or QuotaLimits()
+    overrides = jsontext.decode(row.limits) or {}
+    return QuotaLimits(
+        loops_per_agent=int(overrides.get("loops_per_agent", base.loops_per_agent)),
+        loops_per_group=int(overrides.get("loops_per_group", base.loops_per_group)),
+    )
+
+
+async def group_active(tx: Tx, group_id: str) -> int:
+    """The group's active Loops, from the store's count; folds its rows into one. The caller holds the group's
+    quota lock (``lock_group_quota``), taken by an earlier statement of this transaction."""
+    if tx.dialect == "postgresql":
+        row = (await tx.execute(_fold_pg(), {"g": group_id})).first()
+        return 0 if row is None else int(row.n)
+    # SQLite: the writer's lock is held; the rows are read as they are deleted, the sum written back as one
+    gone = built_once("quota.group_active.gone", lambda: sa.delete(C).where(
+        C.c.group_id == sa.bindparam("g")).returning(C.c.n))
+    rows = (await tx.execute(gone, {"g": group_id})).all()
+    total = sum(int(r.n) for r in rows)
+    if total:
+        await tx.execute(C.insert().values(group_id=group_id, n=total))
+    return total
+
+
+async def limits_and_active(tx: Tx, group_id: str, defaults: QuotaLimits | None = None) -> tuple[QuotaLimits, int]:
+    """``effective_limits`` and ``group_active`` (its caller's lock held): on PostgreSQL one statement."""
+    if tx.dialect == "postgresql":
+        row = (await tx.execute(_fold_pg(), {"g": group_id})).first()
+        return _limits_of(group_id, row, defaults), 0 if row is None else int(row.n)
+    return await effective_limits(tx, group_id, defaults), await group_active(tx, group_id)
+
+
 async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
     """Active Loops of each of ``agent_ids`` (absent: none), one statement (a batch of creates)."""
     stmt, params = by_keys(tx.dialect, "quota.count_by_agent", lambda keys: sa.select(
@@ -94,8 +138,8 @@ async def admit_active(tx: Tx, *, group_id: str, agent_id: str, defaults: QuotaL
     Take this lock before any Loop row lock in the transaction, so lock order is the same everywhere.
     """
     await lock_group_quota(tx, group_id)
-    limits = await effective_limits(tx, group_id, defaults)
+    limits, in_group = await limits_and_active(tx, group_id, defaults)
     if await count_active(tx, agent_id=agent_id) >= limits.loops_per_agent:
         raise QuotaExceeded("agent", limits.loops_per_agent)
-    if await count_active(tx, group_id=group_id) >= limits.loops_per_group:
+    if in_group >= limits.loops_per_group:
         raise QuotaExceeded("group", limits.loops_per_group)

@@ -19,6 +19,7 @@ __all__ = [
     "loop",
     "loop_event",
     "loop_log",
+    "loop_active_count",
     "loop_transition",
     "loop_webhook_verifier",
     "message",
@@ -271,6 +272,18 @@ loop_webhook_verifier = sa.Table(
     sa.Column("secret", sa.Text, nullable=False),
     sa.Column("settings", sa.Text, nullable=False),
     sa.Column("updated_ms", Ms, nullable=False),
+)
+
+# issue 16 (docs/decisions-harness-store.md "The group's active count"): the number of a group's active Loops is
+# SUM(n) of its rows here. Triggers on ``loop`` (migration 6) append a row for every entry into and exit from
+# ``active`` (insert, delete, state or group change), in the writing transaction; the quota admission folds a group's
+# rows into one under the group's quota lock (``quota.group_active``). Never written by the code otherwise
+loop_active_count = sa.Table(
+    "loop_active_count",
+    metadata,
+    sa.Column("group_id", Id, nullable=False),
+    sa.Column("n", sa.BigInteger, nullable=False),
+    sa.Index("loop_active_count_group", "group_id"),
 )
 
 # §2.8 node
