@@ -435,6 +435,46 @@ async def test_a_restart_never_takes_a_lease_another_live_node_took_nor_more_tha
         await other.stop()
 
 
+async def test_a_page_of_loops_list_is_one_statement_with_its_pending_counts(
+    harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
+) -> None:
+    """issue 16 (restart-3s3: the harness bench lists 10,000 Loops in pages of 200 while it waits for a restart): a
+    page's rows and their pending counts come from one statement (base: a second read of the page's ids — one more
+    round trip a page on PostgreSQL), the counts through the index, not a scan of every stored event."""
+    from wakeful.harness.ops.loops import list_loops
+    from wakeful.harness.principal import Principal
+
+    h = Harness(_config(store_url, tmp_path / "node"), clock=store_clock, sweeps=False)
+    await h.start()
+    try:
+        fleet = await _fleet(h, compile_c, 0, 2, per_agent=3)  # 6 Loops
+        E, G = schema.loop_event, schema.agent_group
+        first, second = sorted(fleet)[:2]
+        async with h.store.tx() as tx:
+            group_id = str((await tx.execute(sa.select(G.c.id))).scalar())
+            for loop_id, event_id, status in ((first, "e1", "pending"), (first, "e2", "pending"),
+                                              (first, "e3", "acked"), (second, "e4", "pending")):
+                await tx.execute(E.insert().values(
+                    loop_id=loop_id, event_id=event_id, group_id=group_id, topic="t", payload="{}",
+                    payload_sha256="0" * 64, envelope_bytes=2, status=status, source="operator", received_ms=1))
+        admin = Principal(role="admin", key_id="k", group_id=None, agent_id=None, operator=True)
+        with _statements() as ran:
+            out = await list_loops(h, admin, group_id=group_id, limit=200)
+        reads = [sql for sql in ran if sql.lstrip().upper().startswith("SELECT")]
+        assert len(reads) == 1, reads  # base: 2 (the page, then the counts of its ids)
+        counts = {item["id"]: item["pending_count"] for item in out["items"]}
+        assert counts == {i: {first: 2, second: 1}.get(i, 0) for i in fleet}
+        sqlite = store_url.startswith("sqlite")
+        async with h.store.tx(readonly=True) as tx:
+            plan = " / ".join(str(r[-1]) for r in await tx.conn.exec_driver_sql(
+                ("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + reads[0],
+                ("pending", group_id, 201, 0) if sqlite else ("pending", group_id, 201)))
+        assert "loop_event_pending" in plan, plan
+        assert ("SCAN loop_event" if sqlite else "Seq Scan on loop_event") not in plan, plan
+    finally:
+        await h.stop()
+
+
 async def test_a_page_of_loops_list_reads_its_rows_not_every_loop_of_the_group(
     harness_runner: Any, store_url: str, store_clock: TestClock, tmp_path: Path, compile_c: Any,
     monkeypatch: pytest.MonkeyPatch,
