@@ -6,6 +6,7 @@ harness.md §4.3 (adoption), §4.2 rows 2, 4–6, 9 (runtime reports), §5 (fenc
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import operator
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Created", "Node", "Resident", "Seen"]
 
+# issue 16 (restart-3s3): on PostgreSQL a start's step 1 (the lease check and the UPDATE … RETURNING of 500 rows,
+# five round trips) took longer than the steps 2–5 of the batch before it, so with one batch begun ahead the chain
+# waited 0.7–1.8 s for step 1 at N = 10,000; with two it waits 0.1–0.2 s. Three gained nothing more (the server's
+# two CPUs: the attaches slowed as much)
+LOAD_AHEAD = 2
 log = logging.getLogger("wakeful.harness")
 _DRIFT_KEY = operator.attrgetter("loop_id", "incarnation", "object_id")  # what the reconcile compares (drift)
 # keys of the lifecycle group commit (``Node.lifecycle``): units run in key order, so every batch takes the group
@@ -219,20 +225,27 @@ class Node:
             self.runtime.scheduler.release_hygiene(len(loop_ids))
 
     # issue 16 (a restart at N = 10,000 on PostgreSQL: the server's time for the batches' statements was half of a
-    # start's wall): there the batches are a pipeline of two — the next batch's Loops are locked and its step 1 runs
-    # in the server while this batch's objects are loaded, attached and started; steps 2–5 stay in batch order. On
-    # SQLite (one writer, in this process) a batch's step 1 waits for the one before to end, as it did
+    # start's wall): there the batches are a pipeline — the next ``LOAD_AHEAD`` batches' Loops are locked and their
+    # step 1 runs in the server while this batch's objects are loaded, attached and started; steps 2–5 stay in batch
+    # order. On SQLite (one writer, in this process) a batch's step 1 waits for the one before to end, as it did
     async def _load_batches(self, loop_ids: list[str]) -> int:
         chunks = [loop_ids[start:start + loops.BATCH] for start in range(0, len(loop_ids), loops.BATCH)]
-        pipelined = self.store.dialect == "postgresql"
+        depth = LOAD_AHEAD if self.store.dialect == "postgresql" else 0  # batches begun ahead of the one loading
+        aheads: collections.deque[asyncio.Task[_Begun]] = collections.deque()
+        begun_so_far = 0
         loaded = 0
-        ahead: asyncio.Task[_Begun] | None = asyncio.ensure_future(self._begin_chunk(chunks[0]))
+
+        def begin_ahead(upto: int) -> None:  # step 1 of the next chunks, up to ``upto`` in flight
+            nonlocal begun_so_far
+            while begun_so_far < len(chunks) and len(aheads) < upto:
+                aheads.append(asyncio.ensure_future(self._begin_chunk(chunks[begun_so_far])))
+                begun_so_far += 1
+
+        begin_ahead(1)
         try:
-            for k in range(len(chunks)):
-                assert ahead is not None
-                begun = await ahead
-                more = k + 1 < len(chunks)
-                ahead = asyncio.ensure_future(self._begin_chunk(chunks[k + 1])) if pipelined and more else None
+            while aheads:
+                begun = await aheads.popleft()
+                begin_ahead(depth)
                 async with begun.locks:
                     try:
                         if begun.error is not None:
@@ -241,11 +254,11 @@ class Node:
                     except StoreUnavailable as exc:
                         log.warning("loading %d Loops deferred: %s", len(begun.taken), exc.message)
                         self._load_deferred.update(i for i in begun.taken if i not in self._residents)
-                if more and not pipelined:
-                    ahead = asyncio.ensure_future(self._begin_chunk(chunks[k + 1]))
+                begin_ahead(1)
         except BaseException:
-            if ahead is not None:  # a batch's step 1 committed or not: its Loops are left to the ticks, unlocked
+            for ahead in aheads:  # a batch's step 1 committed or not: its Loops are left to the ticks, unlocked
                 ahead.cancel()
+            for ahead in aheads:
                 with contextlib.suppress(BaseException):
                     await (await ahead).locks.aclose()
             raise

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.each import json_list, json_rows
 
 __all__ = ["Lease", "claim", "held_by", "lease_of", "list_leases", "reclaim", "release", "renew"]
 
@@ -114,14 +115,20 @@ async def renew(tx: Tx, node_id: str, held: Mapping[str, int], ttl_ms: int) -> s
         sent = sa.select(sa.func.unnest(agents).label("agent_id")).subquery("sent")
         lost = sa.select(sent.c.agent_id).where(sent.c.agent_id.not_in(sa.select(renewed.c.agent_id)))
         return {r.agent_id for r in await tx.execute(lost)}
-    kept: set[str] = set()
-    for start in range(0, len(pairs), 500):  # SQLite (one node, no leases in use): bounded parameter lists
-        chunk = pairs[start:start + 500]
-        stmt = A.update().where(
-            A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(chunk),
-        ).values(renewed_ms=now, expires_ms=now + ttl_ms).returning(A.c.agent_id)
-        kept.update(r.agent_id for r in await tx.execute(stmt))
+    # SQLite (one node, no leases in use): the pairs as one JSON parameter (store/each.py) — a row value
+    # IN (VALUES …) was planned as a scan of every lease, and its parameters were bounded to 500 pairs a statement
+    kept = {r.agent_id for r in await tx.execute(_RENEW_SQLITE, {
+        "pairs": json_list(pairs), "holder": node_id, "now": now, "expires": now + ttl_ms})}
     return set(held) - kept
+
+
+_MINE_SQLITE = sa.and_(A.c.node_id == sa.bindparam("holder", type_=sa.Text),
+                       sa.tuple_(A.c.agent_id, A.c.epoch).in_(json_rows("pairs", 0, 1)))
+_RENEW_SQLITE = A.update().where(_MINE_SQLITE).values(
+    renewed_ms=sa.bindparam("now", type_=sa.BigInteger), expires_ms=sa.bindparam("expires", type_=sa.BigInteger),
+).returning(A.c.agent_id)
+_RELEASE_SQLITE = A.update().where(_MINE_SQLITE).values(
+    expires_ms=sa.func.min(A.c.expires_ms, sa.bindparam("now", type_=sa.BigInteger))).returning(A.c.agent_id)
 
 
 # §19.2 release: expires_ms = now under the same condition (drain, idle agent)
@@ -129,10 +136,13 @@ async def release(tx: Tx, node_id: str, held: Mapping[str, int]) -> set[str]:
     if not held:
         return set()
     now = await tx.now_ms()
+    pairs = sorted(held.items())
+    if tx.dialect != "postgresql":  # (as renew's)
+        return {r.agent_id for r in await tx.execute(_RELEASE_SQLITE, {
+            "pairs": json_list(pairs), "holder": node_id, "now": now})}
     stmt = A.update().where(
-        A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(sorted(held.items())),
-    ).values(expires_ms=sa.func.least(A.c.expires_ms, now) if tx.dialect == "postgresql"
-             else sa.func.min(A.c.expires_ms, now)).returning(A.c.agent_id)
+        A.c.node_id == node_id, sa.tuple_(A.c.agent_id, A.c.epoch).in_(pairs),
+    ).values(expires_ms=sa.func.least(A.c.expires_ms, now)).returning(A.c.agent_id)
     return {r.agent_id for r in await tx.execute(stmt)}
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from wakeful.harness.errors import ArtifactNotFound, HarnessError, InvalidArtifact, InvalidRequest
 from wakeful.harness.store import schema
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.ids import lookup_text
 from wakeful.harness.store.reads import padded
 
@@ -185,6 +186,10 @@ async def list_paths(tx: Tx, agent_id: str) -> list[ArtifactPath]:
 
 
 # §8: loop.create takes `sha256:<hex>` or a path of the owning agent; the bytes must exist
+_NO_ELF = [c for c in AR.c if c.name != "elf"]
+_BY_PAIRS_SQLITE = sa.select(*_NO_ELF).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(json_rows("pairs", 0, 1)))
+
+
 async def resolve_artifacts(tx: Tx, refs: Sequence[tuple[str, str, str]]) -> list[Artifact | HarnessError]:
     """``resolve_artifact`` of several ``(group_id, agent_id, ref)`` without the bytes, each answer (or its
     refusal) in order: the digests in one statement (issue 16: a batch of creates' reads); a path is resolved on
@@ -202,9 +207,12 @@ async def resolve_artifacts(tx: Tx, refs: Sequence[tuple[str, str, str]]) -> lis
                     if isinstance(sha, str) and lookup_text(g) is not None})
     found: dict[tuple[str, str], Artifact] = {}
     if pairs:
-        cols = [c for c in AR.c if c.name != "elf"]
-        stmt = sa.select(*cols).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(padded(pairs)))
-        found = {(r.group_id, r.sha256): _artifact(r, False) for r in await tx.execute(stmt)}
+        if tx.dialect == "postgresql":
+            stmt = sa.select(*_NO_ELF).where(sa.tuple_(AR.c.group_id, AR.c.sha256).in_(padded(pairs)))
+            rows = await tx.execute(stmt)
+        else:  # a row value IN (VALUES …) was planned as a scan of every artifact: one JSON parameter
+            rows = await tx.execute(_BY_PAIRS_SQLITE, {"pairs": json_list(pairs)})
+        found = {(r.group_id, r.sha256): _artifact(r, False) for r in rows}
     out: list[Artifact | HarnessError] = []
     for (group_id, _, ref), sha in zip(refs, shas, strict=True):
         if isinstance(sha, HarnessError):

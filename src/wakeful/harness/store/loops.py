@@ -17,6 +17,7 @@ from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import jsontext, schema
 from wakeful.harness.store.clock import STORE_MS_SQL
 from wakeful.harness.store.core import Tx
+from wakeful.harness.store.each import json_list, json_rows
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import lookup_text, new_id, shown
 from wakeful.harness.store.reads import by_keys, likely, padded
@@ -530,13 +531,18 @@ async def detach_objects(tx: Tx, incarnations: Sequence[tuple[str, int]]) -> set
         return set()
     if len(incarnations) > BATCH:
         raise ValueError(f"at most {BATCH} Loops per statement")
-    stmt = (
-        L.update()
-        .where(sa.tuple_(L.c.id, L.c.incarnation).in_(list(incarnations)))
-        .values(object_id=None, updated_ms=await tx.now_ms())
-        .returning(L.c.id)
-    )
-    return {r.id for r in await tx.execute(stmt)}
+    now = await tx.now_ms()
+    if tx.dialect == "postgresql":
+        stmt = (L.update().where(sa.tuple_(L.c.id, L.c.incarnation).in_(list(incarnations)))
+                .values(object_id=None, updated_ms=now).returning(L.c.id))
+        return {r.id for r in await tx.execute(stmt)}
+    # SQLite: a row value IN (VALUES …) is planned as a scan of every Loop; the pairs as one JSON parameter
+    # (store/each.py) search the key
+    return {r.id for r in await tx.execute(_DETACH_SQLITE, {"pairs": json_list(list(incarnations)), "now": now})}
+
+
+_DETACH_SQLITE = (L.update().where(sa.tuple_(L.c.id, L.c.incarnation).in_(json_rows("pairs", 0, 1)))
+                  .values(object_id=None, updated_ms=sa.bindparam("now", type_=sa.BigInteger)).returning(L.c.id))
 
 
 # §4.2 row 15: the row and everything hanging off it is removed (events, logs, transitions cascade)
