@@ -22,3 +22,10 @@ async def loop_row(store: Any, *, elf: bytes = ELF, config: dict[str, Any] | Non
         return await loops.insert_loop(
             tx, group_id=group.id, agent_id=agent.id, session_id=session.id, artifact_sha256=art.sha256,
             config=config if config is not None else {}, creator=creator or f"agent:{agent.id}", **kwargs)
+
+
+async def sibling_rows(tx: Any, first: loops.Loop, n: int) -> list[loops.Loop]:
+    """``first`` and ``n`` more Loops of its group, agent, session and artifact, in ``tx``."""
+    return [first] + [await loops.insert_loop(
+        tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
+        artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(n)]

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from support.calls import record_calls
 from support.ingress_harness import counting_statements
-from support.store_rows import loop_row
+from support.store_rows import loop_row, sibling_rows
 
 from wakeful.harness.errors import InvalidRequest, NotFound
 from wakeful.harness.store import agents, loops, schema
@@ -111,9 +111,7 @@ async def test_attach_objects_that_all_match_is_one_statement(store: Any) -> Non
     all of them — not an update and a read of what it left."""
     first = await loop_row(store)
     async with store.tx() as tx:
-        rows = [first] + [await loops.insert_loop(
-            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
-            artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(2)]
+        rows = await sibling_rows(tx, first, 2)
         began = await loops.begin_incarnations(tx, [r.id for r in rows], node_id="node_a")
         await tx.now_ms()  # (the transaction's store-clock reading is not the step's statement)
         with counting_statements(store) as sql:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
-from support.store_rows import loop_row
+from support.store_rows import loop_row, sibling_rows
 
 from wakeful.harness.placement import leases
 from wakeful.harness.store import agents, artifacts, loops, quota
@@ -68,9 +68,7 @@ async def test_pairs_of_a_drain_a_renewal_and_an_artifact_read_search_their_tabl
     which searches the table's key."""
     first = await loop_row(store)
     async with store.tx() as tx:
-        made = [first] + [await loops.insert_loop(
-            tx, group_id=first.group_id, agent_id=first.agent_id, session_id=first.session_id,
-            artifact_sha256=first.artifact_sha256, config={}, creator=first.creator) for _ in range(3)]
+        made = await sibling_rows(tx, first, 3)
         began = await loops.begin_incarnations(tx, [m.id for m in made], node_id="node_a")
         a, b, c = [first.agent_id] + [(await agents.create_agent(tx, group_id=first.group_id, name=n)).id
                                       for n in ("b", "c")]
