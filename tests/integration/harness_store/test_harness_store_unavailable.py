@@ -129,6 +129,41 @@ async def test_postgresql_down_and_back(pg_schema: str) -> None:
             await store.close()
 
 
+async def test_postgresql_back_serves_the_first_read_though_the_pool_kept_sessions_of_before(pg_schema: str) -> None:
+    """Sessions idle in the pool when the server went away are closed sockets afterwards: the first read after the
+    server is back must not draw one of them and fail (``/healthz`` answered 503 right after a 202, issue 16)."""
+    async with PgProxy() as proxy:
+        store = await Store.open(proxy.url(pg_schema))
+        try:
+            held = asyncio.Event()
+            sessions: list[Any] = []  # the asyncpg connections under the pooled sessions
+
+            async def hold() -> None:
+                async with store.tx(readonly=True) as tx:
+                    await tx.now_ms()
+                    sessions.append((await tx.conn.get_raw_connection()).driver_connection)
+                    await held.wait()
+
+            holders = [asyncio.ensure_future(hold()) for _ in range(3)]
+            while store.engine.sync_engine.pool.checkedout() < 3:
+                await asyncio.sleep(0.01)
+            held.set()
+            await asyncio.gather(*holders)
+            pooled = store.engine.sync_engine.pool.checkedin()
+            assert pooled >= 3
+            proxy.cut()
+            for _ in range(500):  # until the driver has seen every pooled socket close (the loop reads the EOFs)
+                await asyncio.sleep(0.01)
+                if all(session.is_closed() for session in sessions):
+                    break
+            assert all(session.is_closed() for session in sessions)
+            proxy.restore()
+            for _ in range(pooled):
+                assert await store.now_ms() > 0
+        finally:
+            await store.close()
+
+
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 async def test_sqlite_file_read_only_and_back(store: Any) -> None:
     async with store.tx() as tx:

@@ -158,6 +158,16 @@ def make_engine(target: EngineTarget, timeouts: SessionTimeouts | None = None) -
 
 
 def _install_pg_hooks(engine: AsyncEngine) -> None:
+    # a pooled session whose socket closed while it sat idle (the server or a proxy between went away and came back)
+    # is replaced on checkout, before the caller's first statement fails on it: asyncpg's ``is_closed`` is a local
+    # flag, no round trip. Without this, each such session failed one transaction after the server was back — a
+    # ``/healthz`` right after a 202 answered 503 (issue 16)
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
+        driver = getattr(dbapi_conn, "driver_connection", None)
+        if driver is not None and driver.is_closed():
+            raise sa_exc.DisconnectionError("the pooled session's connection closed while it was idle")
+
     # a session the server ended (lost_uncommitted below) is never used again — asyncpg need not have noticed the
     # close yet — and it is that session alone: the pool's other connections are not thrown away for it
     @event.listens_for(engine.sync_engine, "handle_error")
