@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from wakeful.bench.variants import BenchError
 
-__all__ = ["NodeProcess", "Tenant", "TestStore", "cpu_seconds", "load_average"]
+__all__ = ["CpuWindow", "NodeProcess", "Tenant", "TestStore", "cpu_seconds", "load_average"]
 
 START_TIMEOUT_S = 120.0
 BIG = 1_000_000_000
@@ -50,6 +51,43 @@ def cpu_seconds(pid: int) -> float:
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuWindow:
+    """Where the machine's CPU went over a step (issue 16: later rounds of a ``--repeat`` run were slower, nodes and
+    peer alike, with nothing in the figures to say whether the bench client, another process or the hypervisor
+    took the time): the machine's busy CPU seconds (all cores, /proc/stat less idle and iowait), the part of it
+    the hypervisor stole, and the bench process's own CPU (its client)."""
+
+    def __init__(self) -> None:
+        self._machine0, self._steal0 = _machine_cpu()
+        self._bench0 = _own_cpu()
+
+    def finish(self, node_cpu_s: float | None = None) -> dict[str, float | None]:
+        """The figures since the window opened; ``other_s`` is what neither the node (``node_cpu_s``, when
+        counted) nor the bench took: the store's server processes, the peer, anything else on the machine."""
+        machine1, steal1 = _machine_cpu()
+        busy, bench = machine1 - self._machine0, _own_cpu() - self._bench0
+        other = None if node_cpu_s is None else busy - node_cpu_s - bench
+        return {"machine_busy_s": round(busy, 2), "steal_s": round(steal1 - self._steal0, 2),
+                "bench_s": round(bench, 2), "other_s": None if other is None else round(other, 2)}
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """Busy and stolen CPU seconds of all cores since boot (0, 0 where /proc/stat is not readable)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0, 0.0
+    ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    tck = os.sysconf("SC_CLK_TCK")
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / tck, ticks[7] / tck
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from wakeful.bench.harness_node import TestStore, cpu_seconds, load_average
+from wakeful.bench.harness_node import CpuWindow, TestStore, cpu_seconds, load_average
 from wakeful.bench.memory import snapshot
 from wakeful.bench.progress import Progress, percentile
 from wakeful.bench.variants import BenchError
@@ -217,6 +217,7 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
     samples: dict[str, dict[str, str | None]] = {}  # the first failure of each kind (the client does not retry)
     consumed0 = int(peer.ask("consumed")["consumed"])
     commits0 = _commits(store)
+    window = CpuWindow()
     began = time.monotonic()
     stop_at = began + seconds
     counter = iter(range(1 << 62))
@@ -256,7 +257,7 @@ def _ingest(peer: _Peer, store: TestStore, client: Any, n: int, seconds: float, 
             "drained": drained, "drain_s": round(time.monotonic() - drain_began, 2), "commits": commits,
             "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),
             "node_cpu_s": None, "node_cpu_ms_per_event": None,  # the peer runs in its own process: not counted
-            "load_average": load_average()}
+            "cpu": window.finish(), "load_average": load_average()}
 
 
 def _wake(peer: _Peer, client: Any, n: int, wakes: int, progress: Progress, failures: list[str]) -> dict[str, Any]:

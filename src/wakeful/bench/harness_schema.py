@@ -49,7 +49,11 @@ _STEPS = {
                          "retried": _ERRORS, "error_samples": _SAMPLES, "latency_ms": _P50_P99, "drained": {"type": "boolean"}, "drain_s": {"type": "number"},
                          "commits": _INT_OR_NULL, "commits_per_event": _NUM_OR_NULL,
                          # the node's CPU over the step and its drain, per accepted event (null for the peer)
-                         "node_cpu_s": _NUM_OR_NULL, "node_cpu_ms_per_event": _NUM_OR_NULL}),
+                         "node_cpu_s": _NUM_OR_NULL, "node_cpu_ms_per_event": _NUM_OR_NULL},
+                        # where the machine's CPU went over the step and its drain (harness_node.CpuWindow)
+                        {"cpu": {"type": "object", "required": ["machine_busy_s", "steal_s", "bench_s", "other_s"],
+                                 "properties": {"machine_busy_s": {"type": "number"}, "steal_s": {"type": "number"},
+                                                "bench_s": {"type": "number"}, "other_s": _NUM_OR_NULL}}}),
         "wake": _step({"wakes": {"type": "integer"}, "samples": {"type": "integer"}, "latency_ms": _P50_P99}),
         "restart": _step({"kill9_all_running_s": _NUM_OR_NULL, "sigterm_all_running_s": _NUM_OR_NULL}),
     },

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from wakeful.bench.harness_http import Connection, HttpAnswer
-from wakeful.bench.harness_node import NodeProcess, Tenant, TestStore, cpu_seconds, load_average
+from wakeful.bench.harness_node import CpuWindow, NodeProcess, Tenant, TestStore, cpu_seconds, load_average
 from wakeful.bench.memory import snapshot
 from wakeful.bench.progress import Progress, percentile
 from wakeful.bench.variants import BenchError
@@ -340,6 +340,7 @@ class NodeSteps:
         latencies: list[float] = []  # from the first send to the final answer (retries included, as a client sees)
         answers = Answers()
         commits0, cpus0 = await self.commits(), self.cpu()
+        window = CpuWindow()
         began = time.monotonic()
         stop_at = began + seconds
         turn = iter(range(1 << 62))
@@ -377,7 +378,8 @@ class NodeSteps:
                 "commits_per_event": None if commits is None or not accepted else round(commits / accepted, 3),
                 "node_cpu_s": round(node_cpu_s, 2),
                 "node_cpu_ms_per_event": round(node_cpu_s * 1000 / accepted, 4) if accepted else None,
-                "per_node_cpu_s": [round(b - a, 2) for a, b in zip(cpus0, cpus1)], "load_average": load_average()}
+                "per_node_cpu_s": [round(b - a, 2) for a, b in zip(cpus0, cpus1)],
+                "cpu": window.finish(node_cpu_s), "load_average": load_average()}
 
     async def _drain(self) -> bool:
         """§2.1 step 5: every accepted event delivered and acked (no pending event left on any Loop)."""

@@ -50,9 +50,12 @@ def test_harness_smoke_run_is_correct(tmp_path: Path) -> None:
         steps = run["steps"]
         assert steps["create"]["errors"] == {} and steps["create"]["created"] == 20
         assert steps["ingest"]["errors"] == {} and steps["ingest"]["accepted"] > 0 and steps["ingest"]["drained"]
+        cpu = steps["ingest"]["cpu"]  # the client's work shows as the bench's CPU, inside the machine's busy CPU
+        assert 0 < cpu["bench_s"] <= cpu["machine_busy_s"] + 0.05 and cpu["steal_s"] >= 0
         if run["system"] == "wakeful":  # counted on both stores (SQLite: the node's Store.commits, /v1/info)
             assert steps["ingest"]["commits"] > 0 and steps["ingest"]["commits_per_event"] is not None
             assert steps["ingest"]["node_cpu_ms_per_event"] > 0
+            assert cpu["other_s"] is not None and steps["ingest"]["node_cpu_s"] <= cpu["machine_busy_s"] + 0.05
             assert isinstance(steps["idle"]["commits"], int)
             assert steps["create"]["node_cpu_s"] > 0 and steps["create"]["node_cpu_ms_per_create"] > 0
         assert steps["wake"]["samples"] == 3
