@@ -326,13 +326,27 @@ _TARGETS = st.one_of(st.sampled_from([EVENTS.encode(), b"/", b"/a?b", b"*", b"ht
 
 @st.composite
 def _heads(draw: Any) -> bytes:
-    line = draw(st.sampled_from([b"POST %s HTTP/1.1", b"POST %s HTTP/1.0", b"GET %s HTTP/1.1", b"POST  %s HTTP/1.1",
-                                 b"POST %s HTTP/1.1 ", b"POST %s http/1.1"])) % draw(_TARGETS)
-    fields = draw(st.lists(st.tuples(_NAMES, st.sampled_from([b":", b": ", b":\t", b" :", b":  "]), _VALUES,
-                                     st.sampled_from([b"", b" ", b"\t"]),
-                                     st.sampled_from([b"\r\n", b"\r\n", b"\n", b"\r\n "])), max_size=6))
-    head = line + b"\r\n" + b"".join(n + c + v + t + e for n, c, v, t, e in fields) + b"\r\n"
-    if draw(st.booleans()):  # a random byte put somewhere
+    """Mostly heads the fast path could take (a POST line, Host and Content-Length usually there), with random
+    extra fields, odd separators and, now and then, a random byte put somewhere."""
+    line = draw(st.sampled_from([b"POST %s HTTP/1.1"] * 30 + [
+        b"POST %s HTTP/1.0", b"GET %s HTTP/1.1", b"POST  %s HTTP/1.1", b"POST %s HTTP/1.1 ", b"POST %s http/1.1"]))
+    good = st.sampled_from([EVENTS.encode(), b"/v1/agent-groups/g/loops?x=%41", b"/a/%2f?"])
+    line %= draw(st.one_of(good, good, good, good, _TARGETS))
+    separator = st.sampled_from([b": "] * 12 + [b":", b":\t", b" :", b":  "])
+    ending = st.sampled_from([b"\r\n"] * 24 + [b"\n", b"\r\n ", b"\r"])
+    fields = []
+    if draw(st.integers(0, 9)) != 9:
+        fields.append((b"Host", draw(separator), draw(st.sampled_from([b"h", b"127.0.0.1:8470", b"", b"a b"]))))
+    if draw(st.integers(0, 9)) != 9:
+        fields.append((b"Content-Length", draw(separator), draw(st.sampled_from([b"12", b"0", b"012", b"1,1", b"x"]))))
+    plain = st.tuples(st.sampled_from([b"X-A", b"Authorization", b"Content-Type", b"Accept"]),
+                      separator, st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12)
+                      .map(lambda v: v.encode().strip()))
+    fields += draw(st.lists(st.one_of(plain, plain, plain, st.tuples(_NAMES, separator, _VALUES)), max_size=4))
+    fields = draw(st.permutations(fields))
+    head = line + b"\r\n" + b"".join(n + c + v + draw(st.sampled_from([b"", b"", b" ", b"\t"])) + draw(ending)
+                                    for n, c, v in fields) + b"\r\n"
+    if draw(st.integers(0, 3)) == 3:  # a random byte put somewhere
         at = draw(st.integers(0, len(head)))
         head = head[:at] + draw(st.binary(min_size=1, max_size=2)) + head[at:]
     return head
