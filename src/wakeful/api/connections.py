@@ -7,6 +7,9 @@ with per-connection read deadlines and a per-node connection limit.
 - **Body:** once the headers are in, the whole body must arrive within ``body_timeout_s``, also when the route
   answered early; the connection is then closed (the route, if still reading, sees a disconnect).
 - **Keep-alive:** uvicorn's ``timeout_keep_alive`` (``keep_alive_s``) closes idle connections.
+- **Fast path** (issue 16, ``fastpath.py``): the plain keep-alive POST of an event or of a Loop's create is read
+  and answered without h11's state machine, under the same deadlines, limits and shutdown; every other request is
+  h11's as before (``fast_path = False`` turns it off).
 - **Connections:** beyond ``max_connections`` open connections, a new one is answered ``503 unavailable`` at once,
   its write side shut, and closed after ``LINGER_S`` (so the client reads the answer instead of a reset).
 
