@@ -7,6 +7,9 @@ with per-connection read deadlines and a per-node connection limit.
 - **Body:** once the headers are in, the whole body must arrive within ``body_timeout_s``, also when the route
   answered early; the connection is then closed (the route, if still reading, sees a disconnect).
 - **Keep-alive:** uvicorn's ``timeout_keep_alive`` (``keep_alive_s``) closes idle connections.
+- **Fast path** (issue 16, ``fastpath.py``): the plain keep-alive POST of an event or of a Loop's create is read
+  and answered without h11's state machine, under the same deadlines, limits and shutdown; every other request is
+  h11's as before (``fast_path = False`` turns it off).
 - **Connections:** beyond ``max_connections`` open connections, a new one is answered ``503 unavailable`` at once,
   its write side shut, and closed after ``LINGER_S`` (so the client reads the answer instead of a reset).
 
@@ -20,16 +23,21 @@ head deadline and arm a new one, two timer-heap operations per request). A reque
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import unquote
 
 import h11
+from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from wakeful.api.fastpath import FAST_BODY_MAX, FAST_HEAD_MAX, FastCycle, parse_head
+from wakeful.api.middleware import direct_post
 from wakeful.harness.config import HttpLimits
 
 __all__ = ["LINGER_S", "CoalescingTransport", "Guard", "guarded_protocol", "raw_answer"]
@@ -134,6 +142,7 @@ class GuardedH11Protocol(H11Protocol):
     """``H11Protocol`` with the read deadlines and the connection limit of the module docstring."""
 
     guard: ClassVar[Guard]  # set by ``guarded_protocol``
+    fast_path: ClassVar[bool] = True  # the fast path of fastpath.py (False: h11 reads every request)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -141,6 +150,10 @@ class GuardedH11Protocol(H11Protocol):
         self._phase = ""  # "head" | "body" | "" (the app's time: no client deadline)
         self._due = 0.0  # the loop time the phase's deadline is due (for a phase, not "")
         self._refused = False
+        self._fast: FastCycle | None = None  # the fast path's request (fastpath.py) until it is done
+        self._fast_left = 0  # the bytes of its body still to come
+        self._fast_pending = b""  # bytes after its body (a pipelined request), for when it is done
+        self.fast_served = 0  # requests this connection served on the fast path
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -153,12 +166,121 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # a refused connection's request is read and dropped while its 503 is delivered
-        super().data_received(data)
+        if self._fast is not None:
+            self._unset_keepalive_if_required()
+            self._fast_feed(data)
+        elif not (self.fast_path and self._fast_start(data)):
+            super().data_received(data)
         self._watch()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._watch()
+
+    # ------------------------------------------------------------------ the fast path (fastpath.py)
+
+    def _fast_start(self, data: bytes) -> bool:
+        """Serve the request at the start of ``data`` on the fast path when it may (fastpath.py); False leaves
+        every byte to h11. Only on a connection h11 has idle on both sides with nothing buffered."""
+        conn = self.conn
+        if conn.their_state is not h11.IDLE or conn.our_state is not h11.IDLE or self.root_path:
+            return False
+        if (self.cycle is not None and not self.cycle.response_complete) or conn.trailing_data[0]:
+            return False
+        end = data.find(b"\r\n\r\n", 0, FAST_HEAD_MAX) + 4
+        if end < 4:
+            return False
+        parsed = parse_head(data, end)
+        if parsed is None:
+            return False
+        target, headers, length = parsed
+        if length > FAST_BODY_MAX:
+            return False
+        raw_path, _, query_string = target.partition(b"?")
+        scope: Any = {
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "method": "POST",
+            "root_path": "",
+            "path": unquote(raw_path.decode("ascii")),
+            "raw_path": raw_path,
+            "query_string": query_string,
+            "headers": headers,
+            "state": self.app_state.copy(),
+        }
+        if not direct_post(scope):
+            return False
+        self._unset_keepalive_if_required()
+        self.scope, self.headers = scope, headers
+        if self.limit_concurrency is not None and (
+                len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        else:
+            app = self.app
+        cycle = self.cycle = self._fast = FastCycle(
+            data[:end], scope=scope, conn=conn, transport=self.transport, flow=self.flow, logger=self.logger,
+            access_logger=self.access_logger, access_log=self.access_log,
+            default_headers=self.server_state.default_headers, message_event=asyncio.Event(),
+            on_response=self._fast_response_complete)
+        self.fast_served += 1
+        self._fast_left = length
+        self._fast_pending = b""
+        if length == 0:
+            cycle.more_body = False
+            cycle.message_event.set()
+        if len(data) > end:
+            self._fast_feed(data[end:])
+        if self.config.reset_contextvars:
+            task = self.loop.create_task(cycle.run_asgi(app), context=contextvars.Context())
+        else:
+            task = self.loop.create_task(cycle.run_asgi(app))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+        return True
+
+    def _fast_feed(self, data: bytes) -> None:
+        """Bytes for the fast path's request: its body (dropped once the answer is complete, as uvicorn drops a
+        body h11 reads after the answer), then what follows it, held (and reading paused, as h11 pauses on a
+        pipelined request) until the request is done."""
+        cycle = self._fast
+        assert cycle is not None
+        left = self._fast_left
+        if left:
+            body = data[:left] if len(data) > left else data
+            self._fast_left = left = left - len(body)
+            if not cycle.response_complete:
+                cycle.body += body
+                if not left:
+                    cycle.more_body = False
+                cycle.message_event.set()
+            data = data[len(body):]
+        if data:
+            self._fast_pending += data
+            self.flow.pause_reading()
+        if not left and cycle.response_complete:
+            self._fast_done()
+
+    def _fast_response_complete(self) -> None:
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self.flow.resume_reading()
+        if not self._fast_left:
+            self._fast_done()
+        self._watch()
+
+    def _fast_done(self) -> None:
+        """The fast path's request is read and answered: the bytes after it are the next request's."""
+        self._fast, pending, self._fast_pending = None, self._fast_pending, b""
+        if pending and not self.transport.is_closing():
+            self.data_received(pending)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -170,8 +292,11 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             self._disarm()
             return
-        state = self.conn.their_state
-        phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else ""
+        if self._fast is not None:
+            phase = "body" if self._fast_left else ""
+        else:
+            state = self.conn.their_state
+            phase = "head" if state is h11.IDLE else "body" if state is h11.SEND_BODY else ""
         if phase == self._phase:
             return  # the same phase goes on: its deadline stands however many bytes trickle in
         self._phase = phase
