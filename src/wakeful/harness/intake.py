@@ -41,7 +41,7 @@ from wakeful.harness.ratelimit import (
     global_bucket,
     loop_bucket,
 )
-from wakeful.harness.store import jsontext, loops, schema
+from wakeful.harness.store import loops, schema
 from wakeful.harness.store.core import Tx
 from wakeful.harness.store.each import json_list, json_rows, json_table
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
@@ -461,8 +461,9 @@ class Intake:
             self._not_handed(res.loop_id, event.event_id)
             return
         try:
-            done = node.runtime.deliver_nowait(res.object_id, event.event_id, event.topic,
-                                               jsontext.decode(event.payload_text))
+            # the payload as admitted: exact JSON types only (§10.1's checks), equal to the stored text's decoding,
+            # and the runtime boxes its own copy (issue 16: the stored text was decoded again for every event)
+            done = node.runtime.deliver_nowait(res.object_id, event.event_id, event.topic, event.payload)
         except (RuntimeMailboxFull, Busy, ObjectNotFound, InvalidParams):
             self._not_handed(res.loop_id, event.event_id)  # the store path delivers it later, in order (§11)
             return

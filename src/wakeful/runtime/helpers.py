@@ -142,7 +142,9 @@ class GuestContext:
         if self.squeezed or len(mem) - start < SQUEEZE_MIN:
             return 0
         stack = mem[start:]
-        zeros = len(stack) - len(stack.lstrip(b"\0"))
+        # the leading zero bytes: the bytes below the big-endian integer's highest set bit (issue 16: one C pass;
+        # ``lstrip(b"\0")`` tests each byte against its argument with a call, ~12 µs for a 4 KiB stack per wait)
+        zeros = len(stack) - (int.from_bytes(stack, "big").bit_length() + 7) // 8
         if zeros < SQUEEZE_MIN:
             return 0
         # a whole-slice store moves the bytes to a fresh buffer of the new size and frees the old one whole

@@ -377,12 +377,22 @@ def part_of(value: JsonValue) -> Json:
         return Json(value, len(str(value)), 1, 0, footprint.NUMBER)
     if value is None or kind is bool:  # issue 16: a config's "state": null at every guest's start, no encoder
         return _CONSTANT_PARTS[value]  # type: ignore[index]
+    if kind is str and _plain(value):  # type: ignore[arg-type]
+        # issue 16 (a guest reading an event's topic or a string member): printable ASCII without quote or
+        # backslash encodes as itself in quotes, so its box is known without the encoder — what ``_box`` gives:
+        # one node, depth 0, an ASCII str's cost (``footprint.estimate`` of one string of len(value) bytes)
+        return Json(value, len(value) + 2, 1, 0, footprint.STR + len(value))  # type: ignore[arg-type]
     if kind is dict or kind is list:
         size = _measure_flat(value, kind)  # one pass: the size, or -1 when it holds a container
         if 0 <= size < footprint.FLAT_EXACT:
             return Json(value, size, 1 + len(value), 1 if value else 0,  # type: ignore[arg-type]
                         footprint.flat_cost(value, kind, size))
     return _box(value, _encode_checked(value))
+
+
+def _plain(text: str) -> bool:
+    """Printable ASCII without quote or backslash: the string's encoding is itself in quotes."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
 def _measure_flat(value: Any, kind: type) -> int:

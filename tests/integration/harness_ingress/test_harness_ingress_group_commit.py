@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.calls import record_calls
 from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
 from support.loops_harness import started, until
@@ -22,7 +23,7 @@ from wakeful.harness.config import Limits
 from wakeful.harness.errors import LoopMailboxFull, LoopNotActive, NotFound
 from wakeful.harness.intake import Intake
 from wakeful.harness.node import Node
-from wakeful.harness.store import Store
+from wakeful.harness.store import Store, jsontext
 
 
 async def _until_waiting(intake: Intake, n: int) -> None:
@@ -264,5 +265,36 @@ async def test_a_batch_plans_the_hand_off_of_a_loops_events_looking_at_each_pend
         rows = {r.event_id: r for r in await event_rows(h, loop_id)}
         assert all(rows[f"h{n}"].first_delivered_ms is not None for n in range(1, 61))  # all handed over
         assert lookups <= 61 + 2  # one per pending id (h0 and the batch's own); was ~1,800
+    finally:
+        await h.stop()
+
+
+async def test_an_event_handed_to_the_resident_object_is_not_decoded_again(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 16: the hand-off after the commit gave the runtime the stored payload text decoded once more (the
+    body was parsed already); it gives the admitted payload, which the runtime copies, and the guest gets the same
+    events in the same order."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        group, _, _, loop_id = await counter_loop(h, compile_c)
+        await h.node.settle()
+        decoded = record_calls(monkeypatch, jsontext, "decode")
+        payloads = [{"n": n, "mark": "hand-off", "x": [1.5, -0.0, None, True]} for n in range(3)]
+        for n, payload in enumerate(payloads):
+            answer = await h.intake.admit(loop_id=loop_id, topic="t", payload=payload, event_id=f"d{n}",
+                                          source="api", group_id=group)
+            assert answer["duplicate"] is False
+            payload["n"] = -1  # the caller's value changes after its answer: the guest got its own copy
+
+        async def all_acked() -> bool:
+            return set((await statuses(h, loop_id)).values()) == {"acked"} and len(await seen(h, loop_id)) == 3
+
+        await until(all_acked)
+        assert await seen(h, loop_id) == ["d0", "d1", "d2"]
+        rows = await event_rows(h, loop_id)
+        assert all(r.first_delivered_ms is not None for r in rows)  # handed over, not replayed
+        assert [t for t in decoded if isinstance(t, str) and "hand-off" in t] == []
     finally:
         await h.stop()

@@ -365,3 +365,20 @@ def test_squeeze_leaves_a_memory_someone_holds_a_view_of_whole() -> None:
     with memoryview(ctx.mem):
         assert ctx.squeeze() == 0 and len(ctx.mem) == LAYOUT.size and ctx.squeezed == 0
     assert ctx.squeeze() > 0
+
+
+@pytest.mark.parametrize("first", [0, 1, 511, 512, 513, 2000, S - 1, S])
+@pytest.mark.parametrize("byte", [b"\x01", b"\x80", b" ", b"\xff"])
+def test_squeeze_takes_exactly_the_leading_zero_bytes_of_the_stack(first: int, byte: bytes) -> None:
+    """The count of the stack's leading zero bytes (one C pass since issue 16) is ``lstrip``'s: the first nonzero
+    byte at ``first`` (any value) stays, with every byte after it."""
+    ctx = make()
+    start = BASE + R + D
+    if first < S:
+        put(ctx, start + first, byte + bytes(range(1, 1 + min(40, S - first - 1))))
+    whole = bytes(ctx.mem)
+    stack = whole[start - BASE:]
+    expected = len(stack) - len(stack.lstrip(b"\0"))
+    assert ctx.squeeze() == (expected if expected >= 512 else 0)
+    ctx.unsqueeze()
+    assert bytes(ctx.mem) == whole

@@ -302,3 +302,24 @@ def test_a_constant_part_is_boxed_without_the_encoder(monkeypatch: pytest.Monkey
     encoded = record_calls(monkeypatch, jsonval, "_encode_checked")
     assert {value: jsonval.part_of(value) for value in (None, True, False)} == expected
     assert encoded == []
+
+
+@pytest.mark.parametrize("text", ["", "hello", "a b~!{}[]:,", "x" * 300])
+def test_a_plain_string_part_is_boxed_without_the_encoder(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """issue 16: a guest reads an event's topic and string members with ``sf_json_get_raw``; a printable ASCII
+    string without quote or backslash is boxed as the encoder would box it (size, nodes, depth, cost) without it."""
+    expected = jsonval._box(text, jsonval._encode_checked(text))
+    encoded = record_calls(monkeypatch, jsonval, "_encode_checked")
+    assert jsonval.part_of(text) == expected
+    assert encoded == []
+
+
+@pytest.mark.parametrize("text", ['a"b', "a\\b", "tab\there", "\x7f", "é", "\x00", "line\n"])
+def test_other_string_parts_are_boxed_as_the_encoder_boxes_them(text: str) -> None:
+    assert jsonval.part_of(text) == jsonval._box(text, jsonval._encode_checked(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=40))
+def test_every_ascii_string_part_is_the_encoders_box(text: str) -> None:
+    assert jsonval.part_of(text) == jsonval._box(text, jsonval._encode_checked(text))
