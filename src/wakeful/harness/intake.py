@@ -329,7 +329,10 @@ class Intake:
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
-            await tx.execute(_INSERTS[tx.dialect], rows)
+            if tx.dialect == "postgresql":  # (one INSERT of the rows as arrays: one execution, one plan)
+                await tx.execute(_INSERT_PG, {c: [r[c] for r in rows] for c in _INSERT_COLUMNS})
+            else:
+                await tx.execute(_INSERTS[tx.dialect], rows)
         return outcomes
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
@@ -653,6 +656,21 @@ def _lock_stmt_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> sa.Select[Any]
 
 _INSERTS: dict[str, Any] = {"postgresql": pg_dialect.insert(E).on_conflict_do_nothing(),
                             "sqlite": sqlite_dialect.insert(E).on_conflict_do_nothing()}
+# issue 16 (PostgreSQL ingest, pg-ingest): a batch's new events are one INSERT … SELECT of the columns as array
+# parameters (``unnest``), not one execution per row (asyncpg's executemany: a Bind and Execute per event, each
+# planned again by the server with ``plan_cache_mode = force_custom_plan``); the rows, their order and ON CONFLICT DO
+# NOTHING are the same, and the statement text is the same for every batch (one prepared statement)
+_INSERT_COLUMNS = ("loop_id", "event_id", "group_id", "topic", "payload", "payload_sha256", "envelope_bytes",
+                   "status", "source", "received_ms", "first_delivered_ms", "deadline_ms")
+
+
+def _insert_pg() -> Any:
+    arrays = [sa.bindparam(c, type_=pg_dialect.ARRAY(E.c[c].type)) for c in _INSERT_COLUMNS]
+    rows = sa.func.unnest(*arrays).table_valued(*_INSERT_COLUMNS).render_derived(name="r", with_types=False)
+    return pg_dialect.insert(E).from_select(list(_INSERT_COLUMNS), sa.select(*rows.c)).on_conflict_do_nothing()
+
+
+_INSERT_PG = _insert_pg()
 
 
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
