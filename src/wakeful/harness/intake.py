@@ -46,7 +46,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.each import json_list, json_rows, json_table
 from wakeful.harness.store.group import LOCKED_AHEAD, Waiters
 from wakeful.harness.store.ids import lookup_text
-from wakeful.harness.store.reads import built_once
+from wakeful.harness.store.reads import built_once, likely
 
 if TYPE_CHECKING:
     from wakeful.harness.node import Node, Resident
@@ -329,7 +329,10 @@ class Intake:
             except HarnessError as exc:
                 outcomes.append(exc)
         if rows:
-            await tx.execute(_INSERTS[tx.dialect], rows)
+            if tx.dialect == "postgresql":  # (one INSERT of the rows as arrays: one execution, one plan)
+                await tx.execute(_INSERT_PG, {c: [r[c] for r in rows] for c in _INSERT_COLUMNS})
+            else:
+                await tx.execute(_INSERTS[tx.dialect], rows)
         return outcomes
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
@@ -654,6 +657,21 @@ def _lock_stmt_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> sa.Select[Any]
 
 _INSERTS: dict[str, Any] = {"postgresql": pg_dialect.insert(E).on_conflict_do_nothing(),
                             "sqlite": sqlite_dialect.insert(E).on_conflict_do_nothing()}
+# issue 16 (PostgreSQL ingest, pg-ingest): a batch's new events are one INSERT … SELECT of the columns as array
+# parameters (``unnest``), not one execution per row (asyncpg's executemany: a Bind and Execute per event, each
+# planned again by the server with ``plan_cache_mode = force_custom_plan``); the rows, their order and ON CONFLICT DO
+# NOTHING are the same, and the statement text is the same for every batch (one prepared statement)
+_INSERT_COLUMNS = ("loop_id", "event_id", "group_id", "topic", "payload", "payload_sha256", "envelope_bytes",
+                   "status", "source", "received_ms", "first_delivered_ms", "deadline_ms")
+
+
+def _insert_pg() -> Any:
+    arrays = [sa.bindparam(c, type_=pg_dialect.ARRAY(E.c[c].type)) for c in _INSERT_COLUMNS]
+    rows = sa.func.unnest(*arrays).table_valued(*_INSERT_COLUMNS).render_derived(name="r", with_types=False)
+    return pg_dialect.insert(E).from_select(list(_INSERT_COLUMNS), sa.select(*rows.c)).on_conflict_do_nothing()
+
+
+_INSERT_PG = _insert_pg()
 
 
 async def _batch_reads_pg(tx: Tx, pairs: list[tuple[str, str]], live: list[str], group_ids: list[str],
@@ -698,6 +716,11 @@ def _reads_stmt_pg(parts: tuple[Any, Any] | None) -> Any:
     return built_once(key, lambda: (_build_reads_pg(parts), parts))[0]  # (the parts kept: their ids stay theirs)
 
 
+# issue 16 (pg-ingest): the group's pending bytes join each pending event to its Loop row, whose state is a filter
+# (``reads.likely``: ``IS TRUE``). As ``state = 'active'`` with statistics of a smaller store (ANALYZE while ``loop``
+# held a few rows; a create burst outgrows them) the join went through ``loop_state_updated``: every active Loop read
+# once per pending event of the group, per batch (EXPLAIN ANALYZE in the bench's ingest at N = 1,000: ~27,000 rows,
+# 23–38 ms of the server per batch)
 def _build_reads_pg(parts: tuple[Any, Any] | None) -> Any:
     live_p = sa.bindparam("live", type_=_TEXTS)
     no_text, no_int = sa.cast(sa.null(), sa.String), sa.cast(sa.null(), sa.BigInteger)
@@ -711,17 +734,23 @@ def _build_reads_pg(parts: tuple[Any, Any] | None) -> Any:
         return sa.select(sa.func.max(E.c.received_ms)).where(E.c.loop_id == u.c.l,
                                                               E.c.status == status).scalar_subquery()
 
+    # each pair's stored event by its key, one probe per pair: a LATERAL subquery with a LIMIT is not flattened into
+    # a join, so the planner cannot take a hash join over a scan of every stored event (pg-ingest: with statistics of
+    # a smaller ``loop_event`` it did, per batch — 2,368 rows read for 30 pairs in the bench's ingest at N = 1,000,
+    # a read that grows with the store)
+    k = sa.select(E.c.loop_id, E.c.event_id, E.c.payload_sha256).where(
+        E.c.loop_id == p.c.l, E.c.event_id == p.c.e).limit(sa.literal_column("1")).lateral("k")
     members: list[Any] = [
-        sa.select(sa.literal(0).label("kind"), E.c.loop_id.label("a"), E.c.event_id.label("b"),
-                  E.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
-            E.join(p, sa.and_(E.c.loop_id == p.c.l, E.c.event_id == p.c.e))),
+        sa.select(sa.literal(0).label("kind"), k.c.loop_id.label("a"), k.c.event_id.label("b"),
+                  k.c.payload_sha256.label("c"), no_int.label("n"), no_float.label("f")).select_from(
+            p.join(k, sa.true())),
         sa.select(sa.literal(1), E.c.loop_id, E.c.event_id, no_text, E.c.received_ms, no_float).where(
             E.c.loop_id == sa.any_(live_p), E.c.status == "pending"),
         sa.select(sa.literal(2), E.c.group_id, no_text, no_text,
                   sa.cast(sa.func.coalesce(sa.func.sum(E.c.envelope_bytes), 0), sa.BigInteger), no_float).select_from(
             E.join(L, L.c.id == E.c.loop_id)).where(
             E.c.group_id == sa.any_(sa.bindparam("groups", type_=_TEXTS)), E.c.status == "pending",
-            L.c.state == lc.ACTIVE).group_by(E.c.group_id),
+            likely(L.c.state == lc.ACTIVE)).group_by(E.c.group_id),  # (pg-ingest: a filter on the event's Loop)
         sa.select(sa.literal(3), u.c.l, no_text, no_text, sa.func.greatest(newest("acked"), newest("discarded")),
                   no_float),
     ]

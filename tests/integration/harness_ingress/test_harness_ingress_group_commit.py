@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event as sa_event
 from support.calls import record_calls
 from support.commit_gate import Gate
 from support.ingress_harness import counter_loop, counting_statements, event_rows, seen, statuses
@@ -298,3 +299,45 @@ async def test_an_event_handed_to_the_resident_object_is_not_decoded_again(
         assert [t for t in decoded if isinstance(t, str) and "hand-off" in t] == []
     finally:
         await h.stop()
+
+
+async def test_a_postgresql_batch_inserts_its_events_in_one_execution(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """A batch's new events are one INSERT with one parameter set (the columns as arrays), not an executemany that
+    the server runs — and plans — once per event; the rows, their order and the duplicates' answers are the same."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("executions on the PostgreSQL server")
+    store, intake, t = await _detached(store_url, store_clock, tmp_path / "data", compile_c)
+    inserts: list[tuple[bool, int]] = []  # (executemany, parameter sets) of each INSERT INTO loop_event
+
+    def count(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+        if statement.lstrip().startswith("INSERT INTO loop_event"):
+            inserts.append((executemany, len(params) if executemany else 1))
+
+    try:
+        def admit(event_id: str) -> Any:
+            return asyncio.create_task(intake.admit(loop_id=t["loop"], topic="t", payload={"e": event_id},
+                                                    event_id=event_id, source="api", group_id=t["group"]))
+
+        gate = Gate()
+        store.before_commit.append(gate)
+        first = admit("e0")
+        await gate.entered.wait()
+        batch = [admit("e1"), admit("e2"), admit("e1"), admit("e3")]
+        await _until_waiting(intake, len(batch))
+        sa_event.listen(store.engine.sync_engine, "before_cursor_execute", count)
+        try:
+            gate.release.set()
+            await first
+            answers = await asyncio.gather(*batch)
+        finally:
+            sa_event.remove(store.engine.sync_engine, "before_cursor_execute", count)
+        assert [a["duplicate"] for a in answers] == [False, False, True, False]
+        assert inserts == [(False, 1)], inserts  # base: [(True, 3)] — three executions on the server
+        rows = await event_rows(store, t["loop"])
+        assert [r.event_id for r in rows] == ["e0", "e1", "e2", "e3"]
+        assert [r.payload for r in rows][1:] == ['{"e":"e1"}', '{"e":"e2"}', '{"e":"e3"}']
+        assert len({r.received_ms for r in rows}) == 4 and all(r.status == "pending" for r in rows)
+    finally:
+        await store.close()
