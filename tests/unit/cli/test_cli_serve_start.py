@@ -119,3 +119,55 @@ def test_a_serve_starts_with_the_collector_off_and_serves_with_it_on(tmp_path: P
                                 node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
     assert seen == {"start": False, "serve": True}  # previously: the start ran with the collector on
     assert gc.isenabled()
+
+
+YOUNG = 10_000  # the node's young-generation threshold (serve_cmd.NODE_GC_YOUNG)
+
+
+class _Node:
+    """A container in a reference cycle: garbage only the cyclic collector frees."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_serve_collects_its_young_generation_less_often_and_still_frees_cycles(tmp_path: Path,
+                                                                                 monkeypatch: Any) -> None:
+    """issue 16 (ingest at N = 10,000): while the node serves, the collector's youngest generation runs after
+    ``NODE_GC_YOUNG`` net container allocations (CPython: 700), so a burst of requests sets off few collections,
+    and cyclic garbage made while serving is still freed by the collector's own runs (no gc.collect() here)."""
+    import gc
+    import weakref
+
+    import uvicorn
+
+    from wakeful.cli import serve_cmd
+    from wakeful.cli.output import Unavailable
+
+    before = gc.get_threshold()
+    seen: dict[str, Any] = {}
+
+    async def serve(self: uvicorn.Server, sockets: Any = None) -> None:  # ends at once: the serve stops unserved
+        seen["threshold"] = gc.get_threshold()
+        gc.collect(0)  # the young generation's count from zero: the burst below alone decides
+        counts = gc.get_stats()
+        alive: weakref.WeakSet[_Node] = weakref.WeakSet()
+        burst: list[list[int]] = [[] for _ in range(5_000)]  # a request burst's containers, alive together
+        seen["young_after_burst"] = gc.get_stats()[0]["collections"] - counts[0]["collections"]
+        del burst
+        for _ in range(4 * YOUNG):  # cyclic garbage, 4× the young generation's threshold
+            alive.add(_Node())
+        seen["cycles_alive"] = len(alive)
+        for sock in sockets or ():
+            sock.close()
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
+    with pytest.raises(Unavailable):
+        serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{tmp_path / 'node.db'}",
+                                node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
+    assert seen["threshold"][0] == YOUNG  # previously CPython's 700
+    assert seen["threshold"][1:] == before[1:]
+    assert seen["young_after_burst"] == 0  # previously 7 young collections over 5,000 live containers
+    assert seen["cycles_alive"] <= YOUNG  # 40,000 cycles made, the collector freed the rest
+    assert gc.get_threshold() == before  # the command gives the process back its thresholds
