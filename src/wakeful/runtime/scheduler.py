@@ -523,7 +523,13 @@ class Scheduler:
         if self._loads_in_burst % HYGIENE_LOADS == 0:
             # vm.md §10 load path: freeze each 1,000 loads' survivors so the collector's older generations do
             # not rescan a growing heap during the burst (10,000 loads: ~1.4 s of gc); the quiet-time
-            # hygiene below unfreezes, collects everything once (cycles made meanwhile included), refreezes
+            # hygiene below unfreezes, collects everything once (cycles made meanwhile included), refreezes.
+            # The young generation is collected first: the cyclic garbage of the loads since the last collection
+            # (up to a node's raised young threshold, serve_cmd.NODE_GC_YOUNG) is freed now, while its memory can
+            # be reused by the next loads, instead of frozen among them until the hygiene (a collector turned off —
+            # a held burst, hold_hygiene — stays unrun)
+            if gc.isenabled():
+                gc.collect(0)
             gc.freeze()
         if self._loads_in_burst == HYGIENE_LOADS:
             self._arm_hygiene(now + HYGIENE_QUIET_NS)
