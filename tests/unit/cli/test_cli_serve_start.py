@@ -95,8 +95,6 @@ def test_a_serve_starts_with_the_collector_off_and_serves_with_it_on(tmp_path: P
 
     import uvicorn
 
-    from wakeful.cli import serve_cmd
-    from wakeful.cli.output import Unavailable
     from wakeful.control import Harness
 
     seen: dict[str, bool] = {}
@@ -112,12 +110,8 @@ def test_a_serve_starts_with_the_collector_off_and_serves_with_it_on(tmp_path: P
             sock.close()
 
     monkeypatch.setattr(Harness, "start", start)
-    monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
     assert gc.isenabled()
-    with pytest.raises(Unavailable):
-        serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{tmp_path / 'node.db'}",
-                                node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
+    _serve_unserved(tmp_path, monkeypatch, serve)
     assert seen == {"start": False, "serve": True}  # previously: the start ran with the collector on
     assert gc.isenabled()
 
@@ -142,8 +136,6 @@ def test_a_serve_collects_its_young_generation_less_often_and_still_frees_cycles
 
     import uvicorn
 
-    from wakeful.cli import serve_cmd
-    from wakeful.cli.output import Unavailable
 
     before = gc.get_threshold()
     seen: dict[str, Any] = {}
@@ -162,11 +154,7 @@ def test_a_serve_collects_its_young_generation_less_often_and_still_frees_cycles
         for sock in sockets or ():
             sock.close()
 
-    monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
-    with pytest.raises(Unavailable):
-        serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{tmp_path / 'node.db'}",
-                                node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
+    _serve_unserved(tmp_path, monkeypatch, serve)
     assert seen["threshold"][0] == YOUNG  # previously CPython's 700
     assert seen["threshold"][1:] == before[1:]
     assert seen["young_after_burst"] == 0  # previously 7 young collections over 5,000 live containers
@@ -180,8 +168,6 @@ def test_a_serve_runs_its_node_on_uvloop(tmp_path: Path, monkeypatch: Any) -> No
 
     import uvicorn
 
-    from wakeful.cli import serve_cmd
-    from wakeful.cli.output import Unavailable
 
     seen: dict[str, str] = {}
 
@@ -190,9 +176,20 @@ def test_a_serve_runs_its_node_on_uvloop(tmp_path: Path, monkeypatch: Any) -> No
         for sock in sockets or ():
             sock.close()
 
+    _serve_unserved(tmp_path, monkeypatch, serve)
+    assert seen["loop"].split(".")[0] == "uvloop"  # previously asyncio.unix_events
+
+
+def _serve_unserved(tmp_path: Path, monkeypatch: Any, serve: Any) -> None:
+    """``serve_command`` on a fresh SQLite store with uvicorn's ``serve`` replaced by ``serve`` (which closes the
+    sockets and returns: the command then ends ``Unavailable``, the server never having started)."""
+    import uvicorn
+
+    from wakeful.cli import serve_cmd
+    from wakeful.cli.output import Unavailable
+
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
     monkeypatch.setenv("WAKEFUL_HOME", str(tmp_path / "home"))
     with pytest.raises(Unavailable):
         serve_cmd.serve_command(host="127.0.0.1", port=0, db_url=f"sqlite:///{tmp_path / 'node.db'}",
                                 node_name="n", config_path=None, demo=False, no_docs=True, mcp=False)
-    assert seen["loop"].split(".")[0] == "uvloop"  # previously asyncio.unix_events
