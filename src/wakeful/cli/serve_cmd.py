@@ -15,7 +15,6 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -119,23 +118,8 @@ def _serve_command(*, host: str | None, port: int | None, db_url: str | None, no
     configure(cfg.log.level, cfg.log.format, sys.stderr)  # interfaces.md §7 log.level, log.format
     if upgrade:  # harness.md §3: an older schema is upgraded only when asked (the store's own rules apply)
         asyncio.run(_upgrade(cfg.effective_store_url))
-    with asyncio.Runner(loop_factory=node_loop_factory()) as runner:
-        runner.run(_serve(cfg, demo=demo, mcp=mcp, ui=ui and cfg.ui.enabled, collector=collector))
+    asyncio.run(_serve(cfg, demo=demo, mcp=mcp, ui=ui and cfg.ui.enabled, collector=collector))
     return 0
-
-
-def node_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The node's event loop: uvloop's where it is installed (a dependency on Linux and macOS), else asyncio's.
-
-    issue 16 (ingest at N = 10,000): the node is one event loop, CPU-bound under the ingest benchmark, and asyncio's
-    own loop — its selector, ``_run_once``, the socket transports' reads and writes, its timer heap — was ~15 % of
-    the node's CPU per event. uvloop runs the same asyncio API on libuv (asyncpg, uvicorn and the runtime's
-    subprocess transports all support it); the node's behaviour is the API's, not the loop's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -212,8 +196,7 @@ async def _serve(cfg: Any, *, demo: bool, mcp: bool = True, ui: bool = True, col
         shown_host = cfg.server_host if cfg.server_host not in ("0.0.0.0", "::") else "127.0.0.1"
         base_url = f"http://{shown_host}:{bound[1]}"
         print(f"wakeful serve: listening on {base_url} (node {cfg.node_name}, store "
-              f"{harness.store.dialect}, data {cfg.data_dir}, event loop {type(loop).__module__.split('.')[0]})",
-              flush=True)
+              f"{harness.store.dialect}, data {cfg.data_dir})", flush=True)
         # issue 19: the CLI and doctor find this node (and its store) through <data>/node.json
         nodefile.write(cfg.data_dir, url=base_url, store_url=cfg.effective_store_url, node_name=cfg.node_name or "",
                        reconcile_s=harness.reconcile_s)

@@ -37,7 +37,6 @@ def test_mcp_is_made_by_the_first_request_to_it_not_before_the_node_serves(tmp_p
                 assert line, err.read_text()[-3000:]
                 found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
                 url = found.group(1) if found else None
-            assert "event loop uvloop" in line  # issue 16: the node runs on uvloop
             assert "wakeful.mcp.http" not in _imported(err)  # listening, MCP not made
             answer = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=60,
                                 trust_env=False)
@@ -160,24 +159,6 @@ def test_a_serve_collects_its_young_generation_less_often_and_still_frees_cycles
     assert seen["young_after_burst"] == 0  # previously 7 young collections over 5,000 live containers
     assert seen["cycles_alive"] <= YOUNG  # 40,000 cycles made, the collector freed the rest
     assert gc.get_threshold() == before  # the command gives the process back its thresholds
-
-
-def test_a_serve_runs_its_node_on_uvloop(tmp_path: Path, monkeypatch: Any) -> None:
-    """issue 16: the node's event loop is uvloop's (a dependency), not asyncio's selector loop."""
-    import asyncio
-
-    import uvicorn
-
-
-    seen: dict[str, str] = {}
-
-    async def serve(self: uvicorn.Server, sockets: Any = None) -> None:  # ends at once: the serve stops unserved
-        seen["loop"] = type(asyncio.get_running_loop()).__module__
-        for sock in sockets or ():
-            sock.close()
-
-    _serve_unserved(tmp_path, monkeypatch, serve)
-    assert seen["loop"].split(".")[0] == "uvloop"  # previously asyncio.unix_events
 
 
 def _serve_unserved(tmp_path: Path, monkeypatch: Any, serve: Any) -> None:
