@@ -23,8 +23,6 @@ async def read_bounded(request: Request, limit: int, *, too_large: str | None = 
             raise InvalidRequest("Content-Length is not a number", field="content-length") from None
         if declared > limit:
             raise PayloadTooLarge(message, limit=limit)
-    if not hasattr(request, "_body") and not request._stream_consumed:
-        return await _receive_bounded(request, limit, message)
     chunks: list[bytes] = []
     size = 0
     try:
@@ -36,33 +34,6 @@ async def read_bounded(request: Request, limit: int, *, too_large: str | None = 
     except ClientDisconnect:
         raise PayloadTooLarge(message, limit=limit) from None
     return b"".join(chunks)
-
-
-async def _receive_bounded(request: Request, limit: int, message: str) -> bytes:
-    """``read_bounded``'s loop over the ASGI messages themselves, as ``Request.stream`` reads them (the request's
-    stream is consumed after the last chunk; a disconnect marks it disconnected) — issue 16: the async generator
-    of ``stream`` (its creation, the event loop's first-iteration hook, its close) on every intake request."""
-    receive = request.receive
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        received = await receive()
-        kind = received["type"]
-        if kind == "http.request":
-            body = received.get("body", b"")
-            more = received.get("more_body", False)
-            if not more:
-                request._stream_consumed = True
-            if body:
-                size += len(body)
-                if size > limit:
-                    raise PayloadTooLarge(message, limit=limit)
-                chunks.append(body)
-            if not more:
-                return b"".join(chunks)
-        elif kind == "http.disconnect":
-            request._is_disconnected = True
-            raise PayloadTooLarge(message, limit=limit)
 
 
 def require_json(request: Request) -> None:
