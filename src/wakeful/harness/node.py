@@ -613,7 +613,7 @@ class Node:
         self._residents[res.loop_id] = self._objects[res.object_id] = res
         self.residents_added += 1
         try:
-            await self.runtime.start(res.object_id)
+            self.runtime.start_unreported(res.object_id)  # issue 16: no status built per Loop
         except WakefulError as exc:  # §7: a start failure of an object that loaded is a fault
             self._residents.pop(res.loop_id, None)
             self._objects.pop(res.object_id, None)
