@@ -115,7 +115,7 @@ def observe_command(item_id: str, message: Message) -> dict[str, Any]:
     return command
 
 
-def watch_state_of(loop: store_loops.Loop | None) -> dict[str, Any]:
+def watch_state_of(loop: store_loops.Loop | store_loops.LoopMarks | None) -> dict[str, Any]:
     """``watch_state`` for a Loop row (``deleted`` when the row is gone)."""
     if loop is None:
         return {"state": "deleted", "reason": None, "incarnation": 0}
@@ -259,9 +259,9 @@ class LoopBridge(Instrument):
         """``on_transition`` for several Loops: their rows, their items and the items waiting for them are one
         read transaction (issue 16); the records and resumes follow, Loop by Loop, as for one."""
         async with self.store.tx(readonly=True) as tx:
-            found = await store_loops.find_loops(tx, loop_ids)
+            found = await store_loops.find_loop_marks(tx, loop_ids)
             backed = await _backed_items_of(tx, loop_ids)
-            plans: list[tuple[str, store_loops.Loop | None, dict[str, Any], list[dict[str, Any]], str]] = []
+            plans: list[tuple[str, store_loops.LoopMarks | None, dict[str, Any], list[dict[str, Any]], str]] = []
             quiet: list[str] = []
             for loop_id in loop_ids:
                 loop = found.get(loop_id)
@@ -283,7 +283,7 @@ class LoopBridge(Instrument):
                 log.exception("control loop bridge: the transition of %s failed", loop_id)
         return applied
 
-    async def _record(self, loop_id: str, loop: store_loops.Loop | None, watch: dict[str, Any],
+    async def _record(self, loop_id: str, loop: store_loops.LoopMarks | None, watch: dict[str, Any],
                       stale: list[dict[str, Any]], moment: str, waiting: dict[str, list[dict[str, Any]]]) -> int:
         """One Loop's part of ``on_transitions``: record its state in its stale items, resume the waiting ones."""
         applied = 0
@@ -368,7 +368,7 @@ class LoopBridge(Instrument):
         return "" if goal is None else str(goal["group_id"])
 
 
-async def _state_moment(tx: Any, loop: store_loops.Loop | None) -> str:
+async def _state_moment(tx: Any, loop: store_loops.LoopMarks | None) -> str:
     """The newest transition's sequence number and the row's ``updated_ms``: new at every state change."""
     if loop is None:
         return "gone"

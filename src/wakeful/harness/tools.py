@@ -40,7 +40,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.groups import check_name
 from wakeful.harness.store.ids import new_id, shown
 from wakeful.harness.store.loops import Loop
-from wakeful.harness.store.reads import SharedRead, by_keys
+from wakeful.harness.store.reads import SharedRead
 from wakeful.harness.store.sessions import Session
 from wakeful.harness.views import loop_view, runtime_view
 
@@ -242,10 +242,7 @@ class LoopTools:
         groups = sorted({n.group_id for n in items})
         for group_id in groups:  # the store's lock order: group locks (in id order) before rows
             await quota.lock_group_quota(tx, group_id)
-        A = schema.agent
-        stmt, params = by_keys(tx.dialect, "tools.agents_for_update", lambda keys: tx.for_update(
-            sa.select(A.c.id, A.c.status).where(keys).order_by(A.c.id)), A.c.id, sorted({n.agent_id for n in items}))
-        status = {r.id: r.status for r in await tx.execute(stmt, params)}
+        status, agent_active = await quota.lock_agents_and_count(tx, [n.agent_id for n in items])
         defaults = quota.QuotaLimits(self.node.config.limits.loops_per_agent, self.node.config.limits.loops_per_group)
         limits: dict[str, quota.QuotaLimits | HarnessError] = {}
         group_active: dict[str, int] = {}
@@ -254,7 +251,6 @@ class LoopTools:
                 limits[group_id], group_active[group_id] = await quota.limits_and_active(tx, group_id, defaults)
             except HarnessError as exc:
                 limits[group_id] = exc
-        agent_active = await quota.count_active_by_agent(tx, [n.agent_id for n in items])
         owners = await loops.session_owners(tx, [n.session_id for n in items])
         begun = await self._begins(tx, items)
         now = await tx.now_ms()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from support.commit_gate import Gate
-from support.ingress_harness import counting_statements, executed_statements
+from support.ingress_harness import counting_statements, executed_statements, round_trips
 from support.loops_harness import driver, started, tenant
 
 from wakeful.harness.embed import Harness
@@ -473,4 +473,37 @@ async def test_a_create_waiting_on_its_commit_holds_the_runtimes_load_burst(
             await asyncio.sleep(0.005)
     finally:
         gc.unfreeze()
+        await h.stop()
+
+
+async def test_postgresql_locks_a_batchs_agents_and_counts_their_loops_in_one_round_trip(
+    harness_runner: Any, store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    """PostgreSQL (issue 16): inside a create batch's group lock the agents' rows are locked and their active Loops
+    counted by one statement (base: two round trips), so the critical section that serialises a group's creates
+    is a round trip shorter — and the agent quota still counts: the agent's third create is refused."""
+    h = await started(store_url, store_clock, tmp_path / "data")
+    try:
+        if h.store.dialect != "postgresql":
+            pytest.skip("round trips to PostgreSQL")
+        group = await h.create_group("g-rt", limits={"loops_per_group": 5, "loops_per_agent": 2})
+        agent = await h.create_agent(group.id, "r1")
+        session = await h.create_session(agent.id, "inbox")
+        art = await driver(h, agent.id, compile_c)
+        await _lease(h, agent.id)
+        await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name="r0")
+        with round_trips(h.store) as sent:
+            await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name="r1")
+        texts = [" ".join(s.split()) for s in sent]
+        lock = next(i for i, s in enumerate(texts) if "pg_advisory_xact_lock" in s)
+        insert = next(i for i, s in enumerate(texts) if s.startswith("INSERT INTO loop "))
+        # (the BEGIN asyncpg sends before the lock statement is logged after it)
+        inside = [s for s in texts[lock + 1:insert] if not s.startswith("BEGIN")]
+        # the agents locked and counted, the group's limits and kept count, the sessions' owners, the lease
+        assert len(inside) == 4, inside
+        assert not [s for s in inside if "count(" in s and "FOR UPDATE" not in s and "agent_group" not in s], inside
+        with pytest.raises(QuotaExceeded) as refused:
+            await h.create_loop(agent_id=agent.id, session_id=session.id, artifact=art, name="r2")
+        assert refused.value.details == {"scope": "agent", "limit": 2}
+    finally:
         await h.stop()

@@ -16,6 +16,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.reads import built_once, by_keys, likely
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
+           "lock_agents_and_count",
            "group_active", "limits_and_active", "lock_group_quota"]
 
 L = schema.loop
@@ -127,6 +128,26 @@ async def count_active_by_agent(tx: Tx, agent_ids: list[str]) -> dict[str, int]:
         L.c.agent_id, sa.func.count().label("n")).where(likely(L.c.state == "active"), keys).group_by(L.c.agent_id),
         L.c.agent_id, sorted(set(agent_ids)))
     return {r.agent_id: int(r.n) for r in await tx.execute(stmt, params)}
+
+
+async def lock_agents_and_count(tx: Tx, agent_ids: list[str]) -> tuple[dict[str, str], dict[str, int]]:
+    """The agents of ``agent_ids`` locked (``FOR UPDATE`` on PostgreSQL, in id order) with their statuses, and
+    ``count_active_by_agent``: on PostgreSQL one statement (issue 16: a round trip fewer inside a create batch's
+    group lock, which serialises the group's creates). Its caller holds the group lock, so no Loop of these
+    agents enters ``active`` meanwhile and the count is the one a statement of its own would read."""
+    A = schema.agent
+    keys = sorted(set(agent_ids))
+    if tx.dialect != "postgresql":
+        stmt, params = by_keys(tx.dialect, "quota.agents_locked", lambda k: sa.select(A.c.id, A.c.status).where(
+            k).order_by(A.c.id), A.c.id, keys)
+        status = {r.id: r.status for r in await tx.execute(stmt, params)}
+        return status, await count_active_by_agent(tx, keys)
+    n = sa.select(sa.func.count()).select_from(L).where(
+        likely(L.c.state == "active"), L.c.agent_id == A.c.id).correlate(A).scalar_subquery()
+    stmt, params = by_keys(tx.dialect, "quota.agents_locked_counted", lambda k: sa.select(
+        A.c.id, A.c.status, n.label("n")).where(k).order_by(A.c.id).with_for_update(of=A), A.c.id, keys)
+    rows = (await tx.execute(stmt, params)).all()
+    return {r.id: r.status for r in rows}, {r.id: int(r.n) for r in rows if r.n}
 
 
 # §15: count and write in the same transaction under the group lock, so concurrent entries never overshoot
