@@ -33,7 +33,7 @@ from wakeful.harness.store.engine import (
     parse_url,
     unavailable_from,
 )
-from wakeful.harness.store.group import IN_FLIGHT_PG, BatchWork, GroupCommit
+from wakeful.harness.store.group import BatchWork, GroupCommit
 
 if TYPE_CHECKING:
     from wakeful.harness.store.migrations import MigrationOutcome
@@ -154,7 +154,7 @@ class Store:
         self.commits = 0  # write transactions committed by this Store (a group-commit batch counts once)
         # awaited inside every write transaction right before its COMMIT (tests hold a commit here)
         self.before_commit: list[Callable[[Tx], Awaitable[None]]] = []
-        self.grouping = GroupCommit(self, IN_FLIGHT_PG if self.dialect == "postgresql" else 1)
+        self.grouping = GroupCommit(self)
         self._lanes: dict[str, GroupCommit] = {}  # PostgreSQL: committers beside ``grouping`` (``lane``)
 
     @classmethod

@@ -43,16 +43,10 @@ from wakeful.harness.store import schema
 if TYPE_CHECKING:
     from wakeful.harness.store.core import Store, Tx
 
-__all__ = ["BatchWork", "GroupCommit", "IN_FLIGHT_PG", "LOCKED_AHEAD", "MAX_BATCH", "PAUSE_ENV", "Waiters", "copy_outcome"]
+__all__ = ["BatchWork", "GroupCommit", "LOCKED_AHEAD", "MAX_BATCH", "PAUSE_ENV", "Waiters", "copy_outcome"]
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 256  # units per transaction; the rest wait for the next batch
-# issue 16 (PostgreSQL ingest, pg-ingest2): batch transactions of the main lane in flight at once, each on a pooled
-# session of its own. One batch at a time left the node waiting for the store: a batch's ~five round trips and its
-# WAL flush, with the next batch only collecting meanwhile. Batches in flight together lock their Loop rows in id
-# order (``_lock_ahead``, or a lone admission's own pass), as two nodes' batches on one store do, so they cannot
-# deadlock; each caller is still answered only after its own batch committed. SQLite (one writer): one.
-IN_FLIGHT_PG = 3
 LOCKED_AHEAD = "group.locked_ahead"  # ``Tx.shared`` key: the batch holds its units' Loop rows FOR UPDATE already
 # test-only pause points (tests/integration/harness_ingress/test_harness_ingress_group_kill.py): a directory in
 # which a file ``hold-before`` / ``hold-after`` stops the next batch right before / right after its COMMIT (the
@@ -131,11 +125,8 @@ class _Unit:
 class GroupCommit:
     """The group committer of one ``Store`` (``store.grouping``)."""
 
-    def __init__(self, store: Store, in_flight: int = 1) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.in_flight = in_flight  # batch transactions that may run at once (each a committer task)
-        self.most_in_flight = 0  # the most batches that ran at once so far
-        self._running = 0  # batches running now
         self.batches = 0  # batch transactions committed (each unit answered from one of them)
         self.units = 0  # units answered from a committed batch (refusals included)
         self.largest = 0  # the largest batch so far
@@ -143,7 +134,7 @@ class GroupCommit:
         self.singles = 0  # statements of ``single`` in flight (each occupies the lane as a batch would)
         self._quiet: list[asyncio.Future[None]] = []  # batch units waiting for the singles in flight to end
         self._queue: list[_Unit] = []
-        self._tasks: set[asyncio.Task[None]] = set()  # the committer tasks (at most ``in_flight``)
+        self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._collecting: dict[str, _Collection[Any]] = {}  # kind → its next batch unit (Store.grouped_batch)
         pause = os.environ.get(PAUSE_ENV)
@@ -153,9 +144,8 @@ class GroupCommit:
         loop = self._bind()
         unit = _Unit(work, key, loop.create_future(), locks)
         self._queue.append(unit)
-        self._tasks = {t for t in self._tasks if not t.done()}  # (a task that has just ended takes nothing more)
-        if len(self._tasks) < self.in_flight:
-            self._tasks.add(loop.create_task(self._run()))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
         return await unit.future
 
     async def submit_batch(self, kind: str, item: Any, work: BatchWork, *, limit: int = MAX_BATCH,
@@ -208,7 +198,7 @@ class GroupCommit:
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a store used from another event loop (as the SQLite writer turn allows)
-            self._queue, self._tasks, self._loop, self._collecting, self._quiet = [], set(), loop, {}, []
+            self._queue, self._task, self._loop, self._collecting, self._quiet = [], None, loop, {}, []
         return loop
 
     def collecting(self, kind: str) -> int:
@@ -219,7 +209,7 @@ class GroupCommit:
     @property
     def batching(self) -> bool:
         """A batch committing or queued."""
-        return bool(self._queue) or any(not t.done() for t in self._tasks)
+        return bool(self._queue) or (self._task is not None and not self._task.done())
 
     @property
     def idle(self) -> bool:
@@ -265,8 +255,6 @@ class GroupCommit:
             if not batch:
                 continue
             batch.sort(key=lambda u: u.key)
-            self._running += 1
-            self.most_in_flight = max(self.most_in_flight, self._running)
             try:
                 await self._commit(batch)  # (units that join it while it runs are added to ``batch``)
             except BaseException as exc:  # never leave a caller waiting (cancellation at shutdown included)
@@ -274,8 +262,6 @@ class GroupCommit:
                     _settle(unit, exc, failed=True)
                 if not isinstance(exc, Exception):
                     raise
-            finally:
-                self._running -= 1
 
     async def _commit(self, batch: list[_Unit]) -> None:
         outcomes: list[tuple[bool, Any]] = []
