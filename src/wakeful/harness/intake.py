@@ -332,7 +332,7 @@ class Intake:
             if tx.dialect == "postgresql":  # (one INSERT of the rows as arrays: one execution, one plan)
                 await tx.execute(_INSERT_PG, {c: [r[c] for r in rows] for c in _INSERT_COLUMNS})
             else:
-                await tx.execute(_INSERTS[tx.dialect], rows)
+                await tx.execute(_INSERT_SQLITE, rows)
         return outcomes
 
     def _admit_one(self, tx: Tx, adm: _Admission, row: Any, known: dict[tuple[str, str], str],
@@ -655,8 +655,7 @@ def _lock_stmt_pg(tx: Tx, clock: sa.ColumnElement[Any] | None) -> sa.Select[Any]
     return built_once(f"intake.lock{clocked}{ahead}", build)
 
 
-_INSERTS: dict[str, Any] = {"postgresql": pg_dialect.insert(E).on_conflict_do_nothing(),
-                            "sqlite": sqlite_dialect.insert(E).on_conflict_do_nothing()}
+_INSERT_SQLITE = sqlite_dialect.insert(E).on_conflict_do_nothing()
 # issue 16 (PostgreSQL ingest, pg-ingest): a batch's new events are one INSERT … SELECT of the columns as array
 # parameters (``unnest``), not one execution per row (asyncpg's executemany: a Bind and Execute per event, each
 # planned again by the server with ``plan_cache_mode = force_custom_plan``); the rows, their order and ON CONFLICT DO

@@ -16,8 +16,7 @@ from wakeful.harness.store.core import Tx
 from wakeful.harness.store.reads import built_once, by_keys, likely
 
 __all__ = ["QuotaLimits", "admit_active", "count_active", "count_active_by_agent", "effective_limits",
-           "lock_agents_and_count",
-           "group_active", "limits_and_active", "lock_group_quota"]
+           "group_active", "limits_and_active", "lock_agents_and_count", "lock_group_quota"]
 
 L = schema.loop
 C = schema.loop_active_count
