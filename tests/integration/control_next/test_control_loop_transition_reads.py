@@ -4,6 +4,8 @@ transaction, not two; with one to record, the record is still committed and the 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,10 @@ from wakeful.control.loops import LoopBridge
 from wakeful.harness.config import Config
 
 
-async def test_a_transition_with_nothing_to_record_is_one_read(
-    store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
-) -> None:
+@asynccontextmanager
+async def _settled_bridge(store_url: str, store_clock: Any, tmp_path: Path,
+                          compile_c: Any) -> AsyncIterator[tuple[Harness, LoopBridge, str]]:
+    """A started harness with one driver Loop whose transitions the bridge has settled: (harness, bridge, Loop)."""
     h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
     await h.start()
     try:
@@ -25,6 +28,15 @@ async def test_a_transition_with_nothing_to_record_is_one_read(
         assert isinstance(bridge, LoopBridge)
         _, _, loop_id = await driver_loop(h, compile_c)
         await bridge.settle()
+        yield h, bridge, loop_id
+    finally:
+        await h.stop()
+
+
+async def test_a_transition_with_nothing_to_record_is_one_read(
+    store_url: str, store_clock: Any, tmp_path: Path, compile_c: Any,
+) -> None:
+    async with _settled_bridge(store_url, store_clock, tmp_path, compile_c) as (h, bridge, loop_id):
         begins: list[object] = []
 
         def begun(conn: Any) -> None:
@@ -36,8 +48,6 @@ async def test_a_transition_with_nothing_to_record_is_one_read(
         finally:
             event.remove(h.store.engine.sync_engine, "begin", begun)
         assert len(begins) == 1
-    finally:
-        await h.stop()
 
 
 async def test_transitions_reported_together_are_handled_by_one_read(
@@ -77,13 +87,7 @@ async def test_a_transitions_read_takes_the_loops_state_not_its_whole_row(
     """Issue 16: every create is a transition the bridge reads; its read of the Loop names the state columns the
     handler uses (state, reason, incarnation, group, updated_ms) — not the config, capabilities or checkpoint,
     whose decoding was ~7 % of a node's CPU in a PostgreSQL create burst — and the handler still sees the state."""
-    h = Harness(Config(data_dir=tmp_path, store_url=store_url), clock=store_clock, sweeps=False)
-    await h.start()
-    try:
-        bridge = h.loop_bridge
-        assert isinstance(bridge, LoopBridge)
-        _, _, loop_id = await driver_loop(h, compile_c)
-        await bridge.settle()
+    async with _settled_bridge(store_url, store_clock, tmp_path, compile_c) as (h, bridge, loop_id):
         ran: list[str] = []
 
         def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
@@ -99,5 +103,3 @@ async def test_a_transitions_read_takes_the_loops_state_not_its_whole_row(
         assert "loop.state" in reads[0] and "loop.incarnation" in reads[0]
         for column in ("loop.checkpoint", "loop.config", "loop.capabilities", "loop.webhook_secret_sha256"):
             assert column not in reads[0], reads[0]
-    finally:
-        await h.stop()
